@@ -1,0 +1,86 @@
+/* Run configuration: JSON files plus `key=value` overrides, checked against a schema.
+ *
+ * Every key has a type, a default, a range and a help line (the schema in config.c);
+ * `nevo train --help` prints them. Nested objects are addressed with dotted keys
+ * (`ga.sigma`). An unknown key is an error that suggests the closest valid key; so is a
+ * wrong type or an out-of-range value. `env_options` is an open object of numeric
+ * options checked by the environment itself. */
+#ifndef NEVO_CONFIG_H
+#define NEVO_CONFIG_H
+
+#include <stdint.h>
+
+#include "nevo/env.h"
+#include "nevo/status.h"
+
+#define NEVO_MAX_LAYERS 8
+
+typedef struct NevoPolicyConfig {
+    int n_hidden;
+    int hidden[NEVO_MAX_LAYERS];   /* units per hidden dense layer */
+    int n_conv;
+    int conv_filters[NEVO_MAX_LAYERS]; /* conv stack for image observations */
+    int conv_kernels[NEVO_MAX_LAYERS];
+    int conv_strides[NEVO_MAX_LAYERS];
+    char activation[16];           /* "tanh" or "relu" */
+    char init[16];                 /* "scaled" (Uber GA) or "normc" (OpenAI ES) */
+} NevoPolicyConfig;
+
+typedef struct NevoGAConfig {
+    double sigma;              /* mutation power */
+    int truncation;            /* T parents */
+    int elitism;               /* 1: copy the elite unmodified into the next generation */
+    int validation_candidates; /* top-k re-evaluated to choose the elite */
+    int validation_episodes;   /* episodes per candidate */
+} NevoGAConfig;
+
+typedef struct NevoESConfig {
+    double sigma;
+    char optimizer[8];    /* "adam" or "sgd" */
+    double lr;
+    double l2;            /* L2 weight decay coefficient */
+    double beta1, beta2;  /* Adam */
+    double momentum;      /* SGD */
+    int obs_norm;         /* observation normalisation on (1) / off (0) */
+    double obs_norm_prob; /* fraction of rollouts whose observations update the statistics */
+    int center_episodes;  /* episodes evaluating the current mean each generation (reporting) */
+} NevoESConfig;
+
+typedef struct NevoConfig {
+    char env[64];
+    char algo[8];          /* "ga", "es" or "rs" */
+    uint64_t seed;
+    int population;        /* individuals evaluated per generation */
+    int generations;
+    int threads;           /* 0 = all CPUs; never changes results */
+    int episodes;          /* episodes per individual for its fitness */
+    int max_episode_steps; /* episode cap for training (0 = the env's own limit) */
+    int eval_episodes;     /* episodes of the final evaluation of the best policy */
+    int checkpoint_every;  /* generations between checkpoints */
+    int n_env_options;
+    NevoEnvOption env_options[NEVO_ENV_MAX_OPTIONS];
+    NevoPolicyConfig policy;
+    NevoGAConfig ga;
+    NevoESConfig es;
+} NevoConfig;
+
+/* Fills every key with its default. */
+void nevo_config_defaults(NevoConfig *cfg);
+
+/* Applies a JSON document (an object) on top of cfg. `source` names it in messages
+ * ("configs/x.json"); syntax errors report line and column. */
+NevoStatus nevo_config_apply_json(NevoConfig *cfg, const char *json_text, const char *source,
+                                  NevoError *err);
+/* Loads defaults + the JSON file at path. */
+NevoStatus nevo_config_load(NevoConfig *cfg, const char *path, NevoError *err);
+/* Applies one `key=value` override; the value is JSON (number, true, [1,2]) or else a
+ * bare string. */
+NevoStatus nevo_config_override(NevoConfig *cfg, const char *assignment, NevoError *err);
+/* Cross-key checks (truncation <= population, ...), run after all overrides. */
+NevoStatus nevo_config_check(const NevoConfig *cfg, NevoError *err);
+/* The resolved config as a JSON text (every key); caller frees. */
+char *nevo_config_to_json(const NevoConfig *cfg);
+/* Prints the schema (key, type, default, help) to f. */
+void nevo_config_print_schema(void *file);
+
+#endif

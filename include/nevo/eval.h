@@ -1,0 +1,57 @@
+/* The population evaluator: runs a list of episodes, each with its own network and
+ * seed, over the thread pool.
+ *
+ * Each worker keeps a fixed number of episode slots; all live slots go through the
+ * policy in one batched forward call (each row its own network), then each env steps;
+ * a slot whose episode ended takes the next task from the shared queue at once, so only
+ * running episodes are computed and no batch waits for its slowest episode.
+ *
+ * An episode's outcome is a function of its task alone (network parameters, seed), so
+ * results are bit-identical whatever the thread count, slot count or scheduling. */
+#ifndef NEVO_EVAL_H
+#define NEVO_EVAL_H
+
+#include <stdint.h>
+
+#include "nevo/env.h"
+#include "nevo/policy.h"
+#include "nevo/threads.h"
+
+#define NEVO_TASK_RECORD_OBS 1u /* add this episode's observations to its NevoObsStats */
+
+/* One episode to run: which network (a row of the parameter matrix) and its seed. */
+typedef struct NevoTask {
+    int net;
+    uint32_t flags;
+    uint64_t seed;
+} NevoTask;
+
+typedef struct NevoEpisode {
+    double ret;       /* sum of rewards */
+    int length;       /* steps */
+    int terminated;   /* 1 if it ended by termination, 0 by time limit or cap */
+    float bc[NEVO_ENV_MAX_BC];
+} NevoEpisode;
+
+typedef struct NevoEvaluator NevoEvaluator;
+
+/* slots: live episodes per worker (0 = a default suited to the env). */
+NevoEvaluator *nevo_evaluator_new(const NevoEnv *env, const NevoPolicy *policy, NevoPool *pool,
+                                  int slots);
+void nevo_evaluator_free(NevoEvaluator *ev);
+
+/* Called after each finished episode with the frames finished so far in this call,
+ * from whichever worker finished it (so it must be thread-safe). */
+typedef void (*NevoProgressFn)(void *ctx, long long frames_done);
+void nevo_evaluator_set_progress(NevoEvaluator *ev, NevoProgressFn fn, void *ctx);
+
+/* Runs tasks[0..n) and writes results[i] for task i. params: the population matrix,
+ * row j at params + j * stride. task_stats: NULL, or an array of n stats of which those
+ * of tasks flagged NEVO_TASK_RECORD_OBS are filled (caller merges them in task order).
+ * Fails with NEVO_ERR_NUMERIC (naming env, task and step) if an env or the policy
+ * produces NaN or infinity. */
+NevoStatus nevo_evaluate(NevoEvaluator *ev, const float *params, size_t stride,
+                         const NevoTask *tasks, int n, NevoEpisode *results,
+                         NevoObsStats *task_stats, NevoError *err);
+
+#endif

@@ -1,0 +1,72 @@
+/* Binary files: byte buffers, bounds-checked readers, CRC-32, atomic writes, and the
+ * container every nevo file uses.
+ *
+ * Container layout (little-endian):
+ *   magic[8] | version u32 | reserved u32 | payload_len u64 | payload | crc32 u32
+ * The CRC covers everything before it. Files are written to a temporary file in the
+ * same directory, fsync'ed, renamed over the target and the directory fsync'ed, so a
+ * reader sees either the old file or the new one, never a half-written one. */
+#ifndef NEVO_IO_H
+#define NEVO_IO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nevo/status.h"
+
+/* A growable byte buffer (writer side). */
+typedef struct NevoBuf {
+    uint8_t *data;
+    size_t len, cap;
+} NevoBuf;
+
+void nevo_buf_free(NevoBuf *b);
+void nevo_buf_put(NevoBuf *b, const void *src, size_t n);
+void nevo_buf_u32(NevoBuf *b, uint32_t v);
+void nevo_buf_u64(NevoBuf *b, uint64_t v);
+void nevo_buf_f64(NevoBuf *b, double v);
+void nevo_buf_f32s(NevoBuf *b, const float *v, size_t n);
+void nevo_buf_f64s(NevoBuf *b, const double *v, size_t n);
+/* A length-prefixed string. */
+void nevo_buf_str(NevoBuf *b, const char *s);
+
+/* A bounds-checked reader: reads past the end set `failed` and return zeros, so a
+ * truncated payload is detected once, at the end, by nevo_reader_ok. */
+typedef struct NevoReader {
+    const uint8_t *data;
+    size_t len, pos;
+    bool failed;
+} NevoReader;
+
+NevoReader nevo_reader(const void *data, size_t len);
+void nevo_read(NevoReader *r, void *dst, size_t n);
+uint32_t nevo_read_u32(NevoReader *r);
+uint64_t nevo_read_u64(NevoReader *r);
+double nevo_read_f64(NevoReader *r);
+void nevo_read_f32s(NevoReader *r, float *dst, size_t n);
+void nevo_read_f64s(NevoReader *r, double *dst, size_t n);
+/* Reads a string into a newly allocated buffer (caller frees); max_len guards
+ * against corrupt lengths. */
+char *nevo_read_str(NevoReader *r, size_t max_len);
+/* True when every read stayed in bounds and (if exact) the payload was consumed. */
+bool nevo_reader_ok(const NevoReader *r, bool exact);
+
+uint32_t nevo_crc32(const void *data, size_t n);
+
+/* Writes data to path atomically (temp file + fsync + rename + directory fsync). */
+NevoStatus nevo_write_atomic(const char *path, const void *data, size_t n, NevoError *err);
+/* Reads a whole file; *data is malloc'ed (caller frees). */
+NevoStatus nevo_read_all(const char *path, uint8_t **data, size_t *n, NevoError *err);
+
+/* Writes a container file atomically. */
+NevoStatus nevo_container_write(const char *path, const char magic[8], uint32_t version,
+                                const NevoBuf *payload, NevoError *err);
+/* Reads and checks a container: magic, version, length and checksum. On success
+ * *payload (malloc'ed, caller frees) holds the payload. Messages name the file. */
+NevoStatus nevo_container_read(const char *path, const char magic[8], uint32_t version,
+                               uint8_t **payload, size_t *len, NevoError *err);
+/* Reads the first 8 bytes of a file (to tell a policy from a checkpoint). */
+NevoStatus nevo_file_magic(const char *path, char magic[8], NevoError *err);
+
+#endif

@@ -1,0 +1,97 @@
+/* Policies: neural networks whose parameters are one flat float vector.
+ *
+ * A population is one contiguous (P, nparams) matrix; nevo_policy_forward evaluates
+ * n observation rows, each through its *own* network (row i uses parameter row
+ * net[i]), in one call. Layers: an optional conv stack (image observations, "valid"
+ * padding, HWC layout), then dense hidden layers, then a linear output layer.
+ *
+ * Parameter layout, layer by layer: dense W as (in, out) row-major then b (out); conv
+ * W as (k, k, in_c, out_c) then b (out_c).
+ *
+ * Outputs to actions: discrete = argmax (first maximum); continuous = tanh scaled to
+ * the action bounds. Observation normalisation (ES): x' = clip((x - mean) / std, ±5),
+ * with mean/std part of the policy. */
+#ifndef NEVO_POLICY_H
+#define NEVO_POLICY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nevo/config.h"
+#include "nevo/env.h"
+#include "nevo/status.h"
+
+#define NEVO_POLICY_MAX_LAYERS (2 * NEVO_MAX_LAYERS + 1)
+
+typedef enum NevoLayerKind { NEVO_LAYER_DENSE = 0, NEVO_LAYER_CONV = 1 } NevoLayerKind;
+typedef enum NevoActivation { NEVO_ACT_TANH = 0, NEVO_ACT_RELU = 1, NEVO_ACT_NONE = 2 } NevoActivation;
+typedef enum NevoInit { NEVO_INIT_SCALED = 0, NEVO_INIT_NORMC = 1 } NevoInit;
+
+typedef struct NevoLayer {
+    NevoLayerKind kind;
+    NevoActivation act;
+    int in_dim, out_dim;        /* flattened sizes */
+    int in_h, in_w, in_c;       /* conv input (HWC) */
+    int out_h, out_w, out_c;    /* conv output (HWC) */
+    int kernel, stride;
+    int fan_in;                 /* inputs per output unit */
+    size_t w_off, b_off;        /* offsets into the parameter vector */
+} NevoLayer;
+
+typedef struct NevoPolicy {
+    int obs_dim;
+    NevoSpaceKind action_kind;
+    int n_out;                  /* discrete: n_actions; box: action_dim */
+    int action_dim;
+    float action_low[NEVO_ENV_MAX_ACT_DIM], action_high[NEVO_ENV_MAX_ACT_DIM];
+    NevoInit init;
+    int n_layers;
+    NevoLayer layers[NEVO_POLICY_MAX_LAYERS];
+    size_t nparams;
+    int max_width;              /* widest activation, for scratch sizing */
+    int obs_norm;               /* 1: normalise inputs with obs_mean/obs_std */
+    float *obs_mean, *obs_std;  /* (obs_dim) each, owned; mean 0 / std 1 until set */
+} NevoPolicy;
+
+/* Builds the network for an env's spaces from the policy config. Fails (with a
+ * message) for shapes that do not fit, e.g. a conv stack on vector observations. */
+NevoStatus nevo_policy_new(const NevoEnvSpec *env, const NevoPolicyConfig *cfg, int obs_norm,
+                           NevoPolicy **out, NevoError *err);
+void nevo_policy_free(NevoPolicy *p);
+
+/* Initial parameters of individual `individual` of generation `generation`, drawn from
+ * the stream (seed, NEVO_RNG_INIT, generation, individual, 0): the GA's init_ref. */
+void nevo_policy_init_params(const NevoPolicy *p, uint64_t seed, uint32_t generation,
+                             uint32_t individual, float *theta);
+
+/* Floats of scratch memory nevo_policy_forward needs for n rows. */
+size_t nevo_policy_scratch_floats(const NevoPolicy *p, int n);
+
+/* out (n, n_out) = network_{net[i]}(obs[i]) for each row i. params: row j of the
+ * population at params + j * stride. scratch: nevo_policy_scratch_floats(p, n) floats.
+ * Row i's result depends only on net[i]'s parameters and obs[i]: never on n, on the
+ * other rows or on the thread. */
+void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride, const int *net,
+                         const float *obs, int n, float *out, float *scratch);
+
+/* Actions (n, action_dim) from network outputs (n, n_out). */
+void nevo_policy_actions(const NevoPolicy *p, const float *out, int n, float *actions);
+
+/* FLOPs (multiply-adds counted as 2) of one forward row, for benchmarks. */
+double nevo_policy_flops(const NevoPolicy *p);
+
+/* Running observation statistics (ES observation normalisation). */
+typedef struct NevoObsStats {
+    int dim;
+    double count;
+    double *sum, *sumsq; /* (dim) each */
+} NevoObsStats;
+
+void nevo_obs_stats_init(NevoObsStats *s, int dim);
+void nevo_obs_stats_free(NevoObsStats *s);
+void nevo_obs_stats_add(NevoObsStats *s, const float *obs);
+void nevo_obs_stats_merge(NevoObsStats *into, const NevoObsStats *from);
+/* Sets the policy's mean/std from the statistics (std floored at 1e-2, as OpenAI ES). */
+void nevo_obs_stats_apply(const NevoObsStats *s, NevoPolicy *p);
+
+#endif

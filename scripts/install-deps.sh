@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian packages nevo needs to build and test, only those missing.
+# Called by the Makefile before every build (it is a no-op once all are present).
+#   build-essential  gcc, make, libc headers
+#   pkg-config       library flags
+#   libjansson-dev   JSON configs (parser with line/column errors)
+set -eu
+PKGS="build-essential pkg-config libjansson-dev"
+[ -n "${NEVO_EXTRA_PKGS:-}" ] && PKGS="$PKGS $NEVO_EXTRA_PKGS"
+missing=""
+for p in $PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "nevo: installing missing Debian packages:$missing" >&2
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing

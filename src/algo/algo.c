@@ -1,0 +1,153 @@
+/* Algorithm dispatch and what the algorithms share: rollouts of a set of networks,
+ * ranking, centred ranks. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "algo/algo_internal.h"
+#include "nevo/rng.h"
+
+NevoStatus nevo_algo_new(const NevoConfig *cfg, const NevoEnv *env, NevoPolicy *policy,
+                         NevoEvaluator *ev, NevoAlgo **out, NevoError *err) {
+    *out = NULL;
+    if (strcmp(cfg->algo, "ga") == 0 || strcmp(cfg->algo, "rs") == 0)
+        return nevo_ga_new(cfg, env, policy, ev, out, err);
+    if (strcmp(cfg->algo, "es") == 0) return nevo_es_new(cfg, env, policy, ev, out, err);
+    return nevo_error(err, NEVO_ERR_NOTFOUND, "unknown algorithm '%s' (use ga, es or rs)", cfg->algo);
+}
+
+void nevo_algo_free(NevoAlgo *a) {
+    if (a) a->ops->free(a);
+}
+
+NevoStatus nevo_algo_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err) {
+    memset(stats, 0, sizeof *stats);
+    stats->generation = a->generation;
+    NevoStatus st = a->ops->generation(a, stats, err);
+    if (st == NEVO_OK) a->generation++;
+    return st;
+}
+
+int nevo_algo_generations_done(const NevoAlgo *a) { return a->generation; }
+void nevo_algo_best(const NevoAlgo *a, float *theta) { a->ops->best(a, theta); }
+
+void nevo_algo_save(const NevoAlgo *a, NevoBuf *buf) {
+    nevo_buf_u32(buf, (uint32_t)a->generation);
+    a->ops->save(a, buf);
+}
+
+NevoStatus nevo_algo_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
+    a->generation = (int)nevo_read_u32(r);
+    return a->ops->load(a, r, err);
+}
+
+NevoStatus nevo_algo_rollouts(NevoAlgo *a, const float *params, int n, int episodes,
+                              uint32_t generation, const uint32_t *stream_ids, double *fitness,
+                              NevoGenStats *stats, NevoObsStats *obs, double obs_prob,
+                              NevoError *err) {
+    int n_tasks = n * episodes;
+    NevoTask *tasks = nevo_alloc(sizeof(NevoTask) * (size_t)n_tasks);
+    NevoEpisode *results = nevo_alloc(sizeof(NevoEpisode) * (size_t)n_tasks);
+    NevoObsStats *task_stats = NULL;
+    for (int i = 0; i < n; i++) {
+        uint32_t id = stream_ids ? stream_ids[i] : (uint32_t)i;
+        for (int e = 0; e < episodes; e++) {
+            NevoTask *t = &tasks[i * episodes + e];
+            t->net = i;
+            t->seed = nevo_rng_derive(a->cfg->seed, NEVO_RNG_ENV_SEED, generation, id, (uint32_t)e);
+            t->flags = 0;
+        }
+    }
+    if (obs) {
+        task_stats = nevo_alloc(sizeof(NevoObsStats) * (size_t)n_tasks);
+        for (int k = 0; k < n_tasks; k++) {
+            NevoRng rng;
+            nevo_rng_init(&rng, a->cfg->seed, NEVO_RNG_OBS_NORM, generation, (uint32_t)k, 0);
+            if (nevo_rng_uniform(&rng) < obs_prob) {
+                tasks[k].flags |= NEVO_TASK_RECORD_OBS;
+                nevo_obs_stats_init(&task_stats[k], obs->dim);
+            }
+        }
+    }
+    NevoStatus st = nevo_evaluate(a->ev, params, a->policy->nparams, tasks, n_tasks, results,
+                                  task_stats, err);
+    if (st == NEVO_OK) {
+        for (int i = 0; i < n; i++) {
+            double sum = 0.0;
+            for (int e = 0; e < episodes; e++) {
+                const NevoEpisode *r = &results[i * episodes + e];
+                sum += r->ret;
+                stats->frames += r->length;
+            }
+            fitness[i] = sum / episodes;
+        }
+        stats->episodes += n_tasks;
+    }
+    if (task_stats) {
+        for (int k = 0; k < n_tasks; k++) {
+            if (!(tasks[k].flags & NEVO_TASK_RECORD_OBS)) continue;
+            if (st == NEVO_OK) nevo_obs_stats_merge(obs, &task_stats[k]);
+            nevo_obs_stats_free(&task_stats[k]);
+        }
+        free(task_stats);
+    }
+    free(tasks);
+    free(results);
+    return st;
+}
+
+static const double *sort_keys;
+
+static int by_fitness_desc(const void *pa, const void *pb) {
+    int a = *(const int *)pa, b = *(const int *)pb;
+    if (sort_keys[a] > sort_keys[b]) return -1;
+    if (sort_keys[a] < sort_keys[b]) return 1;
+    return a < b ? -1 : a > b;
+}
+
+/* qsort with a comparator that breaks ties by index is a total order, so the result is
+ * unique whatever qsort's algorithm. The static key pointer is only used by the
+ * training thread. */
+void nevo_rank_desc(const double *fitness, int n, int *order) {
+    for (int i = 0; i < n; i++) order[i] = i;
+    sort_keys = fitness;
+    qsort(order, (size_t)n, sizeof(int), by_fitness_desc);
+    sort_keys = NULL;
+}
+
+void nevo_centered_ranks(const double *fitness, int n, double *out) {
+    int *order = nevo_alloc(sizeof(int) * (size_t)n);
+    nevo_rank_desc(fitness, n, order);
+    /* order[0] is the best: rank n-1. Among equal values the lower index sorts first
+     * in `order` and so gets the higher rank; argsort would give it the lower one.
+     * Reverse runs of ties to match a stable ascending argsort. */
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j + 1 < n && fitness[order[j + 1]] == fitness[order[i]]) j++;
+        for (int lo = i, hi = j; lo < hi; lo++, hi--) {
+            int t = order[lo];
+            order[lo] = order[hi];
+            order[hi] = t;
+        }
+        i = j + 1;
+    }
+    for (int k = 0; k < n; k++) {
+        int rank = n - 1 - k;
+        out[order[k]] = n > 1 ? (double)rank / (n - 1) - 0.5 : 0.0;
+    }
+    free(order);
+}
+
+static int cmp_double(const void *pa, const void *pb) {
+    double a = *(const double *)pa, b = *(const double *)pb;
+    return (a > b) - (a < b);
+}
+
+double nevo_median(const double *x, int n) {
+    if (n <= 0) return 0.0;
+    double *c = nevo_alloc(sizeof(double) * (size_t)n);
+    memcpy(c, x, sizeof(double) * (size_t)n);
+    qsort(c, (size_t)n, sizeof(double), cmp_double);
+    double m = n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
+    free(c);
+    return m;
+}

@@ -1,0 +1,56 @@
+/* What the algorithms share (internal): the dispatch table, ranking helpers and the
+ * reserved stream names of evaluation episodes. */
+#ifndef NEVO_ALGO_INTERNAL_H
+#define NEVO_ALGO_INTERNAL_H
+
+#include "nevo/algo.h"
+
+/* Individual ids used in episode-seed stream names for episodes that are not a
+ * population member's own: validation episodes (common to every elite candidate) and
+ * the final evaluation. */
+#define NEVO_STREAM_VALIDATION 0xFFFFFFF0u
+#define NEVO_STREAM_FINAL_EVAL 0xFFFFFFF1u
+#define NEVO_STREAM_CENTER 0xFFFFFFF2u
+
+typedef struct NevoAlgoOps {
+    NevoStatus (*generation)(NevoAlgo *a, NevoGenStats *stats, NevoError *err);
+    void (*best)(const NevoAlgo *a, float *theta);
+    void (*save)(const NevoAlgo *a, NevoBuf *buf);
+    NevoStatus (*load)(NevoAlgo *a, NevoReader *r, NevoError *err);
+    void (*free)(NevoAlgo *a);
+} NevoAlgoOps;
+
+/* Every algorithm struct begins with this header. */
+struct NevoAlgo {
+    const NevoAlgoOps *ops;
+    const NevoConfig *cfg;
+    const NevoEnv *env;
+    NevoPolicy *policy;
+    NevoEvaluator *ev;
+    int generation; /* generations completed */
+};
+
+NevoStatus nevo_ga_new(const NevoConfig *cfg, const NevoEnv *env, NevoPolicy *policy,
+                       NevoEvaluator *ev, NevoAlgo **out, NevoError *err);
+NevoStatus nevo_es_new(const NevoConfig *cfg, const NevoEnv *env, NevoPolicy *policy,
+                       NevoEvaluator *ev, NevoAlgo **out, NevoError *err);
+
+/* Indices 0..n-1 ordered by fitness, best first; ties keep the lower index first. */
+void nevo_rank_desc(const double *fitness, int n, int *order);
+/* OpenAI ES centred ranks: rank 0 (worst) .. n-1 (best) mapped linearly onto
+ * [-0.5, 0.5]; ties broken by index, as a stable argsort would. */
+void nevo_centered_ranks(const double *fitness, int n, double *out);
+double nevo_median(const double *x, int n);
+
+/* Runs each of n networks (rows of params) for `episodes` episodes; network i's
+ * episode e gets the seed named (seed, ENV_SEED, generation, stream_ids[i] (or i if
+ * stream_ids is NULL), e), so networks given the same stream id face the same
+ * episodes. Writes each network's mean return to fitness[i]; adds frames and episodes
+ * to stats. obs: NULL, or running statistics that gain the observations of a random
+ * fraction obs_prob of the episodes, merged in task order. */
+NevoStatus nevo_algo_rollouts(NevoAlgo *a, const float *params, int n, int episodes,
+                              uint32_t generation, const uint32_t *stream_ids, double *fitness,
+                              NevoGenStats *stats, NevoObsStats *obs, double obs_prob,
+                              NevoError *err);
+
+#endif

@@ -1,0 +1,296 @@
+/* Deep GA (Such et al. 2017) and random search (the GA without parents).
+ *
+ * Genomes are compact noise-reference chains: (init_ref, (ref_1, sigma_1), ...), each
+ * ref a (generation, individual) stream name, so theta = init(init_ref) + sum_j
+ * sigma_j * eps(ref_j). Parents are cached as full theta, so a child costs one noise
+ * draw and one vector add; after a restart each parent is replayed from its chain
+ * with the same float operations in the same order, so replay is bit-exact.
+ *
+ * One generation (g >= 1): child i = parent + sigma * eps(g, i), the parent drawn
+ * uniformly from the T parents by stream (SELECT, g, i); with elitism, child 0 is the
+ * elite copied unmodified. Each child is evaluated on `episodes` episodes; the top
+ * `validation_candidates` (the previous elite taking one slot) are re-evaluated on
+ * `validation_episodes` common episodes and the best mean becomes the elite; the top
+ * T by fitness become the next parents, the elite always among them. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "algo/algo_internal.h"
+#include "nevo/rng.h"
+
+typedef struct Ref {
+    uint32_t generation, individual;
+    float sigma;
+} Ref;
+
+/* A genome: where its init came from plus its mutations, oldest first. */
+typedef struct Genome {
+    uint32_t init_generation, init_individual;
+    int n, cap;
+    Ref *refs;
+} Genome;
+
+typedef struct GA {
+    NevoAlgo base;
+    int P, T, rs;
+    size_t np;
+    float *pop;           /* (P + 1, np): the children, then the previous elite */
+    Genome *genomes;      /* (P) the children's genomes */
+    float *parents;       /* (T, np) cached parent theta */
+    Genome *parent_genomes; /* (T) */
+    int n_parents;        /* 0 before the first generation */
+    float *elite;         /* (np) */
+    Genome elite_genome;
+    int has_elite;
+    float *noise;         /* (np) scratch */
+    double *fitness;      /* (P + 1) */
+    int *order;
+} GA;
+
+static void genome_copy(Genome *dst, const Genome *src) {
+    if (dst->cap < src->n) {
+        free(dst->refs);
+        dst->cap = src->n + 16;
+        dst->refs = nevo_alloc(sizeof(Ref) * (size_t)dst->cap);
+    }
+    dst->init_generation = src->init_generation;
+    dst->init_individual = src->init_individual;
+    dst->n = src->n;
+    if (src->n) memcpy(dst->refs, src->refs, sizeof(Ref) * (size_t)src->n);
+}
+
+static void genome_push(Genome *g, Ref r) {
+    if (g->n == g->cap) {
+        int cap = g->cap ? 2 * g->cap : 16;
+        Ref *grown = nevo_alloc(sizeof(Ref) * (size_t)cap);
+        if (g->n) memcpy(grown, g->refs, sizeof(Ref) * (size_t)g->n);
+        free(g->refs);
+        g->refs = grown;
+        g->cap = cap;
+    }
+    g->refs[g->n++] = r;
+}
+
+/* theta += sigma * eps(ref): the one mutation step, shared by live runs and replay. */
+static void apply_mutation(const GA *ga, float *theta, Ref r, float *noise) {
+    NevoRng rng;
+    nevo_rng_init(&rng, ga->base.cfg->seed, NEVO_RNG_MUTATE, r.generation, r.individual, 0);
+    nevo_rng_fill_normal(&rng, noise, ga->np);
+    float s = r.sigma;
+    for (size_t k = 0; k < ga->np; k++) theta[k] = theta[k] + s * noise[k];
+}
+
+static void replay(const GA *ga, const Genome *g, float *theta, float *noise) {
+    nevo_policy_init_params(ga->base.policy, ga->base.cfg->seed, g->init_generation,
+                            g->init_individual, theta);
+    for (int j = 0; j < g->n; j++) apply_mutation(ga, theta, g->refs[j], noise);
+}
+
+static void make_children(GA *ga, uint32_t gen) {
+    const NevoConfig *cfg = ga->base.cfg;
+    for (int i = 0; i < ga->P; i++) {
+        float *theta = ga->pop + (size_t)i * ga->np;
+        Genome *g = &ga->genomes[i];
+        if (ga->n_parents == 0 || ga->rs) {
+            g->init_generation = gen;
+            g->init_individual = (uint32_t)i;
+            g->n = 0;
+            nevo_policy_init_params(ga->base.policy, cfg->seed, gen, (uint32_t)i, theta);
+            continue;
+        }
+        if (cfg->ga.elitism && i == 0 && ga->has_elite) {
+            genome_copy(g, &ga->elite_genome);
+            memcpy(theta, ga->elite, sizeof(float) * ga->np);
+            continue;
+        }
+        NevoRng rng;
+        nevo_rng_init(&rng, cfg->seed, NEVO_RNG_SELECT, gen, (uint32_t)i, 0);
+        int p = (int)nevo_rng_below(&rng, (uint32_t)ga->n_parents);
+        genome_copy(g, &ga->parent_genomes[p]);
+        Ref r = {gen, (uint32_t)i, (float)cfg->ga.sigma};
+        genome_push(g, r);
+        memcpy(theta, ga->parents + (size_t)p * ga->np, sizeof(float) * ga->np);
+        apply_mutation(ga, theta, r, ga->noise);
+    }
+}
+
+static NevoStatus ga_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err) {
+    GA *ga = (GA *)a;
+    const NevoConfig *cfg = a->cfg;
+    uint32_t gen = (uint32_t)a->generation;
+    make_children(ga, gen);
+    NevoStatus st = nevo_algo_rollouts(a, ga->pop, ga->P, cfg->episodes, gen, NULL, ga->fitness,
+                                       stats, NULL, 0.0, err);
+    if (st) return st;
+    nevo_rank_desc(ga->fitness, ga->P, ga->order);
+    stats->best = ga->fitness[ga->order[0]];
+    double sum = 0.0;
+    for (int i = 0; i < ga->P; i++) sum += ga->fitness[i];
+    stats->mean = sum / ga->P;
+    stats->median = nevo_median(ga->fitness, ga->P);
+
+    /* Elite candidates: the top k children; the previous elite takes the last slot
+     * unless it is already among them (as child 0 under elitism). It sits in row P. */
+    int k = cfg->ga.validation_candidates < ga->P ? cfg->ga.validation_candidates : ga->P;
+    int cand[1000]; /* validation_candidates <= 1000 (config schema) */
+    for (int c = 0; c < k; c++) cand[c] = ga->order[c];
+    int elite_in_pop = cfg->ga.elitism && ga->has_elite && !ga->rs && ga->n_parents > 0;
+    if (ga->has_elite && !elite_in_pop) {
+        memcpy(ga->pop + (size_t)ga->P * ga->np, ga->elite, sizeof(float) * ga->np);
+        cand[k - 1] = ga->P;
+    } else if (elite_in_pop) {
+        int present = 0;
+        for (int c = 0; c < k; c++) present |= cand[c] == 0;
+        if (!present) cand[k - 1] = 0;
+    }
+    int elite = cand[0];
+    double elite_score = ga->fitness[elite];
+    if (cfg->ga.validation_episodes > 0) {
+        /* The candidates, copied into consecutive rows, all face the same episodes. */
+        float *rows = nevo_alloc_aligned(sizeof(float) * ga->np * (size_t)k);
+        uint32_t *ids = nevo_alloc(sizeof(uint32_t) * (size_t)k);
+        double *val = nevo_alloc(sizeof(double) * (size_t)k);
+        for (int c = 0; c < k; c++) {
+            memcpy(rows + (size_t)c * ga->np, ga->pop + (size_t)cand[c] * ga->np, sizeof(float) * ga->np);
+            ids[c] = NEVO_STREAM_VALIDATION;
+        }
+        st = nevo_algo_rollouts(a, rows, k, cfg->ga.validation_episodes, gen, ids, val, stats,
+                                NULL, 0.0, err);
+        if (st == NEVO_OK) {
+            int best = 0;
+            for (int c = 1; c < k; c++)
+                if (val[c] > val[best]) best = c;
+            elite = cand[best];
+            elite_score = val[best];
+        }
+        free(rows);
+        free(ids);
+        free(val);
+        if (st) return st;
+    }
+    stats->elite_mean = elite_score;
+
+    /* The new elite (copy out before the parents are overwritten). */
+    if (elite != ga->P) {
+        memcpy(ga->elite, ga->pop + (size_t)elite * ga->np, sizeof(float) * ga->np);
+        genome_copy(&ga->elite_genome, &ga->genomes[elite]);
+    }
+    ga->has_elite = 1;
+
+    /* Parents: top T by fitness, the elite always among them. */
+    if (!ga->rs) {
+        int T = ga->T;
+        int elite_row = -1;
+        for (int t = 0; t < T; t++) {
+            int i = ga->order[t];
+            memcpy(ga->parents + (size_t)t * ga->np, ga->pop + (size_t)i * ga->np, sizeof(float) * ga->np);
+            genome_copy(&ga->parent_genomes[t], &ga->genomes[i]);
+            if (i == elite) elite_row = t;
+        }
+        if (elite_row < 0) {
+            memcpy(ga->parents + (size_t)(T - 1) * ga->np, ga->elite, sizeof(float) * ga->np);
+            genome_copy(&ga->parent_genomes[T - 1], &ga->elite_genome);
+        }
+        ga->n_parents = T;
+    }
+    return NEVO_OK;
+}
+
+static void ga_best(const NevoAlgo *a, float *theta) {
+    const GA *ga = (const GA *)a;
+    memcpy(theta, ga->elite, sizeof(float) * ga->np);
+}
+
+static void save_genome(NevoBuf *b, const Genome *g) {
+    nevo_buf_u32(b, g->init_generation);
+    nevo_buf_u32(b, g->init_individual);
+    nevo_buf_u32(b, (uint32_t)g->n);
+    for (int j = 0; j < g->n; j++) {
+        nevo_buf_u32(b, g->refs[j].generation);
+        nevo_buf_u32(b, g->refs[j].individual);
+        nevo_buf_put(b, &g->refs[j].sigma, 4);
+    }
+}
+
+static int load_genome(NevoReader *r, Genome *g) {
+    g->init_generation = nevo_read_u32(r);
+    g->init_individual = nevo_read_u32(r);
+    uint32_t n = nevo_read_u32(r);
+    if (n > (r->len - r->pos) / 12) return 0;
+    g->n = 0;
+    for (uint32_t j = 0; j < n; j++) {
+        Ref ref;
+        ref.generation = nevo_read_u32(r);
+        ref.individual = nevo_read_u32(r);
+        nevo_read(r, &ref.sigma, 4);
+        genome_push(g, ref);
+    }
+    return nevo_reader_ok(r, false);
+}
+
+/* Only genomes are saved: the cached theta are rebuilt by replay on load. */
+static void ga_save(const NevoAlgo *a, NevoBuf *b) {
+    const GA *ga = (const GA *)a;
+    nevo_buf_u32(b, (uint32_t)ga->has_elite);
+    if (ga->has_elite) save_genome(b, &ga->elite_genome);
+    nevo_buf_u32(b, (uint32_t)ga->n_parents);
+    for (int t = 0; t < ga->n_parents; t++) save_genome(b, &ga->parent_genomes[t]);
+}
+
+static NevoStatus ga_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
+    GA *ga = (GA *)a;
+    ga->has_elite = (int)nevo_read_u32(r);
+    if (ga->has_elite) {
+        if (!load_genome(r, &ga->elite_genome)) goto corrupt;
+        replay(ga, &ga->elite_genome, ga->elite, ga->noise);
+    }
+    uint32_t n = nevo_read_u32(r);
+    if (n > (uint32_t)ga->T) goto corrupt;
+    ga->n_parents = (int)n;
+    for (int t = 0; t < ga->n_parents; t++) {
+        if (!load_genome(r, &ga->parent_genomes[t])) goto corrupt;
+        replay(ga, &ga->parent_genomes[t], ga->parents + (size_t)t * ga->np, ga->noise);
+    }
+    return NEVO_OK;
+corrupt:
+    return nevo_error(err, NEVO_ERR_CORRUPT, "GA state is truncated or inconsistent");
+}
+
+static void ga_free(NevoAlgo *a) {
+    GA *ga = (GA *)a;
+    for (int i = 0; i < ga->P; i++) free(ga->genomes[i].refs);
+    for (int t = 0; t < ga->T; t++) free(ga->parent_genomes[t].refs);
+    free(ga->elite_genome.refs);
+    free(ga->genomes);
+    free(ga->parent_genomes);
+    free(ga->pop);
+    free(ga->parents);
+    free(ga->elite);
+    free(ga->noise);
+    free(ga->fitness);
+    free(ga->order);
+    free(ga);
+}
+
+static const NevoAlgoOps ga_ops = {ga_generation, ga_best, ga_save, ga_load, ga_free};
+
+NevoStatus nevo_ga_new(const NevoConfig *cfg, const NevoEnv *env, NevoPolicy *policy,
+                       NevoEvaluator *ev, NevoAlgo **out, NevoError *err) {
+    GA *ga = nevo_alloc(sizeof *ga);
+    ga->base = (NevoAlgo){&ga_ops, cfg, env, policy, ev, 0};
+    ga->P = cfg->population;
+    ga->rs = strcmp(cfg->algo, "rs") == 0;
+    ga->T = ga->rs ? 0 : cfg->ga.truncation;
+    ga->np = policy->nparams;
+    ga->pop = nevo_alloc_aligned(sizeof(float) * ga->np * (size_t)(ga->P + 1));
+    ga->genomes = nevo_alloc(sizeof(Genome) * (size_t)ga->P);
+    ga->parents = nevo_alloc_aligned(sizeof(float) * ga->np * (size_t)(ga->T > 0 ? ga->T : 1));
+    ga->parent_genomes = nevo_alloc(sizeof(Genome) * (size_t)(ga->T > 0 ? ga->T : 1));
+    ga->elite = nevo_alloc_aligned(sizeof(float) * ga->np);
+    ga->noise = nevo_alloc_aligned(sizeof(float) * ga->np);
+    ga->fitness = nevo_alloc(sizeof(double) * (size_t)(ga->P + 1));
+    ga->order = nevo_alloc(sizeof(int) * (size_t)(ga->P + 1));
+    (void)err;
+    *out = &ga->base;
+    return NEVO_OK;
+}

@@ -1,0 +1,22 @@
+/* The `nevo` command's subcommands (internal to the CLI). Each returns the process
+ * exit status: 0 success, 2 bad input (usage, config, file), 1 failure while running. */
+#ifndef NEVO_CLI_H
+#define NEVO_CLI_H
+
+#include "nevo/status.h"
+
+int nevo_cmd_train(int argc, char **argv);
+int nevo_cmd_eval(int argc, char **argv);
+int nevo_cmd_envs(int argc, char **argv);
+int nevo_cmd_bench(int argc, char **argv);
+
+/* Prints "nevo: error: MSG" and returns the exit status for the error's kind. */
+int cli_fail(const NevoError *err);
+/* Prints a usage error and returns 2. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Parses a non-negative integer option value; returns 0 on success. */
+int cli_parse_int(const char *s, long long min, long long max, long long *out);
+/* True if argv[i] equals name; takes its value from argv[i+1] into *value. */
+int cli_option(int argc, char **argv, int *i, const char *name, const char **value);
+
+#endif

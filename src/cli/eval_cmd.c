@@ -1,0 +1,203 @@
+/* `nevo eval`: evaluates a saved policy, a checkpoint's best policy, or a reference
+ * policy (uniform random, constant action) and prints a JSON summary as the last line
+ * of stdout. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "core/strutil.h"
+#include "nevo/files.h"
+#include "nevo/rng.h"
+#include "nevo/train.h"
+
+static const char *help =
+    "usage: nevo eval FILE [--episodes N] [--seed S] [--threads N] [--max-steps N]\n"
+    "       nevo eval --env NAME --policy random|constant:A [--env-option KEY=VALUE ...]\n"
+    "                 [--episodes N] [--seed S] [--max-steps N]\n"
+    "\n"
+    "FILE is a policy file (policy.nevo) or a checkpoint (checkpoint.bin, its best policy).\n"
+    "Episode e's seed is derived from (S, e), so the same S gives the same episodes for\n"
+    "every policy. Reference policies: `random` draws uniformly from the action space;\n"
+    "`constant:A` always takes action A (an index, or comma-separated values for\n"
+    "continuous actions).\n"
+    "\n"
+    "options:\n"
+    "  --episodes N   episodes to run (default 100)\n"
+    "  --seed S       evaluation seed (default 0)\n"
+    "  --threads N    worker threads (default all CPUs); results do not depend on it\n"
+    "  --max-steps N  cap episodes at N steps (default: the environment's own limit)\n"
+    "\n"
+    "Prints {episodes, frames, return_mean, return_std, return_min, return_max,\n"
+    "length_mean, length_std, ...} as JSON.\n";
+
+typedef enum RefKind { REF_RANDOM, REF_CONSTANT } RefKind;
+
+/* Runs a reference policy episode by episode (no network involved). */
+static NevoStatus eval_reference(const NevoEnv *env, RefKind kind, const float *constant, int episodes,
+                                 uint64_t seed, NevoEvalSummary *out, NevoError *err) {
+    const NevoEnvSpec *s = nevo_env_spec(env);
+    void *inst = nevo_alloc_aligned(nevo_env_instance_size(env));
+    float *obs = nevo_alloc(sizeof(float) * (size_t)s->obs_dim);
+    float action[NEVO_ENV_MAX_ACT_DIM];
+    NevoEpisode *eps = nevo_alloc(sizeof(NevoEpisode) * (size_t)episodes);
+    for (int e = 0; e < episodes; e++) {
+        uint64_t es = nevo_rng_derive(seed, NEVO_RNG_ENV_SEED, 0, 0xFFFFFFF1u, (uint32_t)e);
+        NevoRng rng;
+        nevo_rng_init(&rng, seed, NEVO_RNG_POLICY, 0, (uint32_t)e, 0);
+        nevo_env_reset(env, inst, es, obs);
+        NevoStepResult r = {0};
+        while (!r.terminated && !r.truncated) {
+            if (kind == REF_CONSTANT) {
+                memcpy(action, constant, sizeof(float) * (size_t)s->action_dim);
+            } else if (s->action_kind == NEVO_SPACE_DISCRETE) {
+                action[0] = (float)nevo_rng_below(&rng, (uint32_t)s->n_actions);
+            } else {
+                for (int j = 0; j < s->action_dim; j++)
+                    action[j] = s->action_low[j] +
+                                (float)nevo_rng_uniform(&rng) * (s->action_high[j] - s->action_low[j]);
+            }
+            nevo_env_step(env, inst, action, obs, &r);
+            eps[e].ret += r.reward;
+            eps[e].length++;
+            if (s->max_steps == 0 && eps[e].length >= 100000000) {
+                free(inst), free(obs), free(eps);
+                return nevo_error(err, NEVO_ERR_INVALID,
+                                  "%s: an episode ran 1e8 steps without ending; pass --max-steps", s->name);
+            }
+        }
+    }
+    nevo_eval_summarise(eps, episodes, out);
+    free(inst);
+    free(obs);
+    free(eps);
+    return NEVO_OK;
+}
+
+static NevoStatus parse_constant(const NevoEnvSpec *s, const char *text, float *action, NevoError *err) {
+    char buf[512];
+    nevo_strlcpy(buf, text, sizeof buf);
+    int n = 0;
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        char *end;
+        double v = strtod(tok, &end);
+        if (*end != '\0' || n >= NEVO_ENV_MAX_ACT_DIM)
+            return nevo_error(err, NEVO_ERR_INVALID, "--policy constant:%s: '%s' is not a number", text, tok);
+        action[n++] = (float)v;
+    }
+    if (s->action_kind == NEVO_SPACE_DISCRETE) {
+        if (n != 1 || action[0] != (float)(int)action[0] || action[0] < 0 || action[0] >= s->n_actions)
+            return nevo_error(err, NEVO_ERR_INVALID,
+                              "--policy constant:%s: %s has discrete actions 0..%d; give one index", text,
+                              s->name, s->n_actions - 1);
+    } else if (n != s->action_dim) {
+        return nevo_error(err, NEVO_ERR_INVALID,
+                          "--policy constant:%s: %s actions have %d values; give %d comma-separated numbers",
+                          text, s->name, s->action_dim, s->action_dim);
+    }
+    return NEVO_OK;
+}
+
+static void print_summary(const NevoEvalSummary *s, const char *env, const char *policy) {
+    json_t *o = json_object();
+    json_object_set_new(o, "episodes", json_integer(s->episodes));
+    json_object_set_new(o, "frames", json_integer(s->frames));
+    json_object_set_new(o, "return_mean", json_real(s->return_mean));
+    json_object_set_new(o, "return_std", json_real(s->return_std));
+    json_object_set_new(o, "return_min", json_real(s->return_min));
+    json_object_set_new(o, "return_max", json_real(s->return_max));
+    json_object_set_new(o, "length_mean", json_real(s->length_mean));
+    json_object_set_new(o, "length_std", json_real(s->length_std));
+    json_object_set_new(o, "env", json_string(env));
+    json_object_set_new(o, "policy", json_string(policy));
+    char *text = json_dumps(o, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    printf("%s\n", text);
+    free(text);
+    json_decref(o);
+}
+
+int nevo_cmd_eval(int argc, char **argv) {
+    const char *file = NULL, *env_name = NULL, *policy_kind = NULL;
+    long long episodes = 100, seed = 0, threads = 0, max_steps = 0;
+    NevoEnvOption opts[NEVO_ENV_MAX_OPTIONS];
+    int n_opts = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(help, stdout);
+            return 0;
+        } else if (cli_option(argc, argv, &i, "--episodes", &v)) {
+            if (cli_parse_int(v, 1, 100000000, &episodes))
+                return cli_usage_error("eval", "--episodes needs a whole number from 1 to 1e8");
+        } else if (cli_option(argc, argv, &i, "--seed", &v)) {
+            if (cli_parse_int(v, 0, (long long)1 << 62, &seed))
+                return cli_usage_error("eval", "--seed needs a non-negative whole number");
+        } else if (cli_option(argc, argv, &i, "--threads", &v)) {
+            if (cli_parse_int(v, 1, 4096, &threads))
+                return cli_usage_error("eval", "--threads needs a whole number from 1 to 4096");
+        } else if (cli_option(argc, argv, &i, "--max-steps", &v)) {
+            if (cli_parse_int(v, 1, 1000000000, &max_steps))
+                return cli_usage_error("eval", "--max-steps needs a positive whole number");
+        } else if (cli_option(argc, argv, &i, "--env", &v)) {
+            if (!v) return cli_usage_error("eval", "--env needs an environment name");
+            env_name = v;
+        } else if (cli_option(argc, argv, &i, "--policy", &v)) {
+            if (!v) return cli_usage_error("eval", "--policy needs random or constant:A");
+            policy_kind = v;
+        } else if (cli_option(argc, argv, &i, "--env-option", &v)) {
+            const char *eq = v ? strchr(v, '=') : NULL;
+            char *end;
+            if (!eq || n_opts == NEVO_ENV_MAX_OPTIONS || eq - v >= (long)sizeof opts[0].key)
+                return cli_usage_error("eval", "--env-option needs KEY=VALUE");
+            memset(opts[n_opts].key, 0, sizeof opts[n_opts].key);
+            memcpy(opts[n_opts].key, v, (size_t)(eq - v));
+            opts[n_opts].value = strtod(eq + 1, &end);
+            if (*end || end == eq + 1) return cli_usage_error("eval", "--env-option %s: the value must be a number", v);
+            n_opts++;
+        } else if (argv[i][0] == '-') {
+            return cli_usage_error("eval", "unknown option '%s'", argv[i]);
+        } else if (!file) {
+            file = argv[i];
+        } else {
+            return cli_usage_error("eval", "unexpected argument '%s'", argv[i]);
+        }
+    }
+    NevoError err = {0};
+    NevoEvalSummary s;
+    if (file) {
+        if (env_name || policy_kind)
+            return cli_usage_error("eval", "give either FILE or --env/--policy, not both");
+        NevoLoadedPolicy lp;
+        if (nevo_load_any_policy(file, &lp, &err)) return cli_fail(&err);
+        nevo_env_set_max_steps(lp.env, (int)max_steps);
+        if (nevo_env_spec(lp.env)->max_steps == 0) nevo_env_set_max_steps(lp.env, 1000000);
+        NevoPool *pool = nevo_pool_new(threads > 0 ? (int)threads : nevo_cpu_count());
+        NevoStatus st = nevo_eval_params(lp.env, lp.policy, lp.theta, pool, (int)episodes, (uint64_t)seed, &s, &err);
+        nevo_pool_free(pool);
+        if (st == NEVO_OK) print_summary(&s, lp.cfg.env, file);
+        nevo_loaded_policy_free(&lp);
+        return st ? cli_fail(&err) : 0;
+    }
+    if (!env_name || !policy_kind)
+        return cli_usage_error("eval", "give a policy FILE, or --env NAME with --policy random|constant:A");
+    NevoEnv *env;
+    if (nevo_env_new(env_name, opts, n_opts, &env, &err)) return cli_fail(&err);
+    nevo_env_set_max_steps(env, (int)max_steps);
+    float constant[NEVO_ENV_MAX_ACT_DIM] = {0};
+    RefKind kind;
+    NevoStatus st = NEVO_OK;
+    if (strcmp(policy_kind, "random") == 0) {
+        kind = REF_RANDOM;
+    } else if (strncmp(policy_kind, "constant:", 9) == 0) {
+        kind = REF_CONSTANT;
+        st = parse_constant(nevo_env_spec(env), policy_kind + 9, constant, &err);
+    } else {
+        nevo_env_free(env);
+        return cli_usage_error("eval", "--policy must be random or constant:A, got '%s'", policy_kind);
+    }
+    if (st == NEVO_OK) st = eval_reference(env, kind, constant, (int)episodes, (uint64_t)seed, &s, &err);
+    if (st == NEVO_OK) print_summary(&s, env_name, policy_kind);
+    nevo_env_free(env);
+    return st ? cli_fail(&err) : 0;
+}

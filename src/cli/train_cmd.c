@@ -1,0 +1,246 @@
+/* `nevo train`: runs or resumes a training run, with a live progress line on a
+ * terminal and plain lines otherwise; the last line of stdout is a JSON summary. */
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "nevo/config.h"
+#include "nevo/files.h"
+#include "nevo/train.h"
+
+static const char *help =
+    "usage: nevo train CONFIG [key=value ...] [--out DIR] [--threads N] [--quiet]\n"
+    "       nevo train [CONFIG] --resume DIR [generations=N] [--threads N]\n"
+    "\n"
+    "Trains a population on the config's environment and writes the run directory:\n"
+    "  config.json    the resolved config (every key)\n"
+    "  metrics.jsonl  one JSON object per generation\n"
+    "  checkpoint.bin the latest checkpoint (--resume continues from it, bit-identically)\n"
+    "  policy.nevo    the best policy so far (`nevo eval DIR/policy.nevo`)\n"
+    "  summary.json   the final summary, also printed as the last line of stdout\n"
+    "\n"
+    "options:\n"
+    "  --out DIR      run directory (default runs/<config name>, never an existing run)\n"
+    "  --resume DIR   continue the run in DIR; only generations and threads may change\n"
+    "  --threads N    worker threads (default: the config's `threads`, 0 = all CPUs);\n"
+    "                 results do not depend on it\n"
+    "  --quiet        no progress output\n"
+    "\n"
+    "config keys (JSON file, or key=value on the command line; dotted keys for nested):\n";
+
+typedef struct Progress {
+    int tty, quiet;
+    long long kill_after_frames; /* testing aid: SIGKILL itself mid-generation */
+    long long frames_before;     /* total frames at the start of the current generation */
+    double t0;
+    int generations;
+    NevoGenStats last;
+    int have_last;
+    atomic_llong gen_frames;
+    atomic_long last_draw_ms;
+    pthread_mutex_t mu;
+} Progress;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void fmt_time(double s, char *buf, size_t n) {
+    if (!isfinite(s) || s < 0) {
+        snprintf(buf, n, "--:--");
+        return;
+    }
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
+    else snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
+}
+
+static void draw(Progress *p, int gen_done, long long frames, int final_line) {
+    double el = now_s() - p->t0;
+    char elapsed[32], eta[32];
+    fmt_time(el, elapsed, sizeof elapsed);
+    double per_gen = gen_done > 0 ? el / gen_done : NAN;
+    fmt_time(per_gen * (p->generations - gen_done), eta, sizeof eta);
+    double fps = el > 0 ? (double)frames / el : 0.0;
+    char fit[96] = "";
+    if (p->have_last)
+        snprintf(fit, sizeof fit, " | best %.4g | mean %.4g | elite %.4g", p->last.best, p->last.mean,
+                 p->last.elite_mean);
+    fprintf(stderr, "%sgen %d/%d | %.3gk frames/s%s | %s elapsed | ETA %s%s", p->tty ? "\r\033[K" : "",
+            gen_done, p->generations, fps / 1000.0, fit, elapsed, eta, p->tty && !final_line ? "" : "\n");
+    fflush(stderr);
+}
+
+static void on_frames(void *ctx, long long frames) {
+    Progress *p = ctx;
+    atomic_store(&p->gen_frames, frames);
+    if (p->kill_after_frames > 0 && p->frames_before + frames >= p->kill_after_frames) raise(SIGKILL);
+    if (!p->tty || p->quiet) return;
+    long ms = (long)(now_s() * 1000.0);
+    long last = atomic_load(&p->last_draw_ms);
+    if (ms - last < 250 || !atomic_compare_exchange_strong(&p->last_draw_ms, &last, ms)) return;
+    if (pthread_mutex_trylock(&p->mu) != 0) return;
+    int done = p->have_last ? p->last.generation + 1 : 0;
+    draw(p, done, p->frames_before + frames, 0);
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void on_start(void *ctx, const NevoConfig *cfg, const NevoRunTotals *resumed) {
+    Progress *p = ctx;
+    p->generations = cfg->generations;
+    p->t0 = now_s() - (resumed ? resumed->wall_s : 0.0);
+    p->frames_before = resumed ? resumed->frames : 0;
+    if (!p->quiet)
+        fprintf(stderr, "nevo: %s %s on %s, population %d, %d generations%s\n",
+                resumed ? "resuming" : "training", cfg->algo, cfg->env, cfg->population, cfg->generations,
+                resumed ? "" : "");
+}
+
+static void on_generation(void *ctx, const NevoGenStats *g, const NevoRunTotals *t, const NevoConfig *cfg) {
+    Progress *p = ctx;
+    pthread_mutex_lock(&p->mu);
+    p->last = *g;
+    p->have_last = 1;
+    p->frames_before = t->frames;
+    atomic_store(&p->gen_frames, 0);
+    if (!p->quiet) draw(p, t->generations, t->frames, t->generations == cfg->generations);
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* First key whose value differs between two resolved configs, ignoring keys that may
+ * change on resume; NULL if none. */
+static int configs_match(const NevoConfig *a, const NevoConfig *b) {
+    NevoConfig x = *a, y = *b;
+    x.generations = y.generations = 0;
+    x.threads = y.threads = 0;
+    char *ja = nevo_config_to_json(&x), *jb = nevo_config_to_json(&y);
+    int same = strcmp(ja, jb) == 0;
+    free(ja);
+    free(jb);
+    return same;
+}
+
+static void default_out_dir(const char *config_path, char *out, size_t n) {
+    const char *base = strrchr(config_path, '/');
+    base = base ? base + 1 : config_path;
+    char name[256];
+    snprintf(name, sizeof name, "%s", base);
+    char *dot = strrchr(name, '.');
+    if (dot && dot != name) *dot = '\0';
+    snprintf(out, n, "runs/%s", name);
+    struct stat st;
+    for (int k = 2; stat(out, &st) == 0 && k < 100000; k++) snprintf(out, n, "runs/%s-%d", name, k);
+}
+
+int nevo_cmd_train(int argc, char **argv) {
+    const char *config_path = NULL, *out_dir = NULL, *resume_dir = NULL;
+    const char *overrides[256];
+    int n_over = 0;
+    long long threads = 0, kill_after = 0;
+    int quiet = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(help, stdout);
+            nevo_config_print_schema(stdout);
+            return 0;
+        } else if (cli_option(argc, argv, &i, "--out", &v)) {
+            if (!v) return cli_usage_error("train", "--out needs a directory");
+            out_dir = v;
+        } else if (cli_option(argc, argv, &i, "--resume", &v)) {
+            if (!v) return cli_usage_error("train", "--resume needs a run directory");
+            resume_dir = v;
+        } else if (cli_option(argc, argv, &i, "--threads", &v)) {
+            if (cli_parse_int(v, 1, 4096, &threads))
+                return cli_usage_error("train", "--threads needs a whole number from 1 to 4096");
+        } else if (cli_option(argc, argv, &i, "--kill-after-frames", &v)) {
+            if (cli_parse_int(v, 1, (long long)1 << 62, &kill_after))
+                return cli_usage_error("train", "--kill-after-frames needs a positive number");
+        } else if (strcmp(argv[i], "--quiet") == 0) {
+            quiet = 1;
+        } else if (argv[i][0] == '-') {
+            return cli_usage_error("train", "unknown option '%s'", argv[i]);
+        } else if (strchr(argv[i], '=')) {
+            if (n_over == 256) return cli_usage_error("train", "too many overrides");
+            overrides[n_over++] = argv[i];
+        } else if (!config_path) {
+            config_path = argv[i];
+        } else {
+            return cli_usage_error("train", "unexpected argument '%s'", argv[i]);
+        }
+    }
+    if (!config_path && !resume_dir) return cli_usage_error("train", "missing CONFIG");
+    if (resume_dir && out_dir && strcmp(resume_dir, out_dir) != 0)
+        return cli_usage_error("train", "--resume continues in its own directory; drop --out");
+
+    NevoError err = {0};
+    NevoConfig cfg;
+    if (resume_dir) {
+        char ckpt[4096];
+        snprintf(ckpt, sizeof ckpt, "%s/checkpoint.bin", resume_dir);
+        NevoRunTotals totals;
+        uint8_t *state;
+        size_t len;
+        NevoConfig stored;
+        if (nevo_checkpoint_read(ckpt, &stored, &totals, &state, &len, &err)) return cli_fail(&err);
+        free(state);
+        if (config_path) {
+            if (nevo_config_load(&cfg, config_path, &err)) return cli_fail(&err);
+        } else {
+            cfg = stored;
+        }
+        for (int i = 0; i < n_over; i++)
+            if (nevo_config_override(&cfg, overrides[i], &err)) return cli_fail(&err);
+        if (!configs_match(&cfg, &stored)) {
+            nevo_error(&err, NEVO_ERR_INVALID,
+                       "the config differs from the one %s was started with; on resume only "
+                       "generations and threads may change",
+                       resume_dir);
+            return cli_fail(&err);
+        }
+        if (cfg.generations < totals.generations) {
+            nevo_error(&err, NEVO_ERR_INVALID, "%s has already run %d generations; generations=%d is fewer",
+                       resume_dir, totals.generations, cfg.generations);
+            return cli_fail(&err);
+        }
+        out_dir = resume_dir;
+    } else {
+        if (nevo_config_load(&cfg, config_path, &err)) return cli_fail(&err);
+        for (int i = 0; i < n_over; i++)
+            if (nevo_config_override(&cfg, overrides[i], &err)) return cli_fail(&err);
+    }
+    char default_dir[4096];
+    if (!out_dir) {
+        default_out_dir(config_path, default_dir, sizeof default_dir);
+        out_dir = default_dir;
+    }
+
+    Progress p = {0};
+    p.tty = isatty(STDERR_FILENO);
+    p.quiet = quiet;
+    p.kill_after_frames = kill_after;
+    pthread_mutex_init(&p.mu, NULL);
+    NevoTrainHooks hooks = {on_start, on_generation, on_frames, &p};
+    NevoTrainSummary s;
+    NevoStatus st = nevo_train_run(&cfg, out_dir, resume_dir != NULL, (int)threads, &hooks, &s, &err);
+    pthread_mutex_destroy(&p.mu);
+    if (st) return cli_fail(&err);
+    printf("{\"generations\": %d, \"frames\": %lld, \"episodes\": %lld, \"wall_s\": %.3f, "
+           "\"best_fitness\": %.10g, \"eval_episodes\": %d, \"eval_return_mean\": %.10g, "
+           "\"eval_return_std\": %.10g, \"eval_length_mean\": %.10g, \"run_dir\": \"%s\", "
+           "\"policy\": \"%s\"}\n",
+           s.totals.generations, s.totals.frames, s.totals.episodes, s.totals.wall_s, s.totals.best_fitness,
+           s.eval.episodes, s.eval.return_mean, s.eval.return_std, s.eval.length_mean, out_dir,
+           s.policy_path);
+    return 0;
+}

@@ -1,0 +1,462 @@
+/* Config schema, JSON loading (jansson), overrides, validation and dumping. */
+#include "nevo/config.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/strutil.h"
+
+typedef enum KeyType { T_INT, T_U64, T_DOUBLE, T_BOOL, T_STRING, T_INT_LIST } KeyType;
+
+typedef struct Key {
+    const char *name;
+    KeyType type;
+    size_t offset;
+    double min, max;         /* numeric range (inclusive); list elements for T_INT_LIST */
+    const char *choices;     /* T_STRING: "a|b|c" */
+    size_t size;             /* T_STRING: buffer size; T_INT_LIST: capacity */
+    size_t count_offset;     /* T_INT_LIST: offset of its int count */
+    const char *help;
+} Key;
+
+#define OFF(field) offsetof(NevoConfig, field)
+#define BIG 1e18
+
+static const Key schema[] = {
+    {"env", T_STRING, OFF(env), 0, 0, NULL, sizeof(((NevoConfig *)0)->env), 0,
+     "environment name (`nevo envs` lists them)"},
+    {"algo", T_STRING, OFF(algo), 0, 0, "ga|es|rs", sizeof(((NevoConfig *)0)->algo), 0,
+     "ga (Deep GA), es (OpenAI ES) or rs (random search)"},
+    {"seed", T_U64, OFF(seed), 0, 1.8e19, NULL, 0, 0, "master seed of every random stream"},
+    {"population", T_INT, OFF(population), 1, 1e7, NULL, 0, 0, "individuals evaluated per generation"},
+    {"generations", T_INT, OFF(generations), 1, 1e8, NULL, 0, 0, "generations to run"},
+    {"threads", T_INT, OFF(threads), 0, 4096, NULL, 0, 0, "worker threads (0 = all CPUs); never changes results"},
+    {"episodes", T_INT, OFF(episodes), 1, 1e6, NULL, 0, 0, "episodes per individual for its fitness"},
+    {"max_episode_steps", T_INT, OFF(max_episode_steps), 0, 1e9, NULL, 0, 0,
+     "episode cap during training (0 = the environment's own time limit)"},
+    {"eval_episodes", T_INT, OFF(eval_episodes), 1, 1e7, NULL, 0, 0,
+     "episodes of the final evaluation of the best policy"},
+    {"checkpoint_every", T_INT, OFF(checkpoint_every), 1, 1e8, NULL, 0, 0,
+     "generations between checkpoints"},
+    {"policy.hidden", T_INT_LIST, OFF(policy.hidden), 1, 65536, NULL, NEVO_MAX_LAYERS,
+     OFF(policy.n_hidden), "units of each hidden dense layer, e.g. [64, 64]"},
+    {"policy.conv_filters", T_INT_LIST, OFF(policy.conv_filters), 1, 4096, NULL, NEVO_MAX_LAYERS,
+     OFF(policy.n_conv), "filters of each conv layer (image observations), e.g. [16]"},
+    {"policy.conv_kernels", T_INT_LIST, OFF(policy.conv_kernels), 1, 15, NULL, NEVO_MAX_LAYERS,
+     OFF(policy.n_conv), "kernel size of each conv layer, e.g. [3]"},
+    {"policy.conv_strides", T_INT_LIST, OFF(policy.conv_strides), 1, 8, NULL, NEVO_MAX_LAYERS,
+     OFF(policy.n_conv), "stride of each conv layer, e.g. [1]"},
+    {"policy.activation", T_STRING, OFF(policy.activation), 0, 0, "tanh|relu",
+     sizeof(((NevoConfig *)0)->policy.activation), 0, "hidden-layer nonlinearity"},
+    {"policy.init", T_STRING, OFF(policy.init), 0, 0, "scaled|normc",
+     sizeof(((NevoConfig *)0)->policy.init), 0,
+     "weight init: scaled (N(0,1)/sqrt(fan_in), Uber GA) or normc (OpenAI ES)"},
+    {"ga.sigma", T_DOUBLE, OFF(ga.sigma), 0, 1e6, NULL, 0, 0, "mutation power (std of the noise added)"},
+    {"ga.truncation", T_INT, OFF(ga.truncation), 1, 1e7, NULL, 0, 0, "T: the top T become parents"},
+    {"ga.elitism", T_BOOL, OFF(ga.elitism), 0, 1, NULL, 0, 0,
+     "copy the elite unmodified into the next generation (paper) or only keep it as a parent (Uber GPU)"},
+    {"ga.validation_candidates", T_INT, OFF(ga.validation_candidates), 1, 1000, NULL, 0, 0,
+     "top individuals re-evaluated to choose the elite"},
+    {"ga.validation_episodes", T_INT, OFF(ga.validation_episodes), 0, 1e6, NULL, 0, 0,
+     "extra episodes per elite candidate (0 = choose by training fitness)"},
+    {"es.sigma", T_DOUBLE, OFF(es.sigma), 0, 1e6, NULL, 0, 0, "perturbation std"},
+    {"es.optimizer", T_STRING, OFF(es.optimizer), 0, 0, "adam|sgd", sizeof(((NevoConfig *)0)->es.optimizer),
+     0, "update rule"},
+    {"es.lr", T_DOUBLE, OFF(es.lr), 0, 1e6, NULL, 0, 0, "step size"},
+    {"es.l2", T_DOUBLE, OFF(es.l2), 0, 1e6, NULL, 0, 0, "L2 weight decay coefficient"},
+    {"es.beta1", T_DOUBLE, OFF(es.beta1), 0, 0.999999, NULL, 0, 0, "Adam beta1"},
+    {"es.beta2", T_DOUBLE, OFF(es.beta2), 0, 0.999999999, NULL, 0, 0, "Adam beta2"},
+    {"es.momentum", T_DOUBLE, OFF(es.momentum), 0, 0.999999, NULL, 0, 0, "SGD momentum"},
+    {"es.obs_norm", T_BOOL, OFF(es.obs_norm), 0, 1, NULL, 0, 0, "normalise observations by running mean/std"},
+    {"es.obs_norm_prob", T_DOUBLE, OFF(es.obs_norm_prob), 0, 1, NULL, 0, 0,
+     "fraction of rollouts that update the observation statistics"},
+    {"es.center_episodes", T_INT, OFF(es.center_episodes), 0, 1e6, NULL, 0, 0,
+     "episodes evaluating the current mean parameters each generation (reporting only)"},
+};
+
+#define N_KEYS ((int)(sizeof schema / sizeof schema[0]))
+
+void nevo_config_defaults(NevoConfig *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    strcpy(cfg->env, "CartPole-v1");
+    strcpy(cfg->algo, "ga");
+    cfg->seed = 1;
+    cfg->population = 100;
+    cfg->generations = 50;
+    cfg->threads = 0;
+    cfg->episodes = 1;
+    cfg->max_episode_steps = 0;
+    cfg->eval_episodes = 100;
+    cfg->checkpoint_every = 1;
+    cfg->policy.n_hidden = 2;
+    cfg->policy.hidden[0] = 64;
+    cfg->policy.hidden[1] = 64;
+    strcpy(cfg->policy.activation, "tanh");
+    strcpy(cfg->policy.init, "scaled");
+    cfg->ga.sigma = 0.002;
+    cfg->ga.truncation = 20;
+    cfg->ga.elitism = 1;
+    cfg->ga.validation_candidates = 10;
+    cfg->ga.validation_episodes = 30;
+    cfg->es.sigma = 0.02;
+    strcpy(cfg->es.optimizer, "adam");
+    cfg->es.lr = 0.01;
+    cfg->es.l2 = 0.005;
+    cfg->es.beta1 = 0.9;
+    cfg->es.beta2 = 0.999;
+    cfg->es.momentum = 0.9;
+    cfg->es.obs_norm = 1;
+    cfg->es.obs_norm_prob = 0.01;
+    cfg->es.center_episodes = 10;
+}
+
+static const Key *find_key(const char *name) {
+    for (int i = 0; i < N_KEYS; i++)
+        if (strcmp(schema[i].name, name) == 0) return &schema[i];
+    return NULL;
+}
+
+/* True when some schema key lives under `prefix.` (so `prefix` is an object). */
+static int is_section(const char *prefix) {
+    size_t n = strlen(prefix);
+    for (int i = 0; i < N_KEYS; i++)
+        if (strncmp(schema[i].name, prefix, n) == 0 && schema[i].name[n] == '.') return 1;
+    return 0;
+}
+
+static NevoStatus unknown_key(const char *name, const char *source, NevoError *err) {
+    const char *names[N_KEYS + 1];
+    for (int i = 0; i < N_KEYS; i++) names[i] = schema[i].name;
+    names[N_KEYS] = "env_options";
+    const char *best = nevo_closest(name, names, N_KEYS + 1);
+    if (best)
+        return nevo_error(err, NEVO_ERR_INVALID, "%s: unknown key '%s'; did you mean '%s'?", source,
+                          name, best);
+    return nevo_error(err, NEVO_ERR_INVALID,
+                      "%s: unknown key '%s' (`nevo train --help` lists the valid keys)", source, name);
+}
+
+static const char *json_type_name(const json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "a list";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
+    }
+    return "a value";
+}
+
+static NevoStatus check_range(const Key *k, double v, const char *source, const char *what,
+                              NevoError *err) {
+    if (!isfinite(v))
+        return nevo_error(err, NEVO_ERR_INVALID, "%s: %s%s must be a finite number", source, k->name, what);
+    if (v < k->min || v > k->max) {
+        if (k->max >= BIG || k->max > 1e15)
+            return nevo_error(err, NEVO_ERR_INVALID, "%s: %s%s = %g is out of range: it must be >= %g",
+                              source, k->name, what, v, k->min);
+        return nevo_error(err, NEVO_ERR_INVALID,
+                          "%s: %s%s = %g is out of range: it must be between %g and %g", source,
+                          k->name, what, v, k->min, k->max);
+    }
+    return NEVO_OK;
+}
+
+static NevoStatus set_value(NevoConfig *cfg, const Key *k, const json_t *v, const char *source,
+                            NevoError *err) {
+    char *base = (char *)cfg;
+    switch (k->type) {
+    case T_INT:
+    case T_U64: {
+        if (!json_is_integer(v))
+            return nevo_error(err, NEVO_ERR_INVALID, "%s: %s must be an integer, got %s", source,
+                              k->name, json_type_name(v));
+        json_int_t x = json_integer_value(v);
+        if (k->type == T_U64) {
+            if (x < 0)
+                return nevo_error(err, NEVO_ERR_INVALID, "%s: %s must be >= 0, got %lld", source,
+                                  k->name, (long long)x);
+            *(uint64_t *)(base + k->offset) = (uint64_t)x;
+            return NEVO_OK;
+        }
+        NevoStatus st = check_range(k, (double)x, source, "", err);
+        if (st) return st;
+        *(int *)(base + k->offset) = (int)x;
+        return NEVO_OK;
+    }
+    case T_DOUBLE: {
+        if (!json_is_number(v))
+            return nevo_error(err, NEVO_ERR_INVALID, "%s: %s must be a number, got %s", source,
+                              k->name, json_type_name(v));
+        double x = json_number_value(v);
+        NevoStatus st = check_range(k, x, source, "", err);
+        if (st) return st;
+        *(double *)(base + k->offset) = x;
+        return NEVO_OK;
+    }
+    case T_BOOL:
+        if (!json_is_boolean(v))
+            return nevo_error(err, NEVO_ERR_INVALID, "%s: %s must be true or false, got %s", source,
+                              k->name, json_type_name(v));
+        *(int *)(base + k->offset) = json_is_true(v);
+        return NEVO_OK;
+    case T_STRING: {
+        if (!json_is_string(v))
+            return nevo_error(err, NEVO_ERR_INVALID, "%s: %s must be a string, got %s", source,
+                              k->name, json_type_name(v));
+        const char *s = json_string_value(v);
+        if (k->choices) {
+            char list[128];
+            nevo_strlcpy(list, k->choices, sizeof list);
+            int ok = 0;
+            for (char *tok = strtok(list, "|"); tok; tok = strtok(NULL, "|"))
+                if (strcmp(tok, s) == 0) ok = 1;
+            if (!ok)
+                return nevo_error(err, NEVO_ERR_INVALID, "%s: %s = '%s' is not one of %s", source,
+                                  k->name, s, k->choices);
+        }
+        if (strlen(s) == 0)
+            return nevo_error(err, NEVO_ERR_INVALID, "%s: %s must not be empty", source, k->name);
+        if (nevo_strlcpy(base + k->offset, s, k->size) != 0)
+            return nevo_error(err, NEVO_ERR_INVALID, "%s: %s = '%s' is too long (at most %zu characters)",
+                              source, k->name, s, k->size - 1);
+        return NEVO_OK;
+    }
+    case T_INT_LIST: {
+        if (!json_is_array(v))
+            return nevo_error(err, NEVO_ERR_INVALID, "%s: %s must be a list of integers, got %s",
+                              source, k->name, json_type_name(v));
+        size_t n = json_array_size(v);
+        if (n > k->size)
+            return nevo_error(err, NEVO_ERR_INVALID, "%s: %s has %zu entries, at most %zu allowed",
+                              source, k->name, n, k->size);
+        int vals[NEVO_MAX_LAYERS];
+        for (size_t i = 0; i < n; i++) {
+            json_t *e = json_array_get(v, i);
+            if (!json_is_integer(e))
+                return nevo_error(err, NEVO_ERR_INVALID, "%s: %s[%zu] must be an integer, got %s",
+                                  source, k->name, i, json_type_name(e));
+            char what[32];
+            snprintf(what, sizeof what, "[%zu]", i);
+            NevoStatus st = check_range(k, (double)json_integer_value(e), source, what, err);
+            if (st) return st;
+            vals[i] = (int)json_integer_value(e);
+        }
+        memcpy(base + k->offset, vals, sizeof(int) * n);
+        *(int *)(base + k->count_offset) = (int)n;
+        return NEVO_OK;
+    }
+    }
+    return NEVO_OK;
+}
+
+static NevoStatus set_env_option(NevoConfig *cfg, const char *name, const json_t *v,
+                                 const char *source, NevoError *err) {
+    double x;
+    if (json_is_boolean(v)) x = json_is_true(v) ? 1.0 : 0.0;
+    else if (json_is_number(v)) x = json_number_value(v);
+    else
+        return nevo_error(err, NEVO_ERR_INVALID, "%s: env_options.%s must be a number or boolean, got %s",
+                          source, name, json_type_name(v));
+    for (int i = 0; i < cfg->n_env_options; i++) {
+        if (strcmp(cfg->env_options[i].key, name) == 0) {
+            cfg->env_options[i].value = x;
+            return NEVO_OK;
+        }
+    }
+    if (cfg->n_env_options == NEVO_ENV_MAX_OPTIONS)
+        return nevo_error(err, NEVO_ERR_INVALID, "%s: too many env_options (at most %d)", source,
+                          NEVO_ENV_MAX_OPTIONS);
+    NevoEnvOption *o = &cfg->env_options[cfg->n_env_options];
+    if (nevo_strlcpy(o->key, name, sizeof o->key) != 0)
+        return nevo_error(err, NEVO_ERR_INVALID, "%s: env option name '%s' is too long", source, name);
+    o->value = x;
+    cfg->n_env_options++;
+    return NEVO_OK;
+}
+
+/* Sets the dotted key `name` to v: a schema key, an env option, or a section object
+ * whose members are applied in turn. */
+static NevoStatus apply(NevoConfig *cfg, const char *name, const json_t *v, const char *source,
+                        NevoError *err) {
+    if (strncmp(name, "env_options.", 12) == 0) return set_env_option(cfg, name + 12, v, source, err);
+    if (strcmp(name, "env_options") == 0) {
+        if (!json_is_object(v))
+            return nevo_error(err, NEVO_ERR_INVALID, "%s: env_options must be an object, got %s",
+                              source, json_type_name(v));
+        const char *sub;
+        json_t *sv;
+        json_object_foreach((json_t *)v, sub, sv) {
+            NevoStatus st = set_env_option(cfg, sub, sv, source, err);
+            if (st) return st;
+        }
+        return NEVO_OK;
+    }
+    const Key *k = find_key(name);
+    if (k) return set_value(cfg, k, v, source, err);
+    if (is_section(name)) {
+        if (!json_is_object(v))
+            return nevo_error(err, NEVO_ERR_INVALID, "%s: %s must be an object, got %s", source, name,
+                              json_type_name(v));
+        const char *sub;
+        json_t *sv;
+        json_object_foreach((json_t *)v, sub, sv) {
+            char full[160];
+            snprintf(full, sizeof full, "%s.%s", name, sub);
+            NevoStatus st = apply(cfg, full, sv, source, err);
+            if (st) return st;
+        }
+        return NEVO_OK;
+    }
+    return unknown_key(name, source, err);
+}
+
+NevoStatus nevo_config_apply_json(NevoConfig *cfg, const char *json_text, const char *source,
+                                  NevoError *err) {
+    json_error_t jerr;
+    json_t *root = json_loads(json_text, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root)
+        return nevo_error(err, NEVO_ERR_INVALID, "%s:%d:%d: malformed JSON: %s", source, jerr.line,
+                          jerr.column, jerr.text);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return nevo_error(err, NEVO_ERR_INVALID, "%s: the config must be a JSON object {...}", source);
+    }
+    NevoStatus st = NEVO_OK;
+    const char *name;
+    json_t *v;
+    json_object_foreach(root, name, v) {
+        if (name[0] == '_') continue; /* "_comment" keys document a config */
+        st = apply(cfg, name, v, source, err);
+        if (st) break;
+    }
+    json_decref(root);
+    return st;
+}
+
+NevoStatus nevo_config_load(NevoConfig *cfg, const char *path, NevoError *err) {
+    nevo_config_defaults(cfg);
+    FILE *f = fopen(path, "rb");
+    if (!f) return nevo_error(err, NEVO_ERR_IO, "cannot read config %s: %m", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    if (n < 0 || n > (64 << 20)) {
+        fclose(f);
+        return nevo_error(err, NEVO_ERR_IO, "cannot read config %s: not a regular file or too large", path);
+    }
+    char *text = nevo_alloc((size_t)n + 1);
+    size_t got = fread(text, 1, (size_t)n, f);
+    fclose(f);
+    text[got] = '\0';
+    NevoStatus st = nevo_config_apply_json(cfg, text, path, err);
+    free(text);
+    return st;
+}
+
+NevoStatus nevo_config_override(NevoConfig *cfg, const char *assignment, NevoError *err) {
+    const char *eq = strchr(assignment, '=');
+    if (!eq || eq == assignment)
+        return nevo_error(err, NEVO_ERR_INVALID, "override '%s' is not of the form key=value",
+                          assignment);
+    char key[160];
+    size_t klen = (size_t)(eq - assignment);
+    if (klen >= sizeof key) return nevo_error(err, NEVO_ERR_INVALID, "override key too long");
+    memcpy(key, assignment, klen);
+    key[klen] = '\0';
+    const char *text = eq + 1;
+    json_error_t jerr;
+    json_t *v = json_loads(text, JSON_DECODE_ANY, &jerr);
+    if (!v) v = json_string(text); /* a bare word: ga, CartPole-v1, ... */
+    char source[200];
+    snprintf(source, sizeof source, "command-line override '%s'", assignment);
+    NevoStatus st = apply(cfg, key, v, source, err);
+    json_decref(v);
+    return st;
+}
+
+NevoStatus nevo_config_check(const NevoConfig *cfg, NevoError *err) {
+    if (strcmp(cfg->algo, "ga") == 0) {
+        if (cfg->ga.truncation > cfg->population)
+            return nevo_error(err, NEVO_ERR_INVALID,
+                              "ga.truncation (%d) must not exceed population (%d)",
+                              cfg->ga.truncation, cfg->population);
+    }
+    if (strcmp(cfg->algo, "es") == 0 && (cfg->population < 2 || cfg->population % 2 != 0))
+        return nevo_error(err, NEVO_ERR_INVALID,
+                          "es evaluates antithetic pairs, so population must be even and >= 2 (got %d)",
+                          cfg->population);
+    return NEVO_OK;
+}
+
+static json_t *key_to_json(const NevoConfig *cfg, const Key *k) {
+    const char *base = (const char *)cfg;
+    switch (k->type) {
+    case T_INT: return json_integer(*(const int *)(base + k->offset));
+    case T_U64: return json_integer((json_int_t) * (const uint64_t *)(base + k->offset));
+    case T_DOUBLE: return json_real(*(const double *)(base + k->offset));
+    case T_BOOL: return json_boolean(*(const int *)(base + k->offset));
+    case T_STRING: return json_string(base + k->offset);
+    case T_INT_LIST: {
+        json_t *a = json_array();
+        int n = *(const int *)(base + k->count_offset);
+        for (int i = 0; i < n; i++) json_array_append_new(a, json_integer(((const int *)(base + k->offset))[i]));
+        return a;
+    }
+    }
+    return json_null();
+}
+
+char *nevo_config_to_json(const NevoConfig *cfg) {
+    json_t *root = json_object();
+    for (int i = 0; i < N_KEYS; i++) {
+        const Key *k = &schema[i];
+        const char *dot = strchr(k->name, '.');
+        if (!dot) {
+            json_object_set_new(root, k->name, key_to_json(cfg, k));
+            continue;
+        }
+        char section[32];
+        snprintf(section, sizeof section, "%.*s", (int)(dot - k->name), k->name);
+        json_t *obj = json_object_get(root, section);
+        if (!obj) {
+            obj = json_object();
+            json_object_set_new(root, section, obj);
+        }
+        json_object_set_new(obj, dot + 1, key_to_json(cfg, k));
+    }
+    json_t *opts = json_object();
+    for (int i = 0; i < cfg->n_env_options; i++)
+        json_object_set_new(opts, cfg->env_options[i].key, json_real(cfg->env_options[i].value));
+    json_object_set_new(root, "env_options", opts);
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    json_decref(root);
+    return text;
+}
+
+void nevo_config_print_schema(void *file) {
+    FILE *f = file;
+    NevoConfig d;
+    nevo_config_defaults(&d);
+    for (int i = 0; i < N_KEYS; i++) {
+        json_t *v = key_to_json(&d, &schema[i]);
+        char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+        fprintf(f, "  %-26s %-10s %s (default %s)\n", schema[i].name,
+                schema[i].type == T_INT_LIST ? "int list"
+                : schema[i].type == T_STRING ? "string"
+                : schema[i].type == T_BOOL   ? "bool"
+                : schema[i].type == T_DOUBLE ? "number"
+                                             : "integer",
+                schema[i].help, text);
+        free(text);
+        json_decref(v);
+    }
+    fprintf(f, "  %-26s %-10s %s\n", "env_options.NAME", "number", "an environment's own option (e.g. sticky_prob)");
+}

@@ -1,0 +1,271 @@
+/* Byte buffers, readers, CRC-32 and atomic container files. */
+#include "nevo/io.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void nevo_buf_free(NevoBuf *b) {
+    free(b->data);
+    *b = (NevoBuf){0};
+}
+
+void nevo_buf_put(NevoBuf *b, const void *src, size_t n) {
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n) cap *= 2;
+        uint8_t *grown = realloc(b->data, cap);
+        if (!grown) nevo_fatal(__FILE__, __LINE__, "out of memory growing a buffer to %zu", cap);
+        b->data = grown;
+        b->cap = cap;
+    }
+    if (n) memcpy(b->data + b->len, src, n);
+    b->len += n;
+}
+
+/* The formats are little-endian; x86-64 and aarch64 are too, so values are copied as
+ * they are in memory. */
+void nevo_buf_u32(NevoBuf *b, uint32_t v) { nevo_buf_put(b, &v, 4); }
+void nevo_buf_u64(NevoBuf *b, uint64_t v) { nevo_buf_put(b, &v, 8); }
+void nevo_buf_f64(NevoBuf *b, double v) { nevo_buf_put(b, &v, 8); }
+void nevo_buf_f32s(NevoBuf *b, const float *v, size_t n) { nevo_buf_put(b, v, n * 4); }
+void nevo_buf_f64s(NevoBuf *b, const double *v, size_t n) { nevo_buf_put(b, v, n * 8); }
+
+void nevo_buf_str(NevoBuf *b, const char *s) {
+    size_t n = strlen(s);
+    nevo_buf_u32(b, (uint32_t)n);
+    nevo_buf_put(b, s, n);
+}
+
+NevoReader nevo_reader(const void *data, size_t len) {
+    return (NevoReader){.data = data, .len = len};
+}
+
+void nevo_read(NevoReader *r, void *dst, size_t n) {
+    if (r->failed || n > r->len - r->pos) {
+        r->failed = true;
+        memset(dst, 0, n);
+        return;
+    }
+    memcpy(dst, r->data + r->pos, n);
+    r->pos += n;
+}
+
+uint32_t nevo_read_u32(NevoReader *r) {
+    uint32_t v;
+    nevo_read(r, &v, 4);
+    return v;
+}
+
+uint64_t nevo_read_u64(NevoReader *r) {
+    uint64_t v;
+    nevo_read(r, &v, 8);
+    return v;
+}
+
+double nevo_read_f64(NevoReader *r) {
+    double v;
+    nevo_read(r, &v, 8);
+    return v;
+}
+
+void nevo_read_f32s(NevoReader *r, float *dst, size_t n) { nevo_read(r, dst, n * 4); }
+void nevo_read_f64s(NevoReader *r, double *dst, size_t n) { nevo_read(r, dst, n * 8); }
+
+char *nevo_read_str(NevoReader *r, size_t max_len) {
+    uint32_t n = nevo_read_u32(r);
+    if (n > max_len || n > r->len - r->pos) {
+        r->failed = true;
+        n = 0;
+    }
+    char *s = nevo_alloc((size_t)n + 1);
+    nevo_read(r, s, n);
+    return s;
+}
+
+bool nevo_reader_ok(const NevoReader *r, bool exact) {
+    return !r->failed && (!exact || r->pos == r->len);
+}
+
+uint32_t nevo_crc32(const void *data, size_t n) {
+    static uint32_t table[256];
+    static int ready;
+    if (!ready) { /* benign race: every thread writes the same values */
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t c = i;
+            for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+            table[i] = c;
+        }
+        ready = 1;
+    }
+    const uint8_t *p = data;
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++) c = table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+static void dir_of(const char *path, char *dir, size_t size) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) {
+        snprintf(dir, size, ".");
+    } else if (slash == path) {
+        snprintf(dir, size, "/");
+    } else {
+        snprintf(dir, size, "%.*s", (int)(slash - path), path);
+    }
+}
+
+NevoStatus nevo_write_atomic(const char *path, const void *data, size_t n, NevoError *err) {
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp)
+        return nevo_error(err, NEVO_ERR_IO, "%s: path too long", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0)
+        return nevo_error(err, NEVO_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    const uint8_t *p = data;
+    size_t left = n;
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            int e = errno;
+            close(fd);
+            unlink(tmp);
+            return nevo_error(err, NEVO_ERR_IO, "cannot write %s: %s", path, strerror(e));
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return nevo_error(err, NEVO_ERR_IO, "cannot write %s: %s", path, strerror(e));
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return nevo_error(err, NEVO_ERR_IO, "cannot replace %s: %s", path, strerror(e));
+    }
+    char dir[4096];
+    dir_of(path, dir, sizeof dir);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (dfd >= 0) {
+        fsync(dfd); /* best effort: some filesystems refuse fsync on directories */
+        close(dfd);
+    }
+    return NEVO_OK;
+}
+
+NevoStatus nevo_read_all(const char *path, uint8_t **data, size_t *n, NevoError *err) {
+    *data = NULL;
+    *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return nevo_error(err, NEVO_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return nevo_error(err, NEVO_ERR_IO, "cannot read %s: not a regular file", path);
+    }
+    size_t size = (size_t)st.st_size;
+    uint8_t *buf = malloc(size ? size : 1);
+    if (!buf) {
+        fclose(f);
+        return nevo_error(err, NEVO_ERR_IO, "cannot read %s: out of memory for %zu bytes", path, size);
+    }
+    size_t got = fread(buf, 1, size, f);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad || got != size) {
+        free(buf);
+        return nevo_error(err, NEVO_ERR_IO, "cannot read %s: read error", path);
+    }
+    *data = buf;
+    *n = size;
+    return NEVO_OK;
+}
+
+#define HEADER_SIZE 24
+
+NevoStatus nevo_container_write(const char *path, const char magic[8], uint32_t version,
+                                const NevoBuf *payload, NevoError *err) {
+    NevoBuf b = {0};
+    nevo_buf_put(&b, magic, 8);
+    nevo_buf_u32(&b, version);
+    nevo_buf_u32(&b, 0);
+    nevo_buf_u64(&b, payload->len);
+    nevo_buf_put(&b, payload->data, payload->len);
+    nevo_buf_u32(&b, nevo_crc32(b.data, b.len));
+    NevoStatus st = nevo_write_atomic(path, b.data, b.len, err);
+    nevo_buf_free(&b);
+    return st;
+}
+
+static void printable_magic(const char magic[8], char out[9]) {
+    for (int i = 0; i < 8; i++) out[i] = magic[i] >= 32 && magic[i] < 127 ? magic[i] : '.';
+    out[8] = '\0';
+}
+
+NevoStatus nevo_container_read(const char *path, const char magic[8], uint32_t version,
+                               uint8_t **payload, size_t *len, NevoError *err) {
+    *payload = NULL;
+    *len = 0;
+    uint8_t *data;
+    size_t n;
+    NevoStatus st = nevo_read_all(path, &data, &n, err);
+    if (st != NEVO_OK) return st;
+    char want[9], got[9];
+    printable_magic(magic, want);
+    if (n < 8 || memcmp(data, magic, 8) != 0) {
+        if (n >= 8) printable_magic((const char *)data, got);
+        free(data);
+        if (n < 8)
+            return nevo_error(err, NEVO_ERR_CORRUPT, "%s: truncated (%zu bytes), not a %s file", path, n, want);
+        return nevo_error(err, NEVO_ERR_CORRUPT, "%s: not a %s file (its magic is '%s')", path, want, got);
+    }
+    if (n < HEADER_SIZE + 4) {
+        free(data);
+        return nevo_error(err, NEVO_ERR_CORRUPT, "%s: truncated: %zu bytes, shorter than the header", path, n);
+    }
+    NevoReader r = nevo_reader(data, n);
+    r.pos = 8;
+    uint32_t file_version = nevo_read_u32(&r);
+    nevo_read_u32(&r);
+    uint64_t plen = nevo_read_u64(&r);
+    if (file_version != version) {
+        free(data);
+        return nevo_error(err, NEVO_ERR_VERSION,
+                          "%s: format version %u, but this nevo reads version %u of %s files", path,
+                          file_version, version, want);
+    }
+    if (plen != n - HEADER_SIZE - 4) {
+        free(data);
+        return nevo_error(err, NEVO_ERR_CORRUPT,
+                          "%s: truncated or padded: header says %llu payload bytes, file holds %zu",
+                          path, (unsigned long long)plen, n - HEADER_SIZE - 4);
+    }
+    uint32_t stored;
+    memcpy(&stored, data + n - 4, 4);
+    if (stored != nevo_crc32(data, n - 4)) {
+        free(data);
+        return nevo_error(err, NEVO_ERR_CORRUPT, "%s: checksum mismatch: the file is corrupt", path);
+    }
+    uint8_t *out = nevo_alloc(plen ? plen : 1);
+    memcpy(out, data + HEADER_SIZE, plen);
+    free(data);
+    *payload = out;
+    *len = plen;
+    return NEVO_OK;
+}
+
+NevoStatus nevo_file_magic(const char *path, char magic[8], NevoError *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return nevo_error(err, NEVO_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+    size_t got = fread(magic, 1, 8, f);
+    fclose(f);
+    if (got != 8) return nevo_error(err, NEVO_ERR_CORRUPT, "%s: truncated (%zu bytes): not a nevo file", path, got);
+    return NEVO_OK;
+}

@@ -1,0 +1,71 @@
+/* Status names, error messages, fatal aborts and the allocation wrappers. */
+#include "nevo/status.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *nevo_status_name(NevoStatus status) {
+    switch (status) {
+    case NEVO_OK: return "ok";
+    case NEVO_ERR_INVALID: return "invalid";
+    case NEVO_ERR_IO: return "io";
+    case NEVO_ERR_CORRUPT: return "corrupt";
+    case NEVO_ERR_VERSION: return "version";
+    case NEVO_ERR_NOTFOUND: return "not-found";
+    case NEVO_ERR_NUMERIC: return "numeric";
+    case NEVO_ERR_UNSUPPORTED: return "unsupported";
+    }
+    return "unknown";
+}
+
+NevoStatus nevo_error(NevoError *err, NevoStatus status, const char *fmt, ...) {
+    if (!err) return status;
+    err->status = status;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+void nevo_error_prefix(NevoError *err, const char *fmt, ...) {
+    if (!err) return;
+    char prefix[NEVO_ERROR_MSG_SIZE];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    size_t np = strlen(prefix), nm = strlen(err->msg);
+    if (np + nm >= sizeof err->msg) nm = sizeof err->msg - 1 - (np < sizeof err->msg ? np : sizeof err->msg - 1);
+    if (np >= sizeof err->msg) np = sizeof err->msg - 1;
+    memmove(err->msg + np, err->msg, nm);
+    memcpy(err->msg, prefix, np);
+    err->msg[np + nm] = '\0';
+}
+
+_Noreturn void nevo_fatal(const char *file, int line, const char *fmt, ...) {
+    fflush(stdout);
+    fprintf(stderr, "nevo: internal error at %s:%d: ", file, line);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    abort();
+}
+
+void *nevo_alloc_at(size_t size, const char *file, int line) {
+    void *p = calloc(1, size ? size : 1);
+    if (!p) nevo_fatal(file, line, "out of memory allocating %zu bytes", size);
+    return p;
+}
+
+void *nevo_alloc_aligned_at(size_t size, const char *file, int line) {
+    size_t rounded = (size + 63) / 64 * 64;
+    void *p = aligned_alloc(64, rounded ? rounded : 64);
+    if (!p) nevo_fatal(file, line, "out of memory allocating %zu bytes", size);
+    memset(p, 0, rounded ? rounded : 64);
+    return p;
+}

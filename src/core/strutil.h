@@ -1,0 +1,17 @@
+/* Small string helpers used across modules (internal). */
+#ifndef NEVO_STRUTIL_H
+#define NEVO_STRUTIL_H
+
+#include <stddef.h>
+
+/* Edit distance between a and b (Levenshtein, case-sensitive). */
+int nevo_edit_distance(const char *a, const char *b);
+
+/* The candidate closest to word by edit distance, or NULL when none is plausibly a
+ * typo of it (distance above max(2, len/2)). */
+const char *nevo_closest(const char *word, const char *const *candidates, int n);
+
+/* Copies src into dst of size dst_size, always NUL-terminated; returns 0 if it fit. */
+int nevo_strlcpy(char *dst, const char *src, size_t dst_size);
+
+#endif

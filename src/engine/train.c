@@ -1,0 +1,270 @@
+/* The training loop: run directory, generations, metrics, checkpoints, resume and the
+ * final evaluation. */
+#include "nevo/train.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "algo/algo_internal.h"
+#include "nevo/io.h"
+#include "nevo/rng.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void nevo_eval_summarise(const NevoEpisode *eps, int n, NevoEvalSummary *out) {
+    memset(out, 0, sizeof *out);
+    out->episodes = n;
+    if (n <= 0) return;
+    double sr = 0, sl = 0;
+    out->return_min = out->return_max = eps[0].ret;
+    for (int i = 0; i < n; i++) {
+        sr += eps[i].ret;
+        sl += eps[i].length;
+        out->frames += eps[i].length;
+        if (eps[i].ret < out->return_min) out->return_min = eps[i].ret;
+        if (eps[i].ret > out->return_max) out->return_max = eps[i].ret;
+    }
+    out->return_mean = sr / n;
+    out->length_mean = sl / n;
+    double vr = 0, vl = 0;
+    for (int i = 0; i < n; i++) {
+        vr += (eps[i].ret - out->return_mean) * (eps[i].ret - out->return_mean);
+        vl += (eps[i].length - out->length_mean) * (eps[i].length - out->length_mean);
+    }
+    out->return_std = sqrt(vr / n);
+    out->length_std = sqrt(vl / n);
+}
+
+NevoStatus nevo_eval_params(const NevoEnv *env, const NevoPolicy *policy, const float *theta,
+                            NevoPool *pool, int episodes, uint64_t seed, NevoEvalSummary *out,
+                            NevoError *err) {
+    NevoTask *tasks = nevo_alloc(sizeof(NevoTask) * (size_t)episodes);
+    NevoEpisode *eps = nevo_alloc(sizeof(NevoEpisode) * (size_t)episodes);
+    for (int e = 0; e < episodes; e++) {
+        tasks[e].net = 0;
+        tasks[e].seed = nevo_rng_derive(seed, NEVO_RNG_ENV_SEED, 0, NEVO_STREAM_FINAL_EVAL, (uint32_t)e);
+    }
+    NevoEvaluator *ev = nevo_evaluator_new(env, policy, pool, 0);
+    NevoStatus st = nevo_evaluate(ev, theta, policy->nparams, tasks, episodes, eps, NULL, err);
+    if (st == NEVO_OK) nevo_eval_summarise(eps, episodes, out);
+    nevo_evaluator_free(ev);
+    free(tasks);
+    free(eps);
+    return st;
+}
+
+static void path_in(char *dst, size_t size, const char *dir, const char *name) {
+    snprintf(dst, size, "%s/%s", dir, name);
+}
+
+static NevoStatus make_dirs(const char *dir, NevoError *err) {
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf)
+        return nevo_error(err, NEVO_ERR_IO, "output directory path too long");
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return nevo_error(err, NEVO_ERR_IO, "cannot create %s: %s", buf, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+        return nevo_error(err, NEVO_ERR_IO, "cannot create %s: %s", buf, strerror(errno));
+    return NEVO_OK;
+}
+
+/* Keeps the metrics lines of generations < keep (a killed run may have written a line
+ * for a generation its checkpoint does not hold), rewriting the file atomically. */
+static NevoStatus trim_metrics(const char *path, int keep, NevoError *err) {
+    uint8_t *data;
+    size_t n;
+    if (access(path, F_OK) != 0) return NEVO_OK;
+    NevoStatus st = nevo_read_all(path, &data, &n, err);
+    if (st) return st;
+    NevoBuf out = {0};
+    size_t start = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (data[i] != '\n') continue;
+        int gen = -1;
+        if (sscanf((const char *)data + start, "{\"generation\": %d", &gen) == 1 && gen >= 0 && gen < keep)
+            nevo_buf_put(&out, data + start, i + 1 - start);
+        start = i + 1;
+    }
+    st = nevo_write_atomic(path, out.data ? (const void *)out.data : "", out.len, err);
+    nevo_buf_free(&out);
+    free(data);
+    return st;
+}
+
+static NevoStatus append_line(const char *path, const char *line, NevoError *err) {
+    FILE *f = fopen(path, "a");
+    if (!f) return nevo_error(err, NEVO_ERR_IO, "cannot append to %s: %s", path, strerror(errno));
+    fputs(line, f);
+    int bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
+    bad |= fclose(f) != 0;
+    if (bad) return nevo_error(err, NEVO_ERR_IO, "cannot append to %s: %s", path, strerror(errno));
+    return NEVO_OK;
+}
+
+typedef struct Run {
+    NevoConfig cfg;
+    NevoEnv *env;       /* training env (episode cap applied) */
+    NevoEnv *eval_env;  /* evaluation env (the env's own limits) */
+    NevoPolicy *policy;
+    NevoPool *pool;
+    NevoEvaluator *ev;
+    NevoAlgo *algo;
+} Run;
+
+static void run_free(Run *r) {
+    nevo_algo_free(r->algo);
+    nevo_evaluator_free(r->ev);
+    nevo_pool_free(r->pool);
+    nevo_policy_free(r->policy);
+    nevo_env_free(r->env);
+    nevo_env_free(r->eval_env);
+}
+
+/* Builds everything a run needs from the config; writes nothing. */
+static NevoStatus run_build(Run *r, const NevoConfig *cfg, int threads, NevoError *err) {
+    memset(r, 0, sizeof *r);
+    r->cfg = *cfg;
+    NevoStatus st = nevo_config_check(cfg, err);
+    if (st) return st;
+    st = nevo_env_new(cfg->env, cfg->env_options, cfg->n_env_options, &r->env, err);
+    if (st) return st;
+    nevo_env_set_max_steps(r->env, cfg->max_episode_steps);
+    st = nevo_env_new(cfg->env, cfg->env_options, cfg->n_env_options, &r->eval_env, err);
+    if (st) return st;
+    int es = strcmp(cfg->algo, "es") == 0;
+    st = nevo_policy_new(nevo_env_spec(r->env), &cfg->policy, es && cfg->es.obs_norm, &r->policy, err);
+    if (st) return st;
+    int n_threads = threads > 0 ? threads : cfg->threads > 0 ? cfg->threads : nevo_cpu_count();
+    r->pool = nevo_pool_new(n_threads);
+    r->ev = nevo_evaluator_new(r->env, r->policy, r->pool, 0);
+    return nevo_algo_new(&r->cfg, r->env, r->policy, r->ev, &r->algo, err);
+}
+
+static void relay_frames(void *ctx, long long frames) {
+    const NevoTrainHooks *h = ctx;
+    h->on_frames(h->ctx, frames);
+}
+
+static NevoStatus write_policy(const Run *r, const char *path, NevoError *err) {
+    float *theta = nevo_alloc_aligned(sizeof(float) * r->policy->nparams);
+    nevo_algo_best(r->algo, theta);
+    NevoStatus st = nevo_policy_file_save(path, &r->cfg, r->policy, theta, err);
+    free(theta);
+    return st;
+}
+
+NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume, int threads,
+                          const NevoTrainHooks *hooks, NevoTrainSummary *summary, NevoError *err) {
+    memset(summary, 0, sizeof *summary);
+    char ckpt_path[4096], metrics_path[4096], config_path[4096], policy_path[4096], summary_path[4096];
+    path_in(ckpt_path, sizeof ckpt_path, out_dir, "checkpoint.bin");
+    path_in(metrics_path, sizeof metrics_path, out_dir, "metrics.jsonl");
+    path_in(config_path, sizeof config_path, out_dir, "config.json");
+    path_in(policy_path, sizeof policy_path, out_dir, "policy.nevo");
+    path_in(summary_path, sizeof summary_path, out_dir, "summary.json");
+
+    Run run;
+    NevoStatus st = run_build(&run, cfg, threads, err);
+    NevoRunTotals totals = {0};
+    totals.best_fitness = -INFINITY;
+    if (st == NEVO_OK && resume) {
+        NevoConfig stored;
+        uint8_t *state;
+        size_t state_len;
+        st = nevo_checkpoint_read(ckpt_path, &stored, &totals, &state, &state_len, err);
+        if (st == NEVO_OK) {
+            st = nevo_checkpoint_restore(ckpt_path, run.algo, state, state_len, err);
+            free(state);
+        }
+    } else if (st == NEVO_OK && access(ckpt_path, F_OK) == 0) {
+        st = nevo_error(err, NEVO_ERR_INVALID,
+                        "%s already holds a run (checkpoint.bin); continue it with --resume %s or "
+                        "choose another --out", out_dir, out_dir);
+    }
+    /* Nothing has been written up to here: bad input leaves no trace. */
+    if (st == NEVO_OK) st = make_dirs(out_dir, err);
+    if (st == NEVO_OK) {
+        char *json = nevo_config_to_json(&run.cfg);
+        size_t len = strlen(json);
+        json[len] = '\0';
+        NevoBuf b = {0};
+        nevo_buf_put(&b, json, len);
+        nevo_buf_put(&b, "\n", 1);
+        st = nevo_write_atomic(config_path, b.data, b.len, err);
+        nevo_buf_free(&b);
+        free(json);
+    }
+    if (st == NEVO_OK && resume) st = trim_metrics(metrics_path, totals.generations, err);
+    if (st == NEVO_OK && !resume) st = nevo_write_atomic(metrics_path, "", 0, err);
+    if (st) {
+        run_free(&run);
+        return st;
+    }
+    if (hooks && hooks->on_start) hooks->on_start(hooks->ctx, &run.cfg, resume ? &totals : NULL);
+    if (hooks && hooks->on_frames) nevo_evaluator_set_progress(run.ev, relay_frames, (void *)hooks);
+
+    double t_start = now_s() - totals.wall_s;
+    while (nevo_algo_generations_done(run.algo) < run.cfg.generations) {
+        NevoGenStats gs;
+        st = nevo_algo_generation(run.algo, &gs, err);
+        if (st) break;
+        totals.generations = nevo_algo_generations_done(run.algo);
+        totals.frames += gs.frames;
+        totals.episodes += gs.episodes;
+        totals.wall_s = now_s() - t_start;
+        if (gs.best > totals.best_fitness) totals.best_fitness = gs.best;
+        char line[1024];
+        snprintf(line, sizeof line,
+                 "{\"generation\": %d, \"frames\": %lld, \"episodes\": %lld, \"wall_s\": %.3f, "
+                 "\"best_fitness\": %.17g, \"mean_fitness\": %.17g, \"median_fitness\": %.17g, "
+                 "\"elite_validation_mean\": %.17g, \"generation_frames\": %lld}\n",
+                 gs.generation, totals.frames, totals.episodes, totals.wall_s, gs.best, gs.mean,
+                 gs.median, gs.elite_mean, gs.frames);
+        st = append_line(metrics_path, line, err);
+        if (st) break;
+        int last = totals.generations == run.cfg.generations;
+        if (last || totals.generations % run.cfg.checkpoint_every == 0) {
+            st = nevo_checkpoint_save(ckpt_path, &run.cfg, &totals, run.algo, err);
+            if (st == NEVO_OK) st = write_policy(&run, policy_path, err);
+            if (st) break;
+        }
+        if (hooks && hooks->on_generation) hooks->on_generation(hooks->ctx, &gs, &totals, &run.cfg);
+    }
+    if (st == NEVO_OK) {
+        float *theta = nevo_alloc_aligned(sizeof(float) * run.policy->nparams);
+        nevo_algo_best(run.algo, theta);
+        st = nevo_eval_params(run.eval_env, run.policy, theta, run.pool, run.cfg.eval_episodes,
+                              run.cfg.seed, &summary->eval, err);
+        free(theta);
+    }
+    if (st == NEVO_OK) {
+        summary->totals = totals;
+        snprintf(summary->policy_path, sizeof summary->policy_path, "%s", policy_path);
+        char text[2048];
+        int n = snprintf(text, sizeof text,
+                         "{\"generations\": %d, \"frames\": %lld, \"episodes\": %lld, \"wall_s\": %.3f, "
+                         "\"best_fitness\": %.17g, \"eval_episodes\": %d, \"eval_return_mean\": %.17g, "
+                         "\"eval_return_std\": %.17g, \"eval_length_mean\": %.17g}\n",
+                         totals.generations, totals.frames, totals.episodes, totals.wall_s,
+                         totals.best_fitness, summary->eval.episodes, summary->eval.return_mean,
+                         summary->eval.return_std, summary->eval.length_mean);
+        st = nevo_write_atomic(summary_path, text, (size_t)n, err);
+    }
+    run_free(&run);
+    return st;
+}

@@ -1,0 +1,15 @@
+/* What env implementations share and the registry needs: the class symbols. An env
+ * file defines one `const NevoEnvClass nevo_env_<name>` and adds it to registry.c. */
+#ifndef NEVO_ENV_INTERNAL_H
+#define NEVO_ENV_INTERNAL_H
+
+#include "nevo/env.h"
+#include "nevo/rng.h"
+
+extern const NevoEnvClass nevo_env_cartpole;
+extern const NevoEnvClass nevo_env_acrobot;
+extern const NevoEnvClass nevo_env_mountain_car;
+extern const NevoEnvClass nevo_env_mountain_car_continuous;
+extern const NevoEnvClass nevo_env_pendulum;
+
+#endif

@@ -1,0 +1,235 @@
+/* Network construction, initialisation, the batched heterogeneous forward pass and
+ * observation statistics. */
+#include "nevo/policy.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nevo/rng.h"
+#include "nn/kernels.h"
+
+static NevoActivation parse_activation(const char *s) {
+    return strcmp(s, "relu") == 0 ? NEVO_ACT_RELU : NEVO_ACT_TANH;
+}
+
+NevoStatus nevo_policy_new(const NevoEnvSpec *env, const NevoPolicyConfig *cfg, int obs_norm,
+                           NevoPolicy **out, NevoError *err) {
+    *out = NULL;
+    NevoPolicy *p = nevo_alloc(sizeof *p);
+    p->obs_dim = env->obs_dim;
+    p->action_kind = env->action_kind;
+    p->action_dim = env->action_dim;
+    p->n_out = env->action_kind == NEVO_SPACE_DISCRETE ? env->n_actions : env->action_dim;
+    memcpy(p->action_low, env->action_low, sizeof p->action_low);
+    memcpy(p->action_high, env->action_high, sizeof p->action_high);
+    p->init = strcmp(cfg->init, "normc") == 0 ? NEVO_INIT_NORMC : NEVO_INIT_SCALED;
+    NevoActivation act = parse_activation(cfg->activation);
+
+    size_t off = 0;
+    int width = env->obs_dim;
+    p->max_width = width;
+    if (cfg->n_conv > 0) {
+        if (env->obs_rank != 3) {
+            free(p);
+            return nevo_error(err, NEVO_ERR_INVALID,
+                              "policy.conv_filters needs image observations, but %s observations are "
+                              "vectors of %d; remove the conv keys",
+                              env->name, env->obs_dim);
+        }
+        int h = env->obs_shape[0], w = env->obs_shape[1], c = env->obs_shape[2];
+        for (int i = 0; i < cfg->n_conv; i++) {
+            int k = cfg->conv_kernels[i] ? cfg->conv_kernels[i] : 3;
+            int s = cfg->conv_strides[i] ? cfg->conv_strides[i] : 1;
+            if (k > h || k > w) {
+                free(p);
+                return nevo_error(err, NEVO_ERR_INVALID,
+                                  "conv layer %d: kernel %d does not fit its %dx%d input", i, k, h, w);
+            }
+            NevoLayer *L = &p->layers[p->n_layers++];
+            L->kind = NEVO_LAYER_CONV;
+            L->act = act;
+            L->in_h = h, L->in_w = w, L->in_c = c;
+            L->kernel = k, L->stride = s;
+            L->out_h = (h - k) / s + 1, L->out_w = (w - k) / s + 1, L->out_c = cfg->conv_filters[i];
+            L->in_dim = h * w * c;
+            L->out_dim = L->out_h * L->out_w * L->out_c;
+            L->fan_in = k * k * c;
+            L->w_off = off;
+            off += (size_t)k * k * c * L->out_c;
+            L->b_off = off;
+            off += (size_t)L->out_c;
+            h = L->out_h, w = L->out_w, c = L->out_c;
+            width = L->out_dim;
+            if (width > p->max_width) p->max_width = width;
+        }
+    }
+    for (int i = 0; i <= cfg->n_hidden; i++) {
+        int units = i < cfg->n_hidden ? cfg->hidden[i] : p->n_out;
+        NevoLayer *L = &p->layers[p->n_layers++];
+        L->kind = NEVO_LAYER_DENSE;
+        L->act = i < cfg->n_hidden ? act : NEVO_ACT_NONE;
+        L->in_dim = width;
+        L->out_dim = units;
+        L->fan_in = width;
+        L->w_off = off;
+        off += (size_t)width * units;
+        L->b_off = off;
+        off += (size_t)units;
+        width = units;
+        if (width > p->max_width) p->max_width = width;
+    }
+    p->nparams = off;
+    p->obs_norm = obs_norm;
+    p->obs_mean = nevo_alloc(sizeof(float) * (size_t)p->obs_dim);
+    p->obs_std = nevo_alloc(sizeof(float) * (size_t)p->obs_dim);
+    for (int i = 0; i < p->obs_dim; i++) p->obs_std[i] = 1.0f;
+    *out = p;
+    return NEVO_OK;
+}
+
+void nevo_policy_free(NevoPolicy *p) {
+    if (!p) return;
+    free(p->obs_mean);
+    free(p->obs_std);
+    free(p);
+}
+
+void nevo_policy_init_params(const NevoPolicy *p, uint64_t seed, uint32_t generation,
+                             uint32_t individual, float *theta) {
+    NevoRng rng;
+    nevo_rng_init(&rng, seed, NEVO_RNG_INIT, generation, individual, 0);
+    for (int l = 0; l < p->n_layers; l++) {
+        const NevoLayer *L = &p->layers[l];
+        size_t nw = L->b_off - L->w_off;
+        size_t n_units = L->kind == NEVO_LAYER_CONV ? (size_t)L->out_c : (size_t)L->out_dim;
+        float *w = theta + L->w_off;
+        nevo_rng_fill_normal(&rng, w, nw);
+        if (p->init == NEVO_INIT_SCALED) {
+            /* Uber GA: noise slice times 1/sqrt(fan_in), biases 0. */
+            float scale = (float)(1.0 / sqrt((double)L->fan_in));
+            for (size_t i = 0; i < nw; i++) w[i] *= scale;
+        } else {
+            /* OpenAI normc: each output unit's incoming weights rescaled to norm 1
+             * (0.01 for the output layer, so initial actions are near neutral). W is
+             * (fan_in, n_units) row-major, so a unit's weights are a strided column. */
+            double target = l == p->n_layers - 1 ? 0.01 : 1.0;
+            size_t fan = nw / n_units;
+            for (size_t u = 0; u < n_units; u++) {
+                double ss = 0.0;
+                for (size_t r = 0; r < fan; r++) ss += (double)w[r * n_units + u] * w[r * n_units + u];
+                double s = ss > 0.0 ? target / sqrt(ss) : 0.0;
+                for (size_t r = 0; r < fan; r++) w[r * n_units + u] = (float)(w[r * n_units + u] * s);
+            }
+        }
+        memset(theta + L->b_off, 0, sizeof(float) * n_units);
+    }
+}
+
+size_t nevo_policy_scratch_floats(const NevoPolicy *p, int n) {
+    /* two ping-pong activation buffers of the widest layer, per row */
+    return 2 * (size_t)p->max_width * (size_t)n + 64;
+}
+
+void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride, const int *net,
+                         const float *obs, int n, float *out, float *scratch) {
+    float *a = scratch;
+    float *b = scratch + (size_t)p->max_width * n;
+    size_t W = (size_t)p->max_width;
+    /* rows are laid out at stride max_width in the ping-pong buffers */
+    for (int i = 0; i < n; i++) {
+        const float *x = obs + (size_t)i * p->obs_dim;
+        float *dst = a + i * W;
+        if (p->obs_norm) {
+            for (int j = 0; j < p->obs_dim; j++) {
+                float v = (x[j] - p->obs_mean[j]) / p->obs_std[j];
+                dst[j] = v < -5.0f ? -5.0f : v > 5.0f ? 5.0f : v;
+            }
+        } else {
+            memcpy(dst, x, sizeof(float) * (size_t)p->obs_dim);
+        }
+    }
+    for (int l = 0; l < p->n_layers; l++) {
+        const NevoLayer *L = &p->layers[l];
+        int last = l == p->n_layers - 1;
+        for (int i = 0; i < n; i++) {
+            const float *theta = params + (size_t)net[i] * stride;
+            float *dst = last ? out + (size_t)i * p->n_out : b + i * W;
+            if (L->kind == NEVO_LAYER_DENSE)
+                nevo_kernel_dense_row(theta + L->w_off, theta + L->b_off, a + i * W, L->in_dim,
+                                      L->out_dim, dst);
+            else
+                nevo_kernel_conv_row(L, theta + L->w_off, theta + L->b_off, a + i * W, dst);
+            nevo_kernel_activate(L->act, dst, L->out_dim);
+        }
+        float *t = a;
+        a = b;
+        b = t;
+    }
+}
+
+void nevo_policy_actions(const NevoPolicy *p, const float *out, int n, float *actions) {
+    for (int i = 0; i < n; i++) {
+        const float *o = out + (size_t)i * p->n_out;
+        if (p->action_kind == NEVO_SPACE_DISCRETE) {
+            int best = 0;
+            for (int j = 1; j < p->n_out; j++)
+                if (o[j] > o[best]) best = j;
+            actions[i] = (float)best;
+        } else {
+            float *a = actions + (size_t)i * p->action_dim;
+            for (int j = 0; j < p->action_dim; j++) {
+                float t = tanhf(o[j]);
+                a[j] = p->action_low[j] + 0.5f * (t + 1.0f) * (p->action_high[j] - p->action_low[j]);
+            }
+        }
+    }
+}
+
+double nevo_policy_flops(const NevoPolicy *p) {
+    double f = 0.0;
+    for (int l = 0; l < p->n_layers; l++) {
+        const NevoLayer *L = &p->layers[l];
+        f += 2.0 * (double)L->fan_in * (double)L->out_dim;
+    }
+    return f;
+}
+
+void nevo_obs_stats_init(NevoObsStats *s, int dim) {
+    s->dim = dim;
+    s->count = 0.0;
+    s->sum = nevo_alloc(sizeof(double) * (size_t)dim);
+    s->sumsq = nevo_alloc(sizeof(double) * (size_t)dim);
+}
+
+void nevo_obs_stats_free(NevoObsStats *s) {
+    free(s->sum);
+    free(s->sumsq);
+    s->sum = s->sumsq = NULL;
+}
+
+void nevo_obs_stats_add(NevoObsStats *s, const float *obs) {
+    for (int i = 0; i < s->dim; i++) {
+        s->sum[i] += obs[i];
+        s->sumsq[i] += (double)obs[i] * obs[i];
+    }
+    s->count += 1.0;
+}
+
+void nevo_obs_stats_merge(NevoObsStats *into, const NevoObsStats *from) {
+    for (int i = 0; i < into->dim; i++) {
+        into->sum[i] += from->sum[i];
+        into->sumsq[i] += from->sumsq[i];
+    }
+    into->count += from->count;
+}
+
+void nevo_obs_stats_apply(const NevoObsStats *s, NevoPolicy *p) {
+    if (s->count <= 0.0) return;
+    for (int i = 0; i < s->dim; i++) {
+        double mean = s->sum[i] / s->count;
+        double var = s->sumsq[i] / s->count - mean * mean;
+        p->obs_mean[i] = (float)mean;
+        p->obs_std[i] = (float)sqrt(var > 1e-2 ? var : 1e-2);
+    }
+}

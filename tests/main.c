@@ -1,0 +1,153 @@
+/* Test runner: runs every registered test in its own child process, in registration
+ * order, optionally only those whose name contains one of argv[1..]. The last line of
+ * output is "N passed, N failed". */
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define MAX_TESTS 1024
+
+typedef struct Test {
+    const char *name, *file;
+    TestFn fn;
+} Test;
+
+static Test tests[MAX_TESTS];
+static int n_tests;
+static char tmpdir[512];
+
+void test_register(const char *name, const char *file, TestFn fn) {
+    if (n_tests == MAX_TESTS) {
+        fprintf(stderr, "too many tests\n");
+        exit(2);
+    }
+    tests[n_tests++] = (Test){name, file, fn};
+}
+
+_Noreturn void test_fail(const char *file, int line, const char *fmt, ...) {
+    fflush(stdout);
+    fprintf(stderr, "    %s:%d: ", file, line);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(1);
+}
+
+const char *test_nevo_bin(void) {
+    const char *b = getenv("NEVO_BIN");
+    return b ? b : "build/nevo";
+}
+
+const char *test_data_dir(void) {
+    const char *d = getenv("NEVO_TEST_DATA");
+    return d ? d : "tests/data";
+}
+
+const char *test_tmpdir(void) { return tmpdir; }
+
+int test_run(char *out, size_t out_size, const char *fmt, ...) {
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    char full[8400];
+    snprintf(full, sizeof full, "(%s) 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    if (!p) return -1;
+    size_t used = 0;
+    char buf[4096];
+    size_t got;
+    while ((got = fread(buf, 1, sizeof buf, p)) > 0) {
+        if (out && used + 1 < out_size) {
+            size_t take = got < out_size - 1 - used ? got : out_size - 1 - used;
+            memcpy(out + used, buf, take);
+            used += take;
+        }
+    }
+    if (out) out[used] = '\0';
+    int status = pclose(p);
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    return -1;
+}
+
+char *test_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *data = malloc((size_t)n + 1);
+    size_t got = fread(data, 1, (size_t)n, f);
+    fclose(f);
+    data[got] = '\0';
+    if (len) *len = got;
+    return data;
+}
+
+static int selected(const Test *t, int argc, char **argv) {
+    if (argc <= 1) return 1;
+    for (int i = 1; i < argc; i++)
+        if (strstr(t->name, argv[i]) || strstr(t->file, argv[i])) return 1;
+    return 0;
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv) {
+    int passed = 0, failed = 0;
+    char failures[8192] = "";
+    for (int i = 0; i < n_tests; i++) {
+        Test *t = &tests[i];
+        if (!selected(t, argc, argv)) continue;
+        snprintf(tmpdir, sizeof tmpdir, "%s/nevo-test-%d-%s",
+                 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid(), t->name);
+        mkdir(tmpdir, 0700);
+        double t0 = now();
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            t->fn();
+            fflush(stdout);
+            _exit(0);
+        }
+        int status = 0;
+        waitpid(pid, &status, 0);
+        double dt = now() - t0;
+        char rm[600];
+        snprintf(rm, sizeof rm, "rm -rf '%s'", tmpdir);
+        if (system(rm) != 0) fprintf(stderr, "warning: could not remove %s\n", tmpdir);
+        int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        if (ok) {
+            passed++;
+            printf("ok   %-44s %7.2fs\n", t->name, dt);
+        } else {
+            failed++;
+            if (WIFSIGNALED(status))
+                printf("FAIL %-44s (killed by signal %d)\n", t->name, WTERMSIG(status));
+            else
+                printf("FAIL %-44s\n", t->name);
+            size_t used = strlen(failures);
+            snprintf(failures + used, sizeof failures - used, "  %s (%s)\n", t->name, t->file);
+        }
+        fflush(stdout);
+    }
+    if (failed) printf("failed tests:\n%s", failures);
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
