@@ -95,6 +95,10 @@ typedef struct NevoEnvClass {
  * options fail with a message that suggests the closest valid one. */
 NevoStatus nevo_env_new(const char *name, const NevoEnvOption *opts, int n_opts, NevoEnv **out,
                         NevoError *err);
+/* Creates an env from a class that is not in the registry: how a program plugs in its
+ * own environment (and how tests build deliberately broken ones). */
+NevoStatus nevo_env_new_from_class(const NevoEnvClass *cls, const NevoEnvOption *opts, int n_opts,
+                                   NevoEnv **out, NevoError *err);
 void nevo_env_free(NevoEnv *env);
 
 const NevoEnvSpec *nevo_env_spec(const NevoEnv *env);

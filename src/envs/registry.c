@@ -56,6 +56,13 @@ NevoStatus nevo_env_new(const char *name, const NevoEnvOption *opts, int n_opts,
                           "unknown environment '%s'%s%s%s (`nevo envs` lists them)", name,
                           best ? "; did you mean '" : "", best ? best : "", best ? "'?" : "");
     }
+    return nevo_env_new_from_class(cls, opts, n_opts, out, err);
+}
+
+NevoStatus nevo_env_new_from_class(const NevoEnvClass *cls, const NevoEnvOption *opts, int n_opts,
+                                   NevoEnv **out, NevoError *err) {
+    *out = NULL;
+    const char *name = cls->spec.name;
     for (int i = 0; i < n_opts; i++) {
         bool known = false;
         int n_names = 0;
