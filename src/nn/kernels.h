@@ -1,24 +1,52 @@
-/* Per-row compute kernels behind nevo_policy_forward (internal). Each output is
- * accumulated in a fixed order (inputs in ascending index, one fused multiply-add per
- * term), so results are identical whatever SIMD width the compiler or the CPU uses. */
+/* Compute kernels behind nevo_policy_forward (internal).
+ *
+ * Every kernel accumulates each output in one fixed order — the bias first, then one
+ * fused multiply-add per input in ascending index — and the tanh is nevo's own
+ * (nevo_tanhf, built from IEEE operations only). So the portable C kernels and the
+ * AVX2 and AVX-512 ones give bit-identical results, whatever the batch composition,
+ * the SIMD width or the CPU, and the fast paths can be checked against the portable
+ * one by memcmp. The ISA is chosen once at run time (NEVO_KERNELS=generic|avx2|avx512
+ * forces one, for tests and benchmarks). */
 #ifndef NEVO_KERNELS_H
 #define NEVO_KERNELS_H
 
+#include <stddef.h>
+
 #include "nevo/policy.h"
 
-/* x86-64: one binary carries AVX-512, AVX2+FMA and baseline versions of each kernel and
- * picks one at load time (ifunc), so it runs on any x86-64 CPU and uses the widest
- * units present. The baseline computes fmaf in software: slow, same results. */
+/* The portable kernels are also compiled for x86-64-v3/v4 (target_clones, picked at
+ * load time), so the hardware FMA replaces libm's software fma where the CPU has one. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define NEVO_KERNEL_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define NEVO_KERNEL_CLONES
 #endif
 
-/* y (out) = b + x (in) @ W (in, out) */
-void nevo_kernel_dense_row(const float *W, const float *b, const float *x, int in, int out, float *y);
-/* "valid" convolution of one HWC image x into HWC y */
-void nevo_kernel_conv_row(const NevoLayer *L, const float *W, const float *b, const float *x, float *y);
+typedef struct NevoKernels {
+    const char *name; /* "generic", "avx2" or "avx512" */
+    /* Y (rows, out; row stride ys) = b + X (rows, in; row stride xs) @ W (in, out) */
+    void (*dense)(const float *W, const float *b, const float *X, size_t xs, int rows, int in, int out,
+                  float *Y, size_t ys);
+    /* "valid" convolution of one HWC image x into HWC y, weights (k, k, in_c, out_c) */
+    void (*conv)(const NevoLayer *L, const float *W, const float *b, const float *x, float *y);
+    /* y = tanh(y) elementwise, with nevo_tanhf's exact results */
+    void (*tanh)(float *y, int n);
+} NevoKernels;
+
+/* The kernels in use (chosen on first call). */
+const NevoKernels *nevo_kernels(void);
+/* A specific implementation, or NULL if this CPU/build lacks it. */
+const NevoKernels *nevo_kernels_named(const char *name);
+
+/* tanh for one float, the reference every kernel reproduces bit for bit: computed in
+ * double as (e - 1) / (e + 1), e = exp(2|x|) by range reduction and a degree-11
+ * polynomial, then rounded once to float. */
+float nevo_tanhf(float x);
+
 void nevo_kernel_activate(NevoActivation act, float *y, int n);
+
+/* x86 implementations (kernels_x86.c); NULL elsewhere. */
+const NevoKernels *nevo_kernels_avx2(void);
+const NevoKernels *nevo_kernels_avx512(void);
 
 #endif

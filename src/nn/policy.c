@@ -149,19 +149,28 @@ void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride
             memcpy(dst, x, sizeof(float) * (size_t)p->obs_dim);
         }
     }
+    const NevoKernels *K = nevo_kernels();
     for (int l = 0; l < p->n_layers; l++) {
         const NevoLayer *L = &p->layers[l];
         int last = l == p->n_layers - 1;
-        for (int i = 0; i < n; i++) {
+        float *dst = last ? out : b;
+        size_t ds = last ? (size_t)p->n_out : W;
+        /* runs of rows that share a network go through the kernel together, so its
+         * weights are read once per run rather than once per row */
+        for (int i = 0; i < n;) {
+            int j = i + 1;
+            while (j < n && net[j] == net[i]) j++;
             const float *theta = params + (size_t)net[i] * stride;
-            float *dst = last ? out + (size_t)i * p->n_out : b + i * W;
-            if (L->kind == NEVO_LAYER_DENSE)
-                nevo_kernel_dense_row(theta + L->w_off, theta + L->b_off, a + i * W, L->in_dim,
-                                      L->out_dim, dst);
-            else
-                nevo_kernel_conv_row(L, theta + L->w_off, theta + L->b_off, a + i * W, dst);
-            nevo_kernel_activate(L->act, dst, L->out_dim);
+            if (L->kind == NEVO_LAYER_DENSE) {
+                K->dense(theta + L->w_off, theta + L->b_off, a + i * W, W, j - i, L->in_dim, L->out_dim,
+                         dst + i * ds, ds);
+            } else {
+                for (int r = i; r < j; r++) K->conv(L, theta + L->w_off, theta + L->b_off, a + r * W, dst + r * ds);
+            }
+            i = j;
         }
+        if (L->act != NEVO_ACT_NONE)
+            for (int i = 0; i < n; i++) nevo_kernel_activate(L->act, dst + i * ds, L->out_dim);
         float *t = a;
         a = b;
         b = t;
@@ -179,7 +188,7 @@ void nevo_policy_actions(const NevoPolicy *p, const float *out, int n, float *ac
         } else {
             float *a = actions + (size_t)i * p->action_dim;
             for (int j = 0; j < p->action_dim; j++) {
-                float t = tanhf(o[j]);
+                float t = nevo_tanhf(o[j]);
                 a[j] = p->action_low[j] + 0.5f * (t + 1.0f) * (p->action_high[j] - p->action_low[j]);
             }
         }
