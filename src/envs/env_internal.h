@@ -11,5 +11,8 @@ extern const NevoEnvClass nevo_env_acrobot;
 extern const NevoEnvClass nevo_env_mountain_car;
 extern const NevoEnvClass nevo_env_mountain_car_continuous;
 extern const NevoEnvClass nevo_env_pendulum;
+extern const NevoEnvClass nevo_env_minatar_asterix;
+extern const NevoEnvClass nevo_env_minatar_breakout;
+extern const NevoEnvClass nevo_env_minatar_freeway;
 
 #endif

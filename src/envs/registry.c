@@ -13,6 +13,9 @@ static const NevoEnvClass *const registry[] = {
     &nevo_env_mountain_car,
     &nevo_env_mountain_car_continuous,
     &nevo_env_pendulum,
+    &nevo_env_minatar_asterix,
+    &nevo_env_minatar_breakout,
+    &nevo_env_minatar_freeway,
 };
 
 #define N_ENVS ((int)(sizeof registry / sizeof registry[0]))
