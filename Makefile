@@ -24,9 +24,9 @@ ifeq ($(CI),true)
 CFLAGS_BASE += -Werror
 endif
 CFLAGS += $(CFLAGS_BASE)
-LIBS = -ljansson -lm -pthread
+LIBS = -lgif -ljansson -lpng -lm -pthread
 
-LIB_SRC := $(sort $(wildcard src/core/*.c src/envs/*.c src/nn/*.c src/engine/*.c src/algo/*.c src/io/*.c))
+LIB_SRC := $(sort $(wildcard src/core/*.c src/envs/*.c src/nn/*.c src/engine/*.c src/algo/*.c src/io/*.c src/bench/*.c))
 CLI_SRC := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/*.c))
 

@@ -4,8 +4,10 @@
 #   build-essential  gcc, make, libc headers
 #   pkg-config       library flags
 #   libjansson-dev   JSON configs (parser with line/column errors)
+#   libpng-dev       PNG pictures (maze plots, renders)
+#   libgif-dev       animated GIFs of episodes (giflib)
 set -eu
-PKGS="build-essential pkg-config libjansson-dev"
+PKGS="build-essential pkg-config libjansson-dev libpng-dev libgif-dev"
 [ -n "${NEVO_EXTRA_PKGS:-}" ] && PKGS="$PKGS $NEVO_EXTRA_PKGS"
 missing=""
 for p in $PKGS; do

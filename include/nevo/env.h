@@ -131,6 +131,11 @@ NevoStatus nevo_env_set_state(const NevoEnv *env, void *inst, const double *valu
 /* Behaviour characterisation after an episode (bc_dim floats). */
 void nevo_env_bc(const NevoEnv *env, const void *inst, const float *last_obs, float *bc);
 
+/* Size of the pictures nevo_env_render draws; 0 x 0 when the env cannot draw. */
+void nevo_env_render_size(const NevoEnv *env, int *w, int *h);
+/* Draws the instance's current state as w*h*3 RGB bytes; false if the env cannot. */
+bool nevo_env_render(const NevoEnv *env, const void *inst, uint8_t *rgb);
+
 /* Registry. */
 int nevo_env_count(void);
 const NevoEnvClass *nevo_env_class_at(int i);

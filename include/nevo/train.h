@@ -25,6 +25,18 @@ NevoStatus nevo_eval_params(const NevoEnv *env, const NevoPolicy *policy, const 
 /* Mean/std summary of finished episodes. */
 void nevo_eval_summarise(const NevoEpisode *eps, int n, NevoEvalSummary *out);
 
+/* Called after reset and after every step of a recorded episode (GIF rendering). */
+typedef void (*NevoFrameFn)(void *ctx, const NevoEnv *env, const void *inst);
+
+/* Runs one episode of theta from env_seed on a fresh instance, single-threaded,
+ * calling frame (if not NULL) after reset and after each step. */
+NevoStatus nevo_rollout_episode(const NevoEnv *env, const NevoPolicy *policy, const float *theta,
+                                uint64_t env_seed, NevoFrameFn frame, void *ctx, NevoEpisode *out,
+                                NevoError *err);
+/* The seed of evaluation episode e under evaluation seed `seed`: the episodes
+ * nevo_eval_params runs, so a recorded episode is one of those evaluated. */
+uint64_t nevo_eval_episode_seed(uint64_t seed, int episode);
+
 /* Observers of a run (all optional). on_frames is called from worker threads with the
  * frames finished so far in the current generation. */
 typedef struct NevoTrainHooks {

@@ -8,6 +8,7 @@
 
 #include "cli/cli.h"
 #include "core/strutil.h"
+#include "io/gif.h"
 #include "nevo/files.h"
 #include "nevo/rng.h"
 #include "nevo/train.h"
@@ -28,6 +29,9 @@ static const char *help =
     "  --seed S       evaluation seed (default 0)\n"
     "  --threads N    worker threads (default all CPUs); results do not depend on it\n"
     "  --max-steps N  cap episodes at N steps (default: the environment's own limit)\n"
+    "  --gif OUT.gif  also render the first evaluation episodes as an animated GIF\n"
+    "  --gif-episodes K  episodes in the GIF (default 1)\n"
+    "  --gif-delay CS    centiseconds per frame (default 8)\n"
     "\n"
     "Prints {episodes, frames, return_mean, return_std, return_min, return_max,\n"
     "length_mean, length_std, ...} as JSON.\n";
@@ -35,18 +39,31 @@ static const char *help =
 typedef enum RefKind { REF_RANDOM, REF_CONSTANT } RefKind;
 
 /* Runs a reference policy episode by episode (no network involved). */
+static void record_frame(void *ctx, const NevoEnv *env, const void *inst) {
+    NevoGif *gif = ctx;
+    int w, h;
+    nevo_env_render_size(env, &w, &h);
+    uint8_t *rgb = nevo_alloc((size_t)w * h * 3);
+    nevo_env_render(env, inst, rgb);
+    nevo_gif_add(gif, rgb);
+    free(rgb);
+}
+
 static NevoStatus eval_reference(const NevoEnv *env, RefKind kind, const float *constant, int episodes,
-                                 uint64_t seed, NevoEvalSummary *out, NevoError *err) {
+                                 uint64_t seed, NevoGif *gif, int gif_episodes, NevoEvalSummary *out,
+                                 NevoError *err) {
     const NevoEnvSpec *s = nevo_env_spec(env);
     void *inst = nevo_alloc_aligned(nevo_env_instance_size(env));
     float *obs = nevo_alloc(sizeof(float) * (size_t)s->obs_dim);
     float action[NEVO_ENV_MAX_ACT_DIM];
     NevoEpisode *eps = nevo_alloc(sizeof(NevoEpisode) * (size_t)episodes);
     for (int e = 0; e < episodes; e++) {
-        uint64_t es = nevo_rng_derive(seed, NEVO_RNG_ENV_SEED, 0, 0xFFFFFFF1u, (uint32_t)e);
+        uint64_t es = nevo_eval_episode_seed(seed, e);
+        int record = gif && e < gif_episodes;
         NevoRng rng;
         nevo_rng_init(&rng, seed, NEVO_RNG_POLICY, 0, (uint32_t)e, 0);
         nevo_env_reset(env, inst, es, obs);
+        if (record) record_frame(gif, env, inst);
         NevoStepResult r = {0};
         while (!r.terminated && !r.truncated) {
             if (kind == REF_CONSTANT) {
@@ -59,6 +76,7 @@ static NevoStatus eval_reference(const NevoEnv *env, RefKind kind, const float *
                                 (float)nevo_rng_uniform(&rng) * (s->action_high[j] - s->action_low[j]);
             }
             nevo_env_step(env, inst, action, obs, &r);
+            if (record) record_frame(gif, env, inst);
             eps[e].ret += r.reward;
             eps[e].length++;
             if (s->max_steps == 0 && eps[e].length >= 100000000) {
@@ -99,6 +117,19 @@ static NevoStatus parse_constant(const NevoEnvSpec *s, const char *text, float *
     return NEVO_OK;
 }
 
+/* A GIF recorder for env when a path was given; fails if the env cannot draw. */
+static NevoStatus open_gif(const NevoEnv *env, const char *path, int delay, NevoGif **gif, NevoError *err) {
+    *gif = NULL;
+    if (!path) return NEVO_OK;
+    int w, h;
+    nevo_env_render_size(env, &w, &h);
+    if (w == 0)
+        return nevo_error(err, NEVO_ERR_UNSUPPORTED, "--gif: %s cannot draw itself (no renderer)",
+                          nevo_env_spec(env)->name);
+    *gif = nevo_gif_new(w, h, 0, delay);
+    return NEVO_OK;
+}
+
 static void print_summary(const NevoEvalSummary *s, const char *env, const char *policy) {
     json_t *o = json_object();
     json_object_set_new(o, "episodes", json_integer(s->episodes));
@@ -118,8 +149,8 @@ static void print_summary(const NevoEvalSummary *s, const char *env, const char 
 }
 
 int nevo_cmd_eval(int argc, char **argv) {
-    const char *file = NULL, *env_name = NULL, *policy_kind = NULL;
-    long long episodes = 100, seed = 0, threads = 0, max_steps = 0;
+    const char *file = NULL, *env_name = NULL, *policy_kind = NULL, *gif_path = NULL;
+    long long episodes = 100, seed = 0, threads = 0, max_steps = 0, gif_episodes = 1, gif_delay = 8;
     NevoEnvOption opts[NEVO_ENV_MAX_OPTIONS];
     int n_opts = 0;
     for (int i = 1; i < argc; i++) {
@@ -139,6 +170,15 @@ int nevo_cmd_eval(int argc, char **argv) {
         } else if (cli_option(argc, argv, &i, "--max-steps", &v)) {
             if (cli_parse_int(v, 1, 1000000000, &max_steps))
                 return cli_usage_error("eval", "--max-steps needs a positive whole number");
+        } else if (cli_option(argc, argv, &i, "--gif", &v)) {
+            if (!v) return cli_usage_error("eval", "--gif needs an output file");
+            gif_path = v;
+        } else if (cli_option(argc, argv, &i, "--gif-episodes", &v)) {
+            if (cli_parse_int(v, 1, 1000, &gif_episodes))
+                return cli_usage_error("eval", "--gif-episodes needs a whole number from 1 to 1000");
+        } else if (cli_option(argc, argv, &i, "--gif-delay", &v)) {
+            if (cli_parse_int(v, 1, 1000, &gif_delay))
+                return cli_usage_error("eval", "--gif-delay needs centiseconds from 1 to 1000");
         } else if (cli_option(argc, argv, &i, "--env", &v)) {
             if (!v) return cli_usage_error("eval", "--env needs an environment name");
             env_name = v;
@@ -171,11 +211,23 @@ int nevo_cmd_eval(int argc, char **argv) {
         NevoLoadedPolicy lp;
         if (nevo_load_any_policy(file, &lp, &err)) return cli_fail(&err);
         nevo_env_set_max_steps(lp.env, (int)max_steps);
-        if (nevo_env_spec(lp.env)->max_steps == 0) nevo_env_set_max_steps(lp.env, 1000000);
-        NevoPool *pool = nevo_pool_new(threads > 0 ? (int)threads : nevo_cpu_count());
-        NevoStatus st = nevo_eval_params(lp.env, lp.policy, lp.theta, pool, (int)episodes, (uint64_t)seed, &s, &err);
-        nevo_pool_free(pool);
+        NevoGif *gif = NULL;
+        NevoStatus st = open_gif(lp.env, gif_path, (int)gif_delay, &gif, &err);
+        if (st == NEVO_OK && !nevo_env_spec(lp.env)->max_steps && !max_steps)
+            nevo_env_set_max_steps(lp.env, 100000000);
+        if (st == NEVO_OK) {
+            NevoPool *pool = nevo_pool_new(threads > 0 ? (int)threads : nevo_cpu_count());
+            st = nevo_eval_params(lp.env, lp.policy, lp.theta, pool, (int)episodes, (uint64_t)seed, &s, &err);
+            nevo_pool_free(pool);
+        }
+        for (int e = 0; st == NEVO_OK && gif && e < gif_episodes && e < episodes; e++) {
+            NevoEpisode ep;
+            st = nevo_rollout_episode(lp.env, lp.policy, lp.theta, nevo_eval_episode_seed((uint64_t)seed, e),
+                                      record_frame, gif, &ep, &err);
+        }
+        if (st == NEVO_OK && gif) st = nevo_gif_write(gif, gif_path, &err);
         if (st == NEVO_OK) print_summary(&s, lp.cfg.env, file);
+        nevo_gif_free(gif);
         nevo_loaded_policy_free(&lp);
         return st ? cli_fail(&err) : 0;
     }
@@ -196,8 +248,13 @@ int nevo_cmd_eval(int argc, char **argv) {
         nevo_env_free(env);
         return cli_usage_error("eval", "--policy must be random or constant:A, got '%s'", policy_kind);
     }
-    if (st == NEVO_OK) st = eval_reference(env, kind, constant, (int)episodes, (uint64_t)seed, &s, &err);
+    NevoGif *gif = NULL;
+    if (st == NEVO_OK) st = open_gif(env, gif_path, (int)gif_delay, &gif, &err);
+    if (st == NEVO_OK)
+        st = eval_reference(env, kind, constant, (int)episodes, (uint64_t)seed, gif, (int)gif_episodes, &s, &err);
+    if (st == NEVO_OK && gif) st = nevo_gif_write(gif, gif_path, &err);
     if (st == NEVO_OK) print_summary(&s, env_name, policy_kind);
+    nevo_gif_free(gif);
     nevo_env_free(env);
     return st ? cli_fail(&err) : 0;
 }

@@ -45,6 +45,45 @@ void nevo_eval_summarise(const NevoEpisode *eps, int n, NevoEvalSummary *out) {
     out->length_std = sqrt(vl / n);
 }
 
+uint64_t nevo_eval_episode_seed(uint64_t seed, int episode) {
+    return nevo_rng_derive(seed, NEVO_RNG_ENV_SEED, 0, NEVO_STREAM_FINAL_EVAL, (uint32_t)episode);
+}
+
+NevoStatus nevo_rollout_episode(const NevoEnv *env, const NevoPolicy *policy, const float *theta,
+                                uint64_t env_seed, NevoFrameFn frame, void *ctx, NevoEpisode *out,
+                                NevoError *err) {
+    const NevoEnvSpec *spec = nevo_env_spec(env);
+    void *inst = nevo_alloc_aligned(nevo_env_instance_size(env));
+    float *obs = nevo_alloc(sizeof(float) * (size_t)spec->obs_dim);
+    float *o = nevo_alloc(sizeof(float) * (size_t)policy->n_out);
+    float action[NEVO_ENV_MAX_ACT_DIM];
+    float *scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(policy, 1));
+    int net = 0;
+    memset(out, 0, sizeof *out);
+    nevo_env_reset(env, inst, env_seed, obs);
+    if (frame) frame(ctx, env, inst);
+    NevoStepResult r = {0};
+    NevoStatus st = NEVO_OK;
+    while (!r.terminated && !r.truncated) {
+        nevo_policy_forward(policy, theta, policy->nparams, &net, obs, 1, o, scratch);
+        nevo_policy_actions(policy, o, 1, action);
+        nevo_env_step(env, inst, action, obs, &r);
+        out->ret += r.reward;
+        out->length++;
+        if (frame) frame(ctx, env, inst);
+        if (!isfinite(r.reward)) {
+            st = nevo_error(err, NEVO_ERR_NUMERIC, "%s returned a non-finite reward at step %d", spec->name, out->length);
+            break;
+        }
+    }
+    out->terminated = r.terminated;
+    free(inst);
+    free(obs);
+    free(o);
+    free(scratch);
+    return st;
+}
+
 NevoStatus nevo_eval_params(const NevoEnv *env, const NevoPolicy *policy, const float *theta,
                             NevoPool *pool, int episodes, uint64_t seed, NevoEvalSummary *out,
                             NevoError *err) {
@@ -52,7 +91,7 @@ NevoStatus nevo_eval_params(const NevoEnv *env, const NevoPolicy *policy, const 
     NevoEpisode *eps = nevo_alloc(sizeof(NevoEpisode) * (size_t)episodes);
     for (int e = 0; e < episodes; e++) {
         tasks[e].net = 0;
-        tasks[e].seed = nevo_rng_derive(seed, NEVO_RNG_ENV_SEED, 0, NEVO_STREAM_FINAL_EVAL, (uint32_t)e);
+        tasks[e].seed = nevo_eval_episode_seed(seed, e);
     }
     NevoEvaluator *ev = nevo_evaluator_new(env, policy, pool, 0);
     NevoStatus st = nevo_evaluate(ev, theta, policy->nparams, tasks, episodes, eps, NULL, err);

@@ -180,6 +180,17 @@ NevoStatus nevo_env_set_state(const NevoEnv *env, void *inst, const double *valu
     return env->cls->set_state(env, body(inst), values, obs, err);
 }
 
+void nevo_env_render_size(const NevoEnv *env, int *w, int *h) {
+    *w = env->cls->render ? env->cls->render_w : 0;
+    *h = env->cls->render ? env->cls->render_h : 0;
+}
+
+bool nevo_env_render(const NevoEnv *env, const void *inst, uint8_t *rgb) {
+    if (!env->cls->render) return false;
+    env->cls->render(env, cbody(inst), rgb);
+    return true;
+}
+
 void nevo_env_bc(const NevoEnv *env, const void *inst, const float *last_obs, float *bc) {
     if (env->cls->bc) {
         env->cls->bc(env, cbody(inst), bc);
