@@ -24,7 +24,7 @@ typedef struct NevoAlgo NevoAlgo;
 /* Creates the algorithm named by cfg->algo. The policy is borrowed (ES updates its
  * observation normalisation); the evaluator must be built for env and policy. */
 NevoStatus nevo_algo_new(const NevoConfig *cfg, const NevoEnv *env, NevoPolicy *policy,
-                         NevoEvaluator *ev, NevoAlgo **out, NevoError *err);
+                         const NevoNoise *noise, NevoEvaluator *ev, NevoAlgo **out, NevoError *err);
 void nevo_algo_free(NevoAlgo *a);
 
 /* Runs one generation. */

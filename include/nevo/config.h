@@ -57,6 +57,7 @@ typedef struct NevoConfig {
     int max_episode_steps; /* episode cap for training (0 = the env's own limit) */
     int eval_episodes;     /* episodes of the final evaluation of the best policy */
     int checkpoint_every;  /* generations between checkpoints */
+    long long noise_table_floats; /* shared noise table size; 0 = nevo_noise_auto_size */
     int n_env_options;
     NevoEnvOption env_options[NEVO_ENV_MAX_OPTIONS];
     NevoPolicyConfig policy;

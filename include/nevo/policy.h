@@ -19,6 +19,7 @@
 
 #include "nevo/config.h"
 #include "nevo/env.h"
+#include "nevo/noise.h"
 #include "nevo/status.h"
 
 #define NEVO_POLICY_MAX_LAYERS (2 * NEVO_MAX_LAYERS + 1)
@@ -59,10 +60,11 @@ NevoStatus nevo_policy_new(const NevoEnvSpec *env, const NevoPolicyConfig *cfg, 
                            NevoPolicy **out, NevoError *err);
 void nevo_policy_free(NevoPolicy *p);
 
-/* Initial parameters of individual `individual` of generation `generation`, drawn from
- * the stream (seed, NEVO_RNG_INIT, generation, individual, 0): the GA's init_ref. */
-void nevo_policy_init_params(const NevoPolicy *p, uint64_t seed, uint32_t generation,
-                             uint32_t individual, float *theta);
+/* Initial parameters of individual `individual` of generation `generation` (the GA's
+ * init_ref): layer l's weights are the noise-table slice named (seed, NEVO_RNG_INIT,
+ * generation, individual, l), scaled (or column-normalised), biases 0. */
+void nevo_policy_init_params(const NevoPolicy *p, const NevoNoise *noise, uint64_t seed,
+                             uint32_t generation, uint32_t individual, float *theta);
 
 /* Floats of scratch memory nevo_policy_forward needs for n rows. */
 size_t nevo_policy_scratch_floats(const NevoPolicy *p, int n);

@@ -25,6 +25,7 @@ typedef enum NevoRngPurpose {
     NEVO_RNG_OBS_NORM = 7,   /* which rollouts feed observation statistics */
     NEVO_RNG_POLICY = 8,     /* stochastic policies (random policy, action noise) */
     NEVO_RNG_ARCHIVE = 9,    /* novelty-archive sampling */
+    NEVO_RNG_NOISE_TABLE = 10, /* the shared noise table's blocks */
     NEVO_RNG_USER = 64,      /* first value free for other modules */
 } NevoRngPurpose;
 

@@ -7,11 +7,15 @@
 #include "nevo/rng.h"
 
 NevoStatus nevo_algo_new(const NevoConfig *cfg, const NevoEnv *env, NevoPolicy *policy,
-                         NevoEvaluator *ev, NevoAlgo **out, NevoError *err) {
+                         const NevoNoise *noise, NevoEvaluator *ev, NevoAlgo **out, NevoError *err) {
     *out = NULL;
-    if (strcmp(cfg->algo, "ga") == 0 || strcmp(cfg->algo, "rs") == 0)
-        return nevo_ga_new(cfg, env, policy, ev, out, err);
-    if (strcmp(cfg->algo, "es") == 0) return nevo_es_new(cfg, env, policy, ev, out, err);
+    NevoAlgo base = {NULL, cfg, env, policy, noise, ev, 0};
+    if (noise->size <= policy->nparams)
+        return nevo_error(err, NEVO_ERR_INVALID,
+                          "noise_table_floats (%zu) must exceed the network's %zu parameters", noise->size,
+                          policy->nparams);
+    if (strcmp(cfg->algo, "ga") == 0 || strcmp(cfg->algo, "rs") == 0) return nevo_ga_new(&base, out, err);
+    if (strcmp(cfg->algo, "es") == 0) return nevo_es_new(&base, out, err);
     return nevo_error(err, NEVO_ERR_NOTFOUND, "unknown algorithm '%s' (use ga, es or rs)", cfg->algo);
 }
 

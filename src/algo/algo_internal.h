@@ -26,14 +26,14 @@ struct NevoAlgo {
     const NevoConfig *cfg;
     const NevoEnv *env;
     NevoPolicy *policy;
+    const NevoNoise *noise;
     NevoEvaluator *ev;
     int generation; /* generations completed */
 };
 
-NevoStatus nevo_ga_new(const NevoConfig *cfg, const NevoEnv *env, NevoPolicy *policy,
-                       NevoEvaluator *ev, NevoAlgo **out, NevoError *err);
-NevoStatus nevo_es_new(const NevoConfig *cfg, const NevoEnv *env, NevoPolicy *policy,
-                       NevoEvaluator *ev, NevoAlgo **out, NevoError *err);
+/* Each fills the NevoAlgo header from `base` (which nevo_algo_new prepares). */
+NevoStatus nevo_ga_new(const NevoAlgo *base, NevoAlgo **out, NevoError *err);
+NevoStatus nevo_es_new(const NevoAlgo *base, NevoAlgo **out, NevoError *err);
 
 /* Indices 0..n-1 ordered by fitness, best first; ties keep the lower index first. */
 void nevo_rank_desc(const double *fitness, int n, int *order);

@@ -24,16 +24,14 @@ typedef struct ES {
     long long t;        /* optimiser steps */
     NevoObsStats obs;   /* running observation statistics */
     float *pop;         /* (2 n, np) */
-    float *noise;       /* (np) scratch */
     double *grad;       /* (np) */
     double *fitness;    /* (2 n) */
     double *ranks;      /* (2 n) */
 } ES;
 
-static void noise_for(const ES *es, uint32_t gen, int i, float *out) {
-    NevoRng rng;
-    nevo_rng_init(&rng, es->base.cfg->seed, NEVO_RNG_ES_NOISE, gen, (uint32_t)i, 0);
-    nevo_rng_fill_normal(&rng, out, es->np);
+/* Perturbation i of generation gen: a slice of the shared noise table, read in place. */
+static const float *noise_for(const ES *es, uint32_t gen, int i) {
+    return nevo_noise_slice(es->base.noise, es->np, es->base.cfg->seed, NEVO_RNG_ES_NOISE, gen, (uint32_t)i, 0);
 }
 
 static NevoStatus es_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err) {
@@ -45,11 +43,11 @@ static NevoStatus es_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
     size_t np = es->np;
 
     for (int i = 0; i < n; i++) {
-        noise_for(es, gen, i, es->noise);
+        const float *eps = noise_for(es, gen, i);
         float *plus = es->pop + (size_t)(2 * i) * np;
         float *minus = plus + np;
         for (size_t k = 0; k < np; k++) {
-            float d = sigma * es->noise[k];
+            float d = sigma * eps[k];
             plus[k] = es->theta[k] + d;
             minus[k] = es->theta[k] - d;
         }
@@ -81,8 +79,8 @@ static NevoStatus es_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
     for (int i = 0; i < n; i++) {
         double w = es->ranks[2 * i] - es->ranks[2 * i + 1];
         if (w == 0.0) continue;
-        noise_for(es, gen, i, es->noise);
-        for (size_t k = 0; k < np; k++) es->grad[k] += w * es->noise[k];
+        const float *eps = noise_for(es, gen, i);
+        for (size_t k = 0; k < np; k++) es->grad[k] += w * eps[k];
     }
     double scale = 1.0 / (n * cfg->es.sigma);
     es->t++;
@@ -165,7 +163,6 @@ static void es_free(NevoAlgo *a) {
     free(es->m);
     free(es->v);
     free(es->pop);
-    free(es->noise);
     free(es->grad);
     free(es->fitness);
     free(es->ranks);
@@ -175,18 +172,19 @@ static void es_free(NevoAlgo *a) {
 
 static const NevoAlgoOps es_ops = {es_generation, es_best, es_save, es_load, es_free};
 
-NevoStatus nevo_es_new(const NevoConfig *cfg, const NevoEnv *env, NevoPolicy *policy,
-                       NevoEvaluator *ev, NevoAlgo **out, NevoError *err) {
+NevoStatus nevo_es_new(const NevoAlgo *base, NevoAlgo **out, NevoError *err) {
     ES *es = nevo_alloc(sizeof *es);
-    es->base = (NevoAlgo){&es_ops, cfg, env, policy, ev, 0};
+    es->base = *base;
+    es->base.ops = &es_ops;
+    const NevoConfig *cfg = base->cfg;
+    NevoPolicy *policy = base->policy;
     es->n_pairs = cfg->population / 2;
     es->np = policy->nparams;
     es->theta = nevo_alloc_aligned(sizeof(float) * es->np);
-    nevo_policy_init_params(policy, cfg->seed, 0, 0, es->theta);
+    nevo_policy_init_params(policy, base->noise, cfg->seed, 0, 0, es->theta);
     es->m = nevo_alloc(sizeof(double) * es->np);
     es->v = nevo_alloc(sizeof(double) * es->np);
     es->pop = nevo_alloc_aligned(sizeof(float) * es->np * (size_t)(2 * es->n_pairs));
-    es->noise = nevo_alloc_aligned(sizeof(float) * es->np);
     es->grad = nevo_alloc(sizeof(double) * es->np);
     es->fitness = nevo_alloc(sizeof(double) * (size_t)(2 * es->n_pairs));
     es->ranks = nevo_alloc(sizeof(double) * (size_t)(2 * es->n_pairs));

@@ -42,7 +42,6 @@ typedef struct GA {
     float *elite;         /* (np) */
     Genome elite_genome;
     int has_elite;
-    float *noise;         /* (np) scratch */
     double *fitness;      /* (P + 1) */
     int *order;
 } GA;
@@ -71,19 +70,19 @@ static void genome_push(Genome *g, Ref r) {
     g->refs[g->n++] = r;
 }
 
-/* theta += sigma * eps(ref): the one mutation step, shared by live runs and replay. */
-static void apply_mutation(const GA *ga, float *theta, Ref r, float *noise) {
-    NevoRng rng;
-    nevo_rng_init(&rng, ga->base.cfg->seed, NEVO_RNG_MUTATE, r.generation, r.individual, 0);
-    nevo_rng_fill_normal(&rng, noise, ga->np);
+/* theta += sigma * eps(ref), eps the noise-table slice named by ref: the one mutation
+ * step, shared by live runs and replay. */
+static void apply_mutation(const GA *ga, float *theta, Ref r) {
+    const float *eps = nevo_noise_slice(ga->base.noise, ga->np, ga->base.cfg->seed, NEVO_RNG_MUTATE,
+                                        r.generation, r.individual, 0);
     float s = r.sigma;
-    for (size_t k = 0; k < ga->np; k++) theta[k] = theta[k] + s * noise[k];
+    for (size_t k = 0; k < ga->np; k++) theta[k] = theta[k] + s * eps[k];
 }
 
-static void replay(const GA *ga, const Genome *g, float *theta, float *noise) {
-    nevo_policy_init_params(ga->base.policy, ga->base.cfg->seed, g->init_generation,
+static void replay(const GA *ga, const Genome *g, float *theta) {
+    nevo_policy_init_params(ga->base.policy, ga->base.noise, ga->base.cfg->seed, g->init_generation,
                             g->init_individual, theta);
-    for (int j = 0; j < g->n; j++) apply_mutation(ga, theta, g->refs[j], noise);
+    for (int j = 0; j < g->n; j++) apply_mutation(ga, theta, g->refs[j]);
 }
 
 static void make_children(GA *ga, uint32_t gen) {
@@ -95,7 +94,7 @@ static void make_children(GA *ga, uint32_t gen) {
             g->init_generation = gen;
             g->init_individual = (uint32_t)i;
             g->n = 0;
-            nevo_policy_init_params(ga->base.policy, cfg->seed, gen, (uint32_t)i, theta);
+            nevo_policy_init_params(ga->base.policy, ga->base.noise, cfg->seed, gen, (uint32_t)i, theta);
             continue;
         }
         if (cfg->ga.elitism && i == 0 && ga->has_elite) {
@@ -110,7 +109,7 @@ static void make_children(GA *ga, uint32_t gen) {
         Ref r = {gen, (uint32_t)i, (float)cfg->ga.sigma};
         genome_push(g, r);
         memcpy(theta, ga->parents + (size_t)p * ga->np, sizeof(float) * ga->np);
-        apply_mutation(ga, theta, r, ga->noise);
+        apply_mutation(ga, theta, r);
     }
 }
 
@@ -242,14 +241,14 @@ static NevoStatus ga_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
     ga->has_elite = (int)nevo_read_u32(r);
     if (ga->has_elite) {
         if (!load_genome(r, &ga->elite_genome)) goto corrupt;
-        replay(ga, &ga->elite_genome, ga->elite, ga->noise);
+        replay(ga, &ga->elite_genome, ga->elite);
     }
     uint32_t n = nevo_read_u32(r);
     if (n > (uint32_t)ga->T) goto corrupt;
     ga->n_parents = (int)n;
     for (int t = 0; t < ga->n_parents; t++) {
         if (!load_genome(r, &ga->parent_genomes[t])) goto corrupt;
-        replay(ga, &ga->parent_genomes[t], ga->parents + (size_t)t * ga->np, ga->noise);
+        replay(ga, &ga->parent_genomes[t], ga->parents + (size_t)t * ga->np);
     }
     return NEVO_OK;
 corrupt:
@@ -266,7 +265,6 @@ static void ga_free(NevoAlgo *a) {
     free(ga->pop);
     free(ga->parents);
     free(ga->elite);
-    free(ga->noise);
     free(ga->fitness);
     free(ga->order);
     free(ga);
@@ -274,10 +272,12 @@ static void ga_free(NevoAlgo *a) {
 
 static const NevoAlgoOps ga_ops = {ga_generation, ga_best, ga_save, ga_load, ga_free};
 
-NevoStatus nevo_ga_new(const NevoConfig *cfg, const NevoEnv *env, NevoPolicy *policy,
-                       NevoEvaluator *ev, NevoAlgo **out, NevoError *err) {
+NevoStatus nevo_ga_new(const NevoAlgo *base, NevoAlgo **out, NevoError *err) {
     GA *ga = nevo_alloc(sizeof *ga);
-    ga->base = (NevoAlgo){&ga_ops, cfg, env, policy, ev, 0};
+    ga->base = *base;
+    ga->base.ops = &ga_ops;
+    const NevoConfig *cfg = base->cfg;
+    const NevoPolicy *policy = base->policy;
     ga->P = cfg->population;
     ga->rs = strcmp(cfg->algo, "rs") == 0;
     ga->T = ga->rs ? 0 : cfg->ga.truncation;
@@ -287,7 +287,6 @@ NevoStatus nevo_ga_new(const NevoConfig *cfg, const NevoEnv *env, NevoPolicy *po
     ga->parents = nevo_alloc_aligned(sizeof(float) * ga->np * (size_t)(ga->T > 0 ? ga->T : 1));
     ga->parent_genomes = nevo_alloc(sizeof(Genome) * (size_t)(ga->T > 0 ? ga->T : 1));
     ga->elite = nevo_alloc_aligned(sizeof(float) * ga->np);
-    ga->noise = nevo_alloc_aligned(sizeof(float) * ga->np);
     ga->fitness = nevo_alloc(sizeof(double) * (size_t)(ga->P + 1));
     ga->order = nevo_alloc(sizeof(int) * (size_t)(ga->P + 1));
     (void)err;

@@ -10,7 +10,7 @@
 
 #include "core/strutil.h"
 
-typedef enum KeyType { T_INT, T_U64, T_DOUBLE, T_BOOL, T_STRING, T_INT_LIST } KeyType;
+typedef enum KeyType { T_INT, T_I64, T_U64, T_DOUBLE, T_BOOL, T_STRING, T_INT_LIST } KeyType;
 
 typedef struct Key {
     const char *name;
@@ -42,6 +42,8 @@ static const Key schema[] = {
      "episodes of the final evaluation of the best policy"},
     {"checkpoint_every", T_INT, OFF(checkpoint_every), 1, 1e8, NULL, 0, 0,
      "generations between checkpoints"},
+    {"noise_table_floats", T_I64, OFF(noise_table_floats), 0, 268435456, NULL, 0, 0,
+     "shared noise table size in floats (0 = automatic: 64 x parameters, 2^20..2^28)"},
     {"policy.hidden", T_INT_LIST, OFF(policy.hidden), 1, 65536, NULL, NEVO_MAX_LAYERS,
      OFF(policy.n_hidden), "units of each hidden dense layer, e.g. [64, 64]"},
     {"policy.conv_filters", T_INT_LIST, OFF(policy.conv_filters), 1, 4096, NULL, NEVO_MAX_LAYERS,
@@ -174,6 +176,7 @@ static NevoStatus set_value(NevoConfig *cfg, const Key *k, const json_t *v, cons
     char *base = (char *)cfg;
     switch (k->type) {
     case T_INT:
+    case T_I64:
     case T_U64: {
         if (!json_is_integer(v))
             return nevo_error(err, NEVO_ERR_INVALID, "%s: %s must be an integer, got %s", source,
@@ -188,7 +191,8 @@ static NevoStatus set_value(NevoConfig *cfg, const Key *k, const json_t *v, cons
         }
         NevoStatus st = check_range(k, (double)x, source, "", err);
         if (st) return st;
-        *(int *)(base + k->offset) = (int)x;
+        if (k->type == T_I64) *(long long *)(base + k->offset) = (long long)x;
+        else *(int *)(base + k->offset) = (int)x;
         return NEVO_OK;
     }
     case T_DOUBLE: {
@@ -400,6 +404,7 @@ static json_t *key_to_json(const NevoConfig *cfg, const Key *k) {
     const char *base = (const char *)cfg;
     switch (k->type) {
     case T_INT: return json_integer(*(const int *)(base + k->offset));
+    case T_I64: return json_integer((json_int_t) * (const long long *)(base + k->offset));
     case T_U64: return json_integer((json_int_t) * (const uint64_t *)(base + k->offset));
     case T_DOUBLE: return json_real(*(const double *)(base + k->offset));
     case T_BOOL: return json_boolean(*(const int *)(base + k->offset));

@@ -161,6 +161,7 @@ typedef struct Run {
     NevoEnv *eval_env;  /* evaluation env (the env's own limits) */
     NevoPolicy *policy;
     NevoPool *pool;
+    NevoNoise *noise;
     NevoEvaluator *ev;
     NevoAlgo *algo;
 } Run;
@@ -168,6 +169,7 @@ typedef struct Run {
 static void run_free(Run *r) {
     nevo_algo_free(r->algo);
     nevo_evaluator_free(r->ev);
+    nevo_noise_free(r->noise);
     nevo_pool_free(r->pool);
     nevo_policy_free(r->policy);
     nevo_env_free(r->env);
@@ -191,7 +193,14 @@ static NevoStatus run_build(Run *r, const NevoConfig *cfg, int threads, NevoErro
     int n_threads = threads > 0 ? threads : cfg->threads > 0 ? cfg->threads : nevo_cpu_count();
     r->pool = nevo_pool_new(n_threads);
     r->ev = nevo_evaluator_new(r->env, r->policy, r->pool, 0);
-    return nevo_algo_new(&r->cfg, r->env, r->policy, r->ev, &r->algo, err);
+    size_t table = cfg->noise_table_floats > 0 ? (size_t)cfg->noise_table_floats
+                                               : nevo_noise_auto_size(r->policy->nparams);
+    if (table <= r->policy->nparams)
+        return nevo_error(err, NEVO_ERR_INVALID,
+                          "noise_table_floats (%zu) must exceed the network's %zu parameters; use 0 (automatic)",
+                          table, r->policy->nparams);
+    r->noise = nevo_noise_new(table, r->pool);
+    return nevo_algo_new(&r->cfg, r->env, r->policy, r->noise, r->ev, &r->algo, err);
 }
 
 static void relay_frames(void *ctx, long long frames) {

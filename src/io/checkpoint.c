@@ -83,10 +83,13 @@ NevoStatus nevo_load_any_policy(const char *path, NevoLoadedPolicy *out, NevoErr
         st = nevo_policy_new(nevo_env_spec(out->env), &out->cfg.policy,
                              out->cfg.es.obs_norm && strcmp(out->cfg.algo, "es") == 0, &out->policy, err);
     if (st == NEVO_OK) {
-        NevoPool *pool = nevo_pool_new(1);
+        NevoPool *pool = nevo_pool_new(nevo_cpu_count());
         NevoEvaluator *ev = nevo_evaluator_new(out->env, out->policy, pool, 1);
+        size_t table = out->cfg.noise_table_floats > 0 ? (size_t)out->cfg.noise_table_floats
+                                                       : nevo_noise_auto_size(out->policy->nparams);
+        NevoNoise *noise = nevo_noise_new(table, pool);
         NevoAlgo *algo;
-        st = nevo_algo_new(&out->cfg, out->env, out->policy, ev, &algo, err);
+        st = nevo_algo_new(&out->cfg, out->env, out->policy, noise, ev, &algo, err);
         if (st == NEVO_OK) {
             st = nevo_checkpoint_restore(path, algo, state, state_len, err);
             if (st == NEVO_OK) {
@@ -95,6 +98,7 @@ NevoStatus nevo_load_any_policy(const char *path, NevoLoadedPolicy *out, NevoErr
             }
             nevo_algo_free(algo);
         }
+        nevo_noise_free(noise);
         nevo_evaluator_free(ev);
         nevo_pool_free(pool);
     }

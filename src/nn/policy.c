@@ -95,16 +95,15 @@ void nevo_policy_free(NevoPolicy *p) {
     free(p);
 }
 
-void nevo_policy_init_params(const NevoPolicy *p, uint64_t seed, uint32_t generation,
-                             uint32_t individual, float *theta) {
-    NevoRng rng;
-    nevo_rng_init(&rng, seed, NEVO_RNG_INIT, generation, individual, 0);
+void nevo_policy_init_params(const NevoPolicy *p, const NevoNoise *noise, uint64_t seed,
+                             uint32_t generation, uint32_t individual, float *theta) {
     for (int l = 0; l < p->n_layers; l++) {
         const NevoLayer *L = &p->layers[l];
         size_t nw = L->b_off - L->w_off;
         size_t n_units = L->kind == NEVO_LAYER_CONV ? (size_t)L->out_c : (size_t)L->out_dim;
         float *w = theta + L->w_off;
-        nevo_rng_fill_normal(&rng, w, nw);
+        memcpy(w, nevo_noise_slice(noise, nw, seed, NEVO_RNG_INIT, generation, individual, (uint32_t)l),
+               sizeof(float) * nw);
         if (p->init == NEVO_INIT_SCALED) {
             /* Uber GA: noise slice times 1/sqrt(fan_in), biases 0. */
             float scale = (float)(1.0 / sqrt((double)L->fan_in));
