@@ -17,6 +17,9 @@ typedef struct NevoGenStats {
     long long episodes;
     double best, mean, median; /* fitness over the population */
     double elite_mean;     /* GA: elite's validation mean; ES: current mean's return */
+    int archive_size;      /* novelty search: archive entries after this generation */
+    double novelty_mean;   /* novelty search: mean novelty of the scored behaviours */
+    double reward_weight;  /* NSRA-ES: current reward weight w */
 } NevoGenStats;
 
 typedef struct NevoAlgo NevoAlgo;

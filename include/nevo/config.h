@@ -46,9 +46,18 @@ typedef struct NevoESConfig {
     int center_episodes;  /* episodes evaluating the current mean each generation (reporting) */
 } NevoESConfig;
 
+typedef struct NevoNSConfig {
+    int k;               /* nearest neighbours in the novelty score */
+    int archive_add;     /* GA-NS: random individuals whose BC joins the archive per generation */
+    int meta_population; /* NS-ES family: M agents */
+    double weight;       /* NSRA-ES: initial reward weight w (NSR-ES uses 0.5, NS-ES 0) */
+    double weight_delta; /* NSRA-ES: step of w */
+    int patience;        /* NSRA-ES: generations without improvement before w decreases */
+} NevoNSConfig;
+
 typedef struct NevoConfig {
     char env[64];
-    char algo[8];          /* "ga", "es" or "rs" */
+    char algo[16];         /* ga, es, rs, ga-ns, ns-es, nsr-es, nsra-es */
     uint64_t seed;
     int population;        /* individuals evaluated per generation */
     int generations;
@@ -63,6 +72,7 @@ typedef struct NevoConfig {
     NevoPolicyConfig policy;
     NevoGAConfig ga;
     NevoESConfig es;
+    NevoNSConfig ns;
 } NevoConfig;
 
 /* Fills every key with its default. */

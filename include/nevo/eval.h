@@ -39,6 +39,8 @@ typedef struct NevoEvaluator NevoEvaluator;
 NevoEvaluator *nevo_evaluator_new(const NevoEnv *env, const NevoPolicy *policy, NevoPool *pool,
                                   int slots);
 void nevo_evaluator_free(NevoEvaluator *ev);
+/* The pool the evaluator runs on (for other parallel work of the same run). */
+NevoPool *nevo_evaluator_pool(const NevoEvaluator *ev);
 
 /* Called after each finished episode with the frames finished so far in this call,
  * from whichever worker finished it (so it must be thread-safe). */

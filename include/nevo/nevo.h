@@ -8,6 +8,8 @@
 #include "nevo/eval.h"
 #include "nevo/files.h"
 #include "nevo/io.h"
+#include "nevo/noise.h"
+#include "nevo/novelty.h"
 #include "nevo/policy.h"
 #include "nevo/rng.h"
 #include "nevo/status.h"

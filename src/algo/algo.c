@@ -14,8 +14,14 @@ NevoStatus nevo_algo_new(const NevoConfig *cfg, const NevoEnv *env, NevoPolicy *
         return nevo_error(err, NEVO_ERR_INVALID,
                           "noise_table_floats (%zu) must exceed the network's %zu parameters", noise->size,
                           policy->nparams);
-    if (strcmp(cfg->algo, "ga") == 0 || strcmp(cfg->algo, "rs") == 0) return nevo_ga_new(&base, out, err);
-    if (strcmp(cfg->algo, "es") == 0) return nevo_es_new(&base, out, err);
+    int novelty = strstr(cfg->algo, "ns") != NULL;
+    int bc_dim = nevo_env_spec(env)->bc_dim;
+    if (novelty && (bc_dim < 1 || bc_dim > NEVO_ENV_MAX_BC))
+        return nevo_error(err, NEVO_ERR_INVALID, "%s needs a behaviour characterisation, but %s declares none",
+                          cfg->algo, nevo_env_spec(env)->name);
+    if (strcmp(cfg->algo, "ga") == 0 || strcmp(cfg->algo, "rs") == 0 || strcmp(cfg->algo, "ga-ns") == 0)
+        return nevo_ga_new(&base, out, err);
+    if (strstr(cfg->algo, "es")) return nevo_es_new(&base, out, err);
     return nevo_error(err, NEVO_ERR_NOTFOUND, "unknown algorithm '%s' (use ga, es or rs)", cfg->algo);
 }
 
@@ -46,7 +52,7 @@ NevoStatus nevo_algo_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
 
 NevoStatus nevo_algo_rollouts(NevoAlgo *a, const float *params, int n, int episodes,
                               uint32_t generation, const uint32_t *stream_ids, double *fitness,
-                              NevoGenStats *stats, NevoObsStats *obs, double obs_prob,
+                              float *bc, NevoGenStats *stats, NevoObsStats *obs, double obs_prob,
                               NevoError *err) {
     int n_tasks = n * episodes;
     NevoTask *tasks = nevo_alloc(sizeof(NevoTask) * (size_t)n_tasks);
@@ -83,6 +89,14 @@ NevoStatus nevo_algo_rollouts(NevoAlgo *a, const float *params, int n, int episo
                 stats->frames += r->length;
             }
             fitness[i] = sum / episodes;
+            if (bc) {
+                int d = nevo_env_spec(a->env)->bc_dim;
+                for (int c = 0; c < d; c++) {
+                    double s = 0.0;
+                    for (int e = 0; e < episodes; e++) s += results[i * episodes + e].bc[c];
+                    bc[(size_t)i * d + c] = (float)(s / episodes);
+                }
+            }
         }
         stats->episodes += n_tasks;
     }

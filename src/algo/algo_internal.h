@@ -42,7 +42,8 @@ void nevo_rank_desc(const double *fitness, int n, int *order);
 void nevo_centered_ranks(const double *fitness, int n, double *out);
 double nevo_median(const double *x, int n);
 
-/* Runs each of n networks (rows of params) for `episodes` episodes; network i's
+/* (bc: NULL, or (n, bc_dim) floats that receive each network's mean behaviour over its
+ * episodes.) Runs each of n networks (rows of params) for `episodes` episodes; network i's
  * episode e gets the seed named (seed, ENV_SEED, generation, stream_ids[i] (or i if
  * stream_ids is NULL), e), so networks given the same stream id face the same
  * episodes. Writes each network's mean return to fitness[i]; adds frames and episodes
@@ -50,7 +51,7 @@ double nevo_median(const double *x, int n);
  * fraction obs_prob of the episodes, merged in task order. */
 NevoStatus nevo_algo_rollouts(NevoAlgo *a, const float *params, int n, int episodes,
                               uint32_t generation, const uint32_t *stream_ids, double *fitness,
-                              NevoGenStats *stats, NevoObsStats *obs, double obs_prob,
+                              float *bc, NevoGenStats *stats, NevoObsStats *obs, double obs_prob,
                               NevoError *err);
 
 #endif

@@ -1,37 +1,118 @@
-/* OpenAI evolution strategies (Salimans et al. 2017).
+/* OpenAI evolution strategies (Salimans et al. 2017) and the novelty-search family
+ * built on it (Conti et al. 2018): NS-ES, NSR-ES and NSRA-ES.
  *
- * Each generation: n = population / 2 noise vectors eps_i from the streams
- * (ES_NOISE, g, i); theta + sigma eps_i and theta - sigma eps_i are evaluated on the
- * same episodes (common random numbers make the pair's difference less noisy); all 2n
- * fitnesses become centred ranks; g = 1/(n sigma) sum_i (r+_i - r-_i) eps_i; the
- * optimiser (Adam or SGD with momentum, OpenAI's forms) steps on -g + l2 * theta.
- * Observation normalisation statistics gather a random fraction of the rollouts and
- * are applied to the policy after the update. Noise is regenerated for the gradient
- * rather than stored, so memory stays O(population x nparams) for the population only. */
+ * State: a meta-population of M agents, each a mean theta with its own optimiser state
+ * and its last measured reward and behaviour (plain ES: M = 1). Each generation:
+ *  1. pick an agent: plain ES the only one; the NS family draws agent m with
+ *     probability proportional to the novelty of its behaviour against the archive;
+ *  2. n = population / 2 perturbations eps_i (shared noise-table slices named
+ *     (ES_NOISE, g, i)); theta_m +- sigma eps_i are evaluated on the same episodes
+ *     (common random numbers make each pair's difference less noisy);
+ *  3. each of the 2n rollouts gets a weight w * rank(reward) + (1 - w) * rank(novelty)
+ *     from centred ranks: w = 1 for ES, 0 for NS-ES, 1/2 for NSR-ES, adaptive for
+ *     NSRA-ES (starts at ns.weight; +delta when the agent's reward improves, -delta
+ *     after ns.patience generations without improvement);
+ *  4. g = 1/(n sigma) sum_i (r+_i - r-_i) eps_i; the optimiser (Adam or SGD with
+ *     momentum, OpenAI's forms) steps theta_m on -g + l2 * theta_m;
+ *  5. the updated agent is evaluated on es.center_episodes common episodes: its reward
+ *     is reported and, for the NS family, its mean behaviour joins the archive.
+ * Observation-normalisation statistics gather a random fraction of the rollouts and are
+ * applied to the (shared) policy after the update. Noise slices are read in place, so
+ * memory is O(population x nparams) for the population only. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "algo/algo_internal.h"
+#include "nevo/novelty.h"
 #include "nevo/rng.h"
+
+typedef struct Agent {
+    float *theta;    /* (np) mean parameters */
+    double *m, *v;   /* (np) optimiser moments (v unused by SGD) */
+    long long t;     /* optimiser steps */
+    double reward;   /* return of the last evaluation of theta */
+    float bc[NEVO_ENV_MAX_BC];
+} Agent;
+
+typedef enum Mode { MODE_ES, MODE_NS, MODE_NSR, MODE_NSRA } Mode;
 
 typedef struct ES {
     NevoAlgo base;
-    int n_pairs;
+    Mode mode;
+    int n_pairs, M, bc_dim;
     size_t np;
-    float *theta;       /* (np) current mean */
-    double *m, *v;      /* (np) optimiser moments (v unused by SGD) */
-    long long t;        /* optimiser steps */
+    Agent *agents;      /* (M) */
+    int initialised;    /* NS family: agents evaluated and archived once */
+    int best_agent;     /* highest last reward */
+    NevoArchive archive;
+    double w;           /* reward weight */
+    double best_reward; /* NSRA-ES: best agent reward so far */
+    int stagnation;     /* NSRA-ES: generations since it improved */
     NevoObsStats obs;   /* running observation statistics */
     float *pop;         /* (2 n, np) */
+    float *bcs;         /* (2 n, bc_dim) */
     double *grad;       /* (np) */
-    double *fitness;    /* (2 n) */
-    double *ranks;      /* (2 n) */
+    double *fitness, *ranks, *novelty, *nranks, *weights; /* (2 n) each */
 } ES;
 
 /* Perturbation i of generation gen: a slice of the shared noise table, read in place. */
 static const float *noise_for(const ES *es, uint32_t gen, int i) {
     return nevo_noise_slice(es->base.noise, es->np, es->base.cfg->seed, NEVO_RNG_ES_NOISE, gen, (uint32_t)i, 0);
+}
+
+/* Evaluates agent m's theta on the common center episodes: its reward and behaviour. */
+static NevoStatus evaluate_agent(ES *es, int m, uint32_t gen, NevoGenStats *stats, NevoError *err) {
+    uint32_t id = NEVO_STREAM_CENTER;
+    Agent *ag = &es->agents[m];
+    return nevo_algo_rollouts(&es->base, ag->theta, 1, es->base.cfg->es.center_episodes, gen, &id, &ag->reward,
+                              es->mode == MODE_ES ? NULL : ag->bc, stats, NULL, 0.0, err);
+}
+
+static int pick_agent(ES *es, uint32_t gen) {
+    if (es->M == 1) return 0;
+    double nov[1000], total = 0.0;
+    float bcs[1000 * NEVO_ENV_MAX_BC];
+    for (int m = 0; m < es->M; m++) memcpy(bcs + m * es->bc_dim, es->agents[m].bc, sizeof(float) * (size_t)es->bc_dim);
+    nevo_novelty(&es->archive, NULL, 0, bcs, NULL, es->M, es->base.cfg->ns.k, NULL, nov);
+    for (int m = 0; m < es->M; m++) total += nov[m];
+    NevoRng rng;
+    nevo_rng_init(&rng, es->base.cfg->seed, NEVO_RNG_SELECT, gen, 0, 0);
+    double u = nevo_rng_uniform(&rng) * total;
+    if (!(total > 0.0)) return (int)nevo_rng_below(&rng, (uint32_t)es->M);
+    for (int m = 0; m < es->M; m++) {
+        if (u < nov[m]) return m;
+        u -= nov[m];
+    }
+    return es->M - 1;
+}
+
+static void optimiser_step(ES *es, Agent *ag) {
+    const NevoConfig *cfg = es->base.cfg;
+    double scale = 1.0 / (es->n_pairs * cfg->es.sigma);
+    ag->t++;
+    if (strcmp(cfg->es.optimizer, "adam") == 0) {
+        double b1 = cfg->es.beta1, b2 = cfg->es.beta2;
+        double step = cfg->es.lr * sqrt(1.0 - pow(b2, (double)ag->t)) / (1.0 - pow(b1, (double)ag->t));
+        for (size_t k = 0; k < es->np; k++) {
+            double g = -es->grad[k] * scale + cfg->es.l2 * ag->theta[k];
+            ag->m[k] = b1 * ag->m[k] + (1.0 - b1) * g;
+            ag->v[k] = b2 * ag->v[k] + (1.0 - b2) * g * g;
+            ag->theta[k] = (float)(ag->theta[k] - step * ag->m[k] / (sqrt(ag->v[k]) + 1e-8));
+        }
+    } else {
+        double mom = cfg->es.momentum;
+        for (size_t k = 0; k < es->np; k++) {
+            double g = -es->grad[k] * scale + cfg->es.l2 * ag->theta[k];
+            ag->m[k] = mom * ag->m[k] + (1.0 - mom) * g;
+            ag->theta[k] = (float)(ag->theta[k] - cfg->es.lr * ag->m[k]);
+        }
+    }
+}
+
+static void update_best(ES *es) {
+    for (int m = 0; m < es->M; m++)
+        if (es->agents[m].reward > es->agents[es->best_agent].reward) es->best_agent = m;
 }
 
 static NevoStatus es_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err) {
@@ -41,6 +122,22 @@ static NevoStatus es_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
     int n = es->n_pairs;
     float sigma = (float)cfg->es.sigma;
     size_t np = es->np;
+    NevoStatus st;
+
+    if (es->mode != MODE_ES && !es->initialised) {
+        /* the archive starts with the behaviours of the M initial agents */
+        for (int m = 0; m < es->M; m++) {
+            if ((st = evaluate_agent(es, m, gen, stats, err))) return st;
+            nevo_archive_add(&es->archive, es->agents[m].bc);
+        }
+        es->best_reward = es->agents[0].reward;
+        for (int m = 1; m < es->M; m++)
+            if (es->agents[m].reward > es->best_reward) es->best_reward = es->agents[m].reward;
+        update_best(es);
+        es->initialised = 1;
+    }
+    int chosen = pick_agent(es, gen);
+    Agent *ag = &es->agents[chosen];
 
     for (int i = 0; i < n; i++) {
         const float *eps = noise_for(es, gen, i);
@@ -48,16 +145,17 @@ static NevoStatus es_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
         float *minus = plus + np;
         for (size_t k = 0; k < np; k++) {
             float d = sigma * eps[k];
-            plus[k] = es->theta[k] + d;
-            minus[k] = es->theta[k] - d;
+            plus[k] = ag->theta[k] + d;
+            minus[k] = ag->theta[k] - d;
         }
     }
     uint32_t *ids = nevo_alloc(sizeof(uint32_t) * (size_t)(2 * n));
     for (int i = 0; i < 2 * n; i++) ids[i] = (uint32_t)(i / 2);
     NevoObsStats gathered;
     if (cfg->es.obs_norm) nevo_obs_stats_init(&gathered, es->obs.dim);
-    NevoStatus st = nevo_algo_rollouts(a, es->pop, 2 * n, cfg->episodes, gen, ids, es->fitness, stats,
-                                       cfg->es.obs_norm ? &gathered : NULL, cfg->es.obs_norm_prob, err);
+    st = nevo_algo_rollouts(a, es->pop, 2 * n, cfg->episodes, gen, ids, es->fitness,
+                            es->mode == MODE_ES ? NULL : es->bcs, stats, cfg->es.obs_norm ? &gathered : NULL,
+                            cfg->es.obs_norm_prob, err);
     free(ids);
     if (st) {
         if (cfg->es.obs_norm) nevo_obs_stats_free(&gathered);
@@ -73,85 +171,117 @@ static NevoStatus es_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
     stats->mean = sum / (2 * n);
     stats->median = nevo_median(es->fitness, 2 * n);
 
-    /* gradient estimate from centred ranks */
+    /* weights from centred ranks of reward and (NS family) novelty */
     nevo_centered_ranks(es->fitness, 2 * n, es->ranks);
+    double w = es->mode == MODE_ES ? 1.0 : es->mode == MODE_NS ? 0.0 : es->mode == MODE_NSR ? 0.5 : es->w;
+    if (es->mode != MODE_ES) {
+        nevo_novelty(&es->archive, NULL, 0, es->bcs, NULL, 2 * n, cfg->ns.k, nevo_evaluator_pool(a->ev), es->novelty);
+        nevo_centered_ranks(es->novelty, 2 * n, es->nranks);
+        double ns_sum = 0.0;
+        for (int i = 0; i < 2 * n; i++) ns_sum += es->novelty[i];
+        stats->novelty_mean = ns_sum / (2 * n);
+    }
+    for (int i = 0; i < 2 * n; i++)
+        es->weights[i] = es->mode == MODE_ES ? es->ranks[i] : w * es->ranks[i] + (1.0 - w) * es->nranks[i];
     memset(es->grad, 0, sizeof(double) * np);
     for (int i = 0; i < n; i++) {
-        double w = es->ranks[2 * i] - es->ranks[2 * i + 1];
-        if (w == 0.0) continue;
+        double wi = es->weights[2 * i] - es->weights[2 * i + 1];
+        if (wi == 0.0) continue;
         const float *eps = noise_for(es, gen, i);
-        for (size_t k = 0; k < np; k++) es->grad[k] += w * eps[k];
+        for (size_t k = 0; k < np; k++) es->grad[k] += wi * eps[k];
     }
-    double scale = 1.0 / (n * cfg->es.sigma);
-    es->t++;
-    if (strcmp(cfg->es.optimizer, "adam") == 0) {
-        double b1 = cfg->es.beta1, b2 = cfg->es.beta2;
-        double step = cfg->es.lr * sqrt(1.0 - pow(b2, (double)es->t)) / (1.0 - pow(b1, (double)es->t));
-        for (size_t k = 0; k < np; k++) {
-            double g = -es->grad[k] * scale + cfg->es.l2 * es->theta[k];
-            es->m[k] = b1 * es->m[k] + (1.0 - b1) * g;
-            es->v[k] = b2 * es->v[k] + (1.0 - b2) * g * g;
-            es->theta[k] = (float)(es->theta[k] - step * es->m[k] / (sqrt(es->v[k]) + 1e-8));
-        }
-    } else {
-        double mom = cfg->es.momentum;
-        for (size_t k = 0; k < np; k++) {
-            double g = -es->grad[k] * scale + cfg->es.l2 * es->theta[k];
-            es->m[k] = mom * es->m[k] + (1.0 - mom) * g;
-            es->theta[k] = (float)(es->theta[k] - cfg->es.lr * es->m[k]);
-        }
-    }
+    optimiser_step(es, ag);
     if (cfg->es.obs_norm) {
         nevo_obs_stats_merge(&es->obs, &gathered);
         nevo_obs_stats_free(&gathered);
         nevo_obs_stats_apply(&es->obs, a->policy);
     }
 
-    /* report the new mean on common episodes */
+    /* the updated agent's reward (and behaviour, archived) on the common episodes */
     if (cfg->es.center_episodes > 0) {
-        uint32_t id = NEVO_STREAM_CENTER;
-        double center;
-        st = nevo_algo_rollouts(a, es->theta, 1, cfg->es.center_episodes, gen, &id, &center, stats,
-                                NULL, 0.0, err);
-        if (st) return st;
-        stats->elite_mean = center;
+        if ((st = evaluate_agent(es, chosen, gen, stats, err))) return st;
+        stats->elite_mean = ag->reward;
     } else {
+        ag->reward = stats->mean;
         stats->elite_mean = stats->mean;
     }
+    if (es->mode != MODE_ES) {
+        nevo_archive_add(&es->archive, ag->bc);
+        stats->archive_size = es->archive.n;
+    }
+    if (es->mode == MODE_NSRA) {
+        if (ag->reward > es->best_reward) {
+            es->best_reward = ag->reward;
+            es->stagnation = 0;
+            es->w = fmin(1.0, es->w + cfg->ns.weight_delta);
+        } else if (++es->stagnation >= cfg->ns.patience) {
+            es->w = fmax(0.0, es->w - cfg->ns.weight_delta);
+            es->stagnation = 0;
+        }
+    }
+    stats->reward_weight = es->mode == MODE_NSRA ? es->w : w;
+    update_best(es);
     return NEVO_OK;
 }
 
+/* The agent with the best last reward (plain ES: the mean). */
 static void es_best(const NevoAlgo *a, float *theta) {
     const ES *es = (const ES *)a;
-    memcpy(theta, es->theta, sizeof(float) * es->np);
+    memcpy(theta, es->agents[es->best_agent].theta, sizeof(float) * es->np);
 }
 
 static void es_save(const NevoAlgo *a, NevoBuf *b) {
     const ES *es = (const ES *)a;
     nevo_buf_u64(b, (uint64_t)es->np);
-    nevo_buf_f32s(b, es->theta, es->np);
-    nevo_buf_f64s(b, es->m, es->np);
-    nevo_buf_f64s(b, es->v, es->np);
-    nevo_buf_u64(b, (uint64_t)es->t);
+    nevo_buf_u32(b, (uint32_t)es->M);
+    for (int m = 0; m < es->M; m++) {
+        const Agent *ag = &es->agents[m];
+        nevo_buf_f32s(b, ag->theta, es->np);
+        nevo_buf_f64s(b, ag->m, es->np);
+        nevo_buf_f64s(b, ag->v, es->np);
+        nevo_buf_u64(b, (uint64_t)ag->t);
+        nevo_buf_f64(b, ag->reward);
+        nevo_buf_f32s(b, ag->bc, NEVO_ENV_MAX_BC);
+    }
+    nevo_buf_u32(b, (uint32_t)es->initialised);
+    nevo_buf_u32(b, (uint32_t)es->best_agent);
+    nevo_buf_f64(b, es->w);
+    nevo_buf_f64(b, es->best_reward);
+    nevo_buf_u32(b, (uint32_t)es->stagnation);
     nevo_buf_u32(b, (uint32_t)es->obs.dim);
     nevo_buf_f64(b, es->obs.count);
     nevo_buf_f64s(b, es->obs.sum, (size_t)es->obs.dim);
     nevo_buf_f64s(b, es->obs.sumsq, (size_t)es->obs.dim);
+    if (es->mode != MODE_ES) nevo_archive_save(&es->archive, b);
 }
 
 static NevoStatus es_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
     ES *es = (ES *)a;
     if (nevo_read_u64(r) != es->np)
         return nevo_error(err, NEVO_ERR_CORRUPT, "ES state has a different parameter count than the policy");
-    nevo_read_f32s(r, es->theta, es->np);
-    nevo_read_f64s(r, es->m, es->np);
-    nevo_read_f64s(r, es->v, es->np);
-    es->t = (long long)nevo_read_u64(r);
-    if ((int)nevo_read_u32(r) != es->obs.dim)
-        return nevo_error(err, NEVO_ERR_CORRUPT, "ES state has a different observation size");
+    if ((int)nevo_read_u32(r) != es->M)
+        return nevo_error(err, NEVO_ERR_CORRUPT, "ES state has a different number of agents");
+    for (int m = 0; m < es->M; m++) {
+        Agent *ag = &es->agents[m];
+        nevo_read_f32s(r, ag->theta, es->np);
+        nevo_read_f64s(r, ag->m, es->np);
+        nevo_read_f64s(r, ag->v, es->np);
+        ag->t = (long long)nevo_read_u64(r);
+        ag->reward = nevo_read_f64(r);
+        nevo_read_f32s(r, ag->bc, NEVO_ENV_MAX_BC);
+    }
+    es->initialised = (int)nevo_read_u32(r);
+    es->best_agent = (int)nevo_read_u32(r);
+    es->w = nevo_read_f64(r);
+    es->best_reward = nevo_read_f64(r);
+    es->stagnation = (int)nevo_read_u32(r);
+    if ((int)nevo_read_u32(r) != es->obs.dim || es->best_agent >= es->M)
+        return nevo_error(err, NEVO_ERR_CORRUPT, "ES state is inconsistent with the config");
     es->obs.count = nevo_read_f64(r);
     nevo_read_f64s(r, es->obs.sum, (size_t)es->obs.dim);
     nevo_read_f64s(r, es->obs.sumsq, (size_t)es->obs.dim);
+    if (es->mode != MODE_ES && !nevo_archive_load(&es->archive, r))
+        return nevo_error(err, NEVO_ERR_CORRUPT, "novelty archive is truncated");
     if (!nevo_reader_ok(r, false)) return nevo_error(err, NEVO_ERR_CORRUPT, "ES state is truncated");
     if (a->cfg->es.obs_norm) nevo_obs_stats_apply(&es->obs, a->policy);
     return NEVO_OK;
@@ -159,13 +289,21 @@ static NevoStatus es_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
 
 static void es_free(NevoAlgo *a) {
     ES *es = (ES *)a;
-    free(es->theta);
-    free(es->m);
-    free(es->v);
+    for (int m = 0; m < es->M; m++) {
+        free(es->agents[m].theta);
+        free(es->agents[m].m);
+        free(es->agents[m].v);
+    }
+    free(es->agents);
     free(es->pop);
+    free(es->bcs);
     free(es->grad);
     free(es->fitness);
     free(es->ranks);
+    free(es->novelty);
+    free(es->nranks);
+    free(es->weights);
+    nevo_archive_free(&es->archive);
     nevo_obs_stats_free(&es->obs);
     free(es);
 }
@@ -173,21 +311,38 @@ static void es_free(NevoAlgo *a) {
 static const NevoAlgoOps es_ops = {es_generation, es_best, es_save, es_load, es_free};
 
 NevoStatus nevo_es_new(const NevoAlgo *base, NevoAlgo **out, NevoError *err) {
+    const NevoConfig *cfg = base->cfg;
+    NevoPolicy *policy = base->policy;
     ES *es = nevo_alloc(sizeof *es);
     es->base = *base;
     es->base.ops = &es_ops;
-    const NevoConfig *cfg = base->cfg;
-    NevoPolicy *policy = base->policy;
+    es->mode = strcmp(cfg->algo, "ns-es") == 0    ? MODE_NS
+               : strcmp(cfg->algo, "nsr-es") == 0 ? MODE_NSR
+               : strcmp(cfg->algo, "nsra-es") == 0 ? MODE_NSRA
+                                                   : MODE_ES;
+    es->M = es->mode == MODE_ES ? 1 : cfg->ns.meta_population;
+    es->bc_dim = nevo_env_spec(base->env)->bc_dim;
     es->n_pairs = cfg->population / 2;
     es->np = policy->nparams;
-    es->theta = nevo_alloc_aligned(sizeof(float) * es->np);
-    nevo_policy_init_params(policy, base->noise, cfg->seed, 0, 0, es->theta);
-    es->m = nevo_alloc(sizeof(double) * es->np);
-    es->v = nevo_alloc(sizeof(double) * es->np);
+    es->agents = nevo_alloc(sizeof(Agent) * (size_t)es->M);
+    for (int m = 0; m < es->M; m++) {
+        Agent *ag = &es->agents[m];
+        ag->theta = nevo_alloc_aligned(sizeof(float) * es->np);
+        nevo_policy_init_params(policy, base->noise, cfg->seed, 0, (uint32_t)m, ag->theta);
+        ag->m = nevo_alloc(sizeof(double) * es->np);
+        ag->v = nevo_alloc(sizeof(double) * es->np);
+    }
+    es->w = cfg->ns.weight;
     es->pop = nevo_alloc_aligned(sizeof(float) * es->np * (size_t)(2 * es->n_pairs));
+    es->bcs = nevo_alloc(sizeof(float) * (size_t)(2 * es->n_pairs) * (size_t)(es->bc_dim > 0 ? es->bc_dim : 1));
     es->grad = nevo_alloc(sizeof(double) * es->np);
-    es->fitness = nevo_alloc(sizeof(double) * (size_t)(2 * es->n_pairs));
-    es->ranks = nevo_alloc(sizeof(double) * (size_t)(2 * es->n_pairs));
+    size_t n2 = sizeof(double) * (size_t)(2 * es->n_pairs);
+    es->fitness = nevo_alloc(n2);
+    es->ranks = nevo_alloc(n2);
+    es->novelty = nevo_alloc(n2);
+    es->nranks = nevo_alloc(n2);
+    es->weights = nevo_alloc(n2);
+    nevo_archive_init(&es->archive, es->bc_dim);
     nevo_obs_stats_init(&es->obs, policy->obs_dim);
     (void)err;
     *out = &es->base;

@@ -11,11 +11,18 @@
  * elite copied unmodified. Each child is evaluated on `episodes` episodes; the top
  * `validation_candidates` (the previous elite taking one slot) are re-evaluated on
  * `validation_episodes` common episodes and the best mean becomes the elite; the top
- * T by fitness become the next parents, the elite always among them. */
+ * T by fitness become the next parents, the elite always among them.
+ *
+ * GA-NS (Such et al. 2017; Lehman & Stanley 2011) is the same loop with novelty as the
+ * selection score: each child's behaviour is scored against the archive and the rest of
+ * the population, the top T by novelty become parents, and `ns.archive_add` random
+ * children join the archive each generation. The elite is still the best by reward (it
+ * is what the run reports and saves). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "algo/algo_internal.h"
+#include "nevo/novelty.h"
 #include "nevo/rng.h"
 
 typedef struct Ref {
@@ -43,7 +50,15 @@ typedef struct GA {
     Genome elite_genome;
     int has_elite;
     double *fitness;      /* (P + 1) */
-    int *order;
+    int *order;           /* children by fitness, best first */
+    /* GA-NS */
+    int ns;
+    int bc_dim;
+    NevoArchive archive;
+    float *bcs;           /* (P, bc_dim) the children's behaviours */
+    double *novelty;      /* (P) */
+    int *self;            /* (P) 0..P-1: each child excludes itself from its neighbours */
+    int *sel_order;       /* children by selection score (novelty), best first */
 } GA;
 
 static void genome_copy(Genome *dst, const Genome *src) {
@@ -119,9 +134,26 @@ static NevoStatus ga_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
     uint32_t gen = (uint32_t)a->generation;
     make_children(ga, gen);
     NevoStatus st = nevo_algo_rollouts(a, ga->pop, ga->P, cfg->episodes, gen, NULL, ga->fitness,
-                                       stats, NULL, 0.0, err);
+                                       ga->ns ? ga->bcs : NULL, stats, NULL, 0.0, err);
     if (st) return st;
     nevo_rank_desc(ga->fitness, ga->P, ga->order);
+    const int *sel = ga->order;
+    if (ga->ns) {
+        nevo_novelty(&ga->archive, ga->bcs, ga->P, ga->bcs, ga->self, ga->P, cfg->ns.k,
+                     nevo_evaluator_pool(a->ev), ga->novelty);
+        nevo_rank_desc(ga->novelty, ga->P, ga->sel_order);
+        sel = ga->sel_order;
+        double ns_sum = 0.0;
+        for (int i = 0; i < ga->P; i++) ns_sum += ga->novelty[i];
+        stats->novelty_mean = ns_sum / ga->P;
+        for (int j = 0; j < cfg->ns.archive_add; j++) {
+            NevoRng rng;
+            nevo_rng_init(&rng, cfg->seed, NEVO_RNG_ARCHIVE, gen, (uint32_t)j, 0);
+            int i = (int)nevo_rng_below(&rng, (uint32_t)ga->P);
+            nevo_archive_add(&ga->archive, ga->bcs + (size_t)i * ga->bc_dim);
+        }
+        stats->archive_size = ga->archive.n;
+    }
     stats->best = ga->fitness[ga->order[0]];
     double sum = 0.0;
     for (int i = 0; i < ga->P; i++) sum += ga->fitness[i];
@@ -153,7 +185,7 @@ static NevoStatus ga_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
             memcpy(rows + (size_t)c * ga->np, ga->pop + (size_t)cand[c] * ga->np, sizeof(float) * ga->np);
             ids[c] = NEVO_STREAM_VALIDATION;
         }
-        st = nevo_algo_rollouts(a, rows, k, cfg->ga.validation_episodes, gen, ids, val, stats,
+        st = nevo_algo_rollouts(a, rows, k, cfg->ga.validation_episodes, gen, ids, val, NULL, stats,
                                 NULL, 0.0, err);
         if (st == NEVO_OK) {
             int best = 0;
@@ -176,12 +208,13 @@ static NevoStatus ga_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
     }
     ga->has_elite = 1;
 
-    /* Parents: top T by fitness, the elite always among them. */
+    /* Parents: top T by the selection score, the elite always among them (GA-NS selects
+     * by novelty alone). */
     if (!ga->rs) {
         int T = ga->T;
-        int elite_row = -1;
+        int elite_row = ga->ns ? T : -1;
         for (int t = 0; t < T; t++) {
-            int i = ga->order[t];
+            int i = sel[t];
             memcpy(ga->parents + (size_t)t * ga->np, ga->pop + (size_t)i * ga->np, sizeof(float) * ga->np);
             genome_copy(&ga->parent_genomes[t], &ga->genomes[i]);
             if (i == elite) elite_row = t;
@@ -234,6 +267,7 @@ static void ga_save(const NevoAlgo *a, NevoBuf *b) {
     if (ga->has_elite) save_genome(b, &ga->elite_genome);
     nevo_buf_u32(b, (uint32_t)ga->n_parents);
     for (int t = 0; t < ga->n_parents; t++) save_genome(b, &ga->parent_genomes[t]);
+    if (ga->ns) nevo_archive_save(&ga->archive, b);
 }
 
 static NevoStatus ga_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
@@ -250,6 +284,7 @@ static NevoStatus ga_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
         if (!load_genome(r, &ga->parent_genomes[t])) goto corrupt;
         replay(ga, &ga->parent_genomes[t], ga->parents + (size_t)t * ga->np);
     }
+    if (ga->ns && !nevo_archive_load(&ga->archive, r)) goto corrupt;
     return NEVO_OK;
 corrupt:
     return nevo_error(err, NEVO_ERR_CORRUPT, "GA state is truncated or inconsistent");
@@ -267,6 +302,11 @@ static void ga_free(NevoAlgo *a) {
     free(ga->elite);
     free(ga->fitness);
     free(ga->order);
+    nevo_archive_free(&ga->archive);
+    free(ga->bcs);
+    free(ga->novelty);
+    free(ga->self);
+    free(ga->sel_order);
     free(ga);
 }
 
@@ -289,6 +329,16 @@ NevoStatus nevo_ga_new(const NevoAlgo *base, NevoAlgo **out, NevoError *err) {
     ga->elite = nevo_alloc_aligned(sizeof(float) * ga->np);
     ga->fitness = nevo_alloc(sizeof(double) * (size_t)(ga->P + 1));
     ga->order = nevo_alloc(sizeof(int) * (size_t)(ga->P + 1));
+    ga->ns = strcmp(cfg->algo, "ga-ns") == 0;
+    if (ga->ns) {
+        ga->bc_dim = nevo_env_spec(base->env)->bc_dim;
+        nevo_archive_init(&ga->archive, ga->bc_dim);
+        ga->bcs = nevo_alloc(sizeof(float) * (size_t)ga->P * ga->bc_dim);
+        ga->novelty = nevo_alloc(sizeof(double) * (size_t)ga->P);
+        ga->self = nevo_alloc(sizeof(int) * (size_t)ga->P);
+        ga->sel_order = nevo_alloc(sizeof(int) * (size_t)ga->P);
+        for (int i = 0; i < ga->P; i++) ga->self[i] = i;
+    }
     (void)err;
     *out = &ga->base;
     return NEVO_OK;

@@ -29,8 +29,9 @@ typedef struct Key {
 static const Key schema[] = {
     {"env", T_STRING, OFF(env), 0, 0, NULL, sizeof(((NevoConfig *)0)->env), 0,
      "environment name (`nevo envs` lists them)"},
-    {"algo", T_STRING, OFF(algo), 0, 0, "ga|es|rs", sizeof(((NevoConfig *)0)->algo), 0,
-     "ga (Deep GA), es (OpenAI ES) or rs (random search)"},
+    {"algo", T_STRING, OFF(algo), 0, 0, "ga|es|rs|ga-ns|ns-es|nsr-es|nsra-es", sizeof(((NevoConfig *)0)->algo), 0,
+     "ga (Deep GA), es (OpenAI ES), rs (random search), or a novelty-search variant: ga-ns, ns-es, "
+     "nsr-es, nsra-es"},
     {"seed", T_U64, OFF(seed), 0, 1.8e19, NULL, 0, 0, "master seed of every random stream"},
     {"population", T_INT, OFF(population), 1, 1e7, NULL, 0, 0, "individuals evaluated per generation"},
     {"generations", T_INT, OFF(generations), 1, 1e8, NULL, 0, 0, "generations to run"},
@@ -77,7 +78,17 @@ static const Key schema[] = {
     {"es.obs_norm_prob", T_DOUBLE, OFF(es.obs_norm_prob), 0, 1, NULL, 0, 0,
      "fraction of rollouts that update the observation statistics"},
     {"es.center_episodes", T_INT, OFF(es.center_episodes), 0, 1e6, NULL, 0, 0,
-     "episodes evaluating the current mean parameters each generation (reporting only)"},
+     "episodes evaluating the current mean parameters each generation (reporting; for the NS-ES "
+     "family also the agent's behaviour)"},
+    {"ns.k", T_INT, OFF(ns.k), 1, 64, NULL, 0, 0, "nearest neighbours in the novelty score"},
+    {"ns.archive_add", T_INT, OFF(ns.archive_add), 0, 1e6, NULL, 0, 0,
+     "GA-NS: random individuals added to the archive per generation"},
+    {"ns.meta_population", T_INT, OFF(ns.meta_population), 1, 1000, NULL, 0, 0,
+     "NS-ES family: number of agents M"},
+    {"ns.weight", T_DOUBLE, OFF(ns.weight), 0, 1, NULL, 0, 0, "NSRA-ES: initial reward weight w"},
+    {"ns.weight_delta", T_DOUBLE, OFF(ns.weight_delta), 0, 1, NULL, 0, 0, "NSRA-ES: step of the reward weight"},
+    {"ns.patience", T_INT, OFF(ns.patience), 1, 1e6, NULL, 0, 0,
+     "NSRA-ES: generations without improvement before the reward weight decreases"},
 };
 
 #define N_KEYS ((int)(sizeof schema / sizeof schema[0]))
@@ -114,6 +125,12 @@ void nevo_config_defaults(NevoConfig *cfg) {
     cfg->es.obs_norm = 1;
     cfg->es.obs_norm_prob = 0.01;
     cfg->es.center_episodes = 10;
+    cfg->ns.k = 10;
+    cfg->ns.archive_add = 5;
+    cfg->ns.meta_population = 5;
+    cfg->ns.weight = 1.0;
+    cfg->ns.weight_delta = 0.05;
+    cfg->ns.patience = 10;
 }
 
 static const Key *find_key(const char *name) {
@@ -387,13 +404,18 @@ NevoStatus nevo_config_override(NevoConfig *cfg, const char *assignment, NevoErr
 }
 
 NevoStatus nevo_config_check(const NevoConfig *cfg, NevoError *err) {
-    if (strcmp(cfg->algo, "ga") == 0) {
+    if (strcmp(cfg->algo, "ga") == 0 || strcmp(cfg->algo, "ga-ns") == 0) {
         if (cfg->ga.truncation > cfg->population)
             return nevo_error(err, NEVO_ERR_INVALID,
                               "ga.truncation (%d) must not exceed population (%d)",
                               cfg->ga.truncation, cfg->population);
     }
-    if (strcmp(cfg->algo, "es") == 0 && (cfg->population < 2 || cfg->population % 2 != 0))
+    int es_family = strstr(cfg->algo, "es") != NULL;
+    if (es_family && strcmp(cfg->algo, "es") != 0 && cfg->es.center_episodes < 1)
+        return nevo_error(err, NEVO_ERR_INVALID,
+                          "%s needs es.center_episodes >= 1: the agent's behaviour is measured on those episodes",
+                          cfg->algo);
+    if (es_family && (cfg->population < 2 || cfg->population % 2 != 0))
         return nevo_error(err, NEVO_ERR_INVALID,
                           "es evaluates antithetic pairs, so population must be even and >= 2 (got %d)",
                           cfg->population);

@@ -82,6 +82,8 @@ void nevo_evaluator_free(NevoEvaluator *ev) {
     free(ev);
 }
 
+NevoPool *nevo_evaluator_pool(const NevoEvaluator *ev) { return ev->pool; }
+
 void nevo_evaluator_set_progress(NevoEvaluator *ev, NevoProgressFn fn, void *ctx) {
     ev->progress = fn;
     ev->progress_ctx = ctx;

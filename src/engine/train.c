@@ -276,13 +276,16 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
         totals.episodes += gs.episodes;
         totals.wall_s = now_s() - t_start;
         if (gs.best > totals.best_fitness) totals.best_fitness = gs.best;
-        char line[1024];
+        char line[1024], extra[256] = "";
+        if (strstr(run.cfg.algo, "ns"))
+            snprintf(extra, sizeof extra, ", \"archive_size\": %d, \"novelty_mean\": %.17g, \"reward_weight\": %.17g",
+                     gs.archive_size, gs.novelty_mean, gs.reward_weight);
         snprintf(line, sizeof line,
                  "{\"generation\": %d, \"frames\": %lld, \"episodes\": %lld, \"wall_s\": %.3f, "
                  "\"best_fitness\": %.17g, \"mean_fitness\": %.17g, \"median_fitness\": %.17g, "
-                 "\"elite_validation_mean\": %.17g, \"generation_frames\": %lld}\n",
+                 "\"elite_validation_mean\": %.17g, \"generation_frames\": %lld%s}\n",
                  gs.generation, totals.frames, totals.episodes, totals.wall_s, gs.best, gs.mean,
-                 gs.median, gs.elite_mean, gs.frames);
+                 gs.median, gs.elite_mean, gs.frames, extra);
         st = append_line(metrics_path, line, err);
         if (st) break;
         int last = totals.generations == run.cfg.generations;
