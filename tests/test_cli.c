@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include "harness.h"
+#include "nevo/io.h"
 
 static int exists(const char *path) {
     struct stat st;
@@ -201,9 +202,11 @@ TEST(cli_resume_refuses_changed_config_and_corrupt_checkpoint) {
     fwrite(data, 1, len / 3, f);
     fclose(f);
     expect_bad("eval run/checkpoint.bin", "truncated", NULL);
-    /* wrong version */
+    /* wrong version (with a valid checksum, as a newer nevo would write) */
     data[len / 2] ^= 0x40;
     data[8] = 99;
+    uint32_t crc = nevo_crc32(data, len - 4);
+    memcpy(data + len - 4, &crc, 4);
     f = fopen(path, "wb");
     fwrite(data, 1, len, f);
     fclose(f);

@@ -18,8 +18,9 @@
 typedef struct NevoPolicyConfig {
     int n_hidden;
     int hidden[NEVO_MAX_LAYERS];   /* units per hidden dense layer */
-    int n_conv;
+    int n_conv;                        /* conv layers = entries of conv_filters */
     int conv_filters[NEVO_MAX_LAYERS]; /* conv stack for image observations */
+    int n_conv_kernels, n_conv_strides; /* 0 (defaults 3 and 1) or n_conv */
     int conv_kernels[NEVO_MAX_LAYERS];
     int conv_strides[NEVO_MAX_LAYERS];
     char activation[16];           /* "tanh" or "relu" */

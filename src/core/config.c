@@ -32,7 +32,7 @@ static const Key schema[] = {
     {"algo", T_STRING, OFF(algo), 0, 0, "ga|es|rs|ga-ns|ns-es|nsr-es|nsra-es", sizeof(((NevoConfig *)0)->algo), 0,
      "ga (Deep GA), es (OpenAI ES), rs (random search), or a novelty-search variant: ga-ns, ns-es, "
      "nsr-es, nsra-es"},
-    {"seed", T_U64, OFF(seed), 0, 1.8e19, NULL, 0, 0, "master seed of every random stream"},
+    {"seed", T_U64, OFF(seed), 0, 9.2e18, NULL, 0, 0, "master seed of every random stream (0 .. 2^63-1)"},
     {"population", T_INT, OFF(population), 1, 1e7, NULL, 0, 0, "individuals evaluated per generation"},
     {"generations", T_INT, OFF(generations), 1, 1e8, NULL, 0, 0, "generations to run"},
     {"threads", T_INT, OFF(threads), 0, 4096, NULL, 0, 0, "worker threads (0 = all CPUs); never changes results"},
@@ -50,9 +50,9 @@ static const Key schema[] = {
     {"policy.conv_filters", T_INT_LIST, OFF(policy.conv_filters), 1, 4096, NULL, NEVO_MAX_LAYERS,
      OFF(policy.n_conv), "filters of each conv layer (image observations), e.g. [16]"},
     {"policy.conv_kernels", T_INT_LIST, OFF(policy.conv_kernels), 1, 15, NULL, NEVO_MAX_LAYERS,
-     OFF(policy.n_conv), "kernel size of each conv layer, e.g. [3]"},
+     OFF(policy.n_conv_kernels), "kernel size of each conv layer (default 3 each), e.g. [3]"},
     {"policy.conv_strides", T_INT_LIST, OFF(policy.conv_strides), 1, 8, NULL, NEVO_MAX_LAYERS,
-     OFF(policy.n_conv), "stride of each conv layer, e.g. [1]"},
+     OFF(policy.n_conv_strides), "stride of each conv layer (default 1 each), e.g. [1]"},
     {"policy.activation", T_STRING, OFF(policy.activation), 0, 0, "tanh|relu",
      sizeof(((NevoConfig *)0)->policy.activation), 0, "hidden-layer nonlinearity"},
     {"policy.init", T_STRING, OFF(policy.init), 0, 0, "scaled|normc",
@@ -404,6 +404,14 @@ NevoStatus nevo_config_override(NevoConfig *cfg, const char *assignment, NevoErr
 }
 
 NevoStatus nevo_config_check(const NevoConfig *cfg, NevoError *err) {
+    if (cfg->seed > (uint64_t)INT64_MAX)
+        return nevo_error(err, NEVO_ERR_INVALID, "seed must be below 2^63 (configs store it as a JSON integer)");
+    const NevoPolicyConfig *p = &cfg->policy;
+    if ((p->n_conv_kernels && p->n_conv_kernels != p->n_conv) || (p->n_conv_strides && p->n_conv_strides != p->n_conv))
+        return nevo_error(err, NEVO_ERR_INVALID,
+                          "policy.conv_kernels (%d entries) and policy.conv_strides (%d) must be empty or have one "
+                          "entry per conv layer of policy.conv_filters (%d)",
+                          p->n_conv_kernels, p->n_conv_strides, p->n_conv);
     if (strcmp(cfg->algo, "ga") == 0 || strcmp(cfg->algo, "ga-ns") == 0) {
         if (cfg->ga.truncation > cfg->population)
             return nevo_error(err, NEVO_ERR_INVALID,

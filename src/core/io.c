@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,17 +92,20 @@ bool nevo_reader_ok(const NevoReader *r, bool exact) {
     return !r->failed && (!exact || r->pos == r->len);
 }
 
-uint32_t nevo_crc32(const void *data, size_t n) {
-    static uint32_t table[256];
-    static int ready;
-    if (!ready) { /* benign race: every thread writes the same values */
-        for (uint32_t i = 0; i < 256; i++) {
-            uint32_t c = i;
-            for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-            table[i] = c;
-        }
-        ready = 1;
+static uint32_t crc_table[256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void crc_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[i] = c;
     }
+}
+
+uint32_t nevo_crc32(const void *data, size_t n) {
+    pthread_once(&crc_once, crc_init);
+    const uint32_t *table = crc_table;
     const uint8_t *p = data;
     uint32_t c = 0xFFFFFFFFu;
     for (size_t i = 0; i < n; i++) c = table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
@@ -235,23 +239,24 @@ NevoStatus nevo_container_read(const char *path, const char magic[8], uint32_t v
     uint32_t file_version = nevo_read_u32(&r);
     nevo_read_u32(&r);
     uint64_t plen = nevo_read_u64(&r);
-    if (file_version != version) {
-        free(data);
-        return nevo_error(err, NEVO_ERR_VERSION,
-                          "%s: format version %u, but this nevo reads version %u of %s files", path,
-                          file_version, version, want);
-    }
     if (plen != n - HEADER_SIZE - 4) {
         free(data);
         return nevo_error(err, NEVO_ERR_CORRUPT,
                           "%s: truncated or padded: header says %llu payload bytes, file holds %zu",
                           path, (unsigned long long)plen, n - HEADER_SIZE - 4);
     }
+    /* the checksum first: a damaged version field is corruption, not a new format */
     uint32_t stored;
     memcpy(&stored, data + n - 4, 4);
     if (stored != nevo_crc32(data, n - 4)) {
         free(data);
         return nevo_error(err, NEVO_ERR_CORRUPT, "%s: checksum mismatch: the file is corrupt", path);
+    }
+    if (file_version != version) {
+        free(data);
+        return nevo_error(err, NEVO_ERR_VERSION,
+                          "%s: format version %u, but this nevo reads version %u of %s files", path,
+                          file_version, version, want);
     }
     uint8_t *out = nevo_alloc(plen ? plen : 1);
     memcpy(out, data + HEADER_SIZE, plen);

@@ -205,6 +205,7 @@ NevoStatus nevo_evaluate(NevoEvaluator *ev, const float *params, size_t stride,
     ev->results = results;
     ev->task_stats = task_stats;
     ev->n_tasks = n;
+    for (int i = 0; i < n && !task_stats; i++) NEVO_ASSERT(!(tasks[i].flags & NEVO_TASK_RECORD_OBS));
     atomic_store(&ev->next_task, 0);
     atomic_store(&ev->frames, 0);
     atomic_store(&ev->failed, 0);

@@ -14,5 +14,8 @@ extern const NevoEnvClass nevo_env_pendulum;
 extern const NevoEnvClass nevo_env_minatar_asterix;
 extern const NevoEnvClass nevo_env_minatar_breakout;
 extern const NevoEnvClass nevo_env_minatar_freeway;
+extern const NevoEnvClass nevo_env_minatar_seaquest;
+extern const NevoEnvClass nevo_env_minatar_space_invaders;
+extern const NevoEnvClass nevo_env_maze_hard;
 
 #endif

@@ -16,6 +16,9 @@ static const NevoEnvClass *const registry[] = {
     &nevo_env_minatar_asterix,
     &nevo_env_minatar_breakout,
     &nevo_env_minatar_freeway,
+    &nevo_env_minatar_seaquest,
+    &nevo_env_minatar_space_invaders,
+    &nevo_env_maze_hard,
 };
 
 #define N_ENVS ((int)(sizeof registry / sizeof registry[0]))

@@ -117,5 +117,5 @@ void nevo_kernel_activate(NevoActivation act, float *y, int n) {
     if (act == NEVO_ACT_TANH)
         nevo_kernels()->tanh(y, n);
     else if (act == NEVO_ACT_RELU)
-        for (int i = 0; i < n; i++) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+        for (int i = 0; i < n; i++) y[i] = y[i] < 0.0f ? 0.0f : y[i]; /* NaN stays NaN */
 }

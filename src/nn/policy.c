@@ -39,8 +39,8 @@ NevoStatus nevo_policy_new(const NevoEnvSpec *env, const NevoPolicyConfig *cfg, 
         }
         int h = env->obs_shape[0], w = env->obs_shape[1], c = env->obs_shape[2];
         for (int i = 0; i < cfg->n_conv; i++) {
-            int k = cfg->conv_kernels[i] ? cfg->conv_kernels[i] : 3;
-            int s = cfg->conv_strides[i] ? cfg->conv_strides[i] : 1;
+            int k = cfg->n_conv_kernels ? cfg->conv_kernels[i] : 3;
+            int s = cfg->n_conv_strides ? cfg->conv_strides[i] : 1;
             if (k > h || k > w) {
                 free(p);
                 return nevo_error(err, NEVO_ERR_INVALID,

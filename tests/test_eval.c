@@ -1,0 +1,466 @@
+/* Tests for the population evaluator (src/engine/evaluator.c, include/nevo/eval.h).
+ *
+ * The reference is a hand-rolled single-episode loop written here (reset with the
+ * task's seed, forward one row, actions, step until terminated or truncated), run one
+ * task at a time. Every evaluator result must equal it bit for bit, whatever the thread
+ * count and the number of episode slots per worker. Numeric faults are provoked with a
+ * deliberately broken environment plugged in through nevo_env_new_from_class. */
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "harness.h"
+#include "nevo/eval.h"
+#include "nevo/noise.h"
+#include "nevo/rng.h"
+
+#define CHECK_CONTAINS(msg, sub) \
+    CHECK_MSG(strstr((msg), (sub)) != NULL, "message \"%s\" lacks \"%s\"", (msg), (sub))
+
+enum { N_NETS = 20, N_EPS = 3, N_TASKS = N_NETS * N_EPS };
+
+static NevoEnv *open_env(const char *name) {
+    NevoEnv *env = NULL;
+    NevoError err = {0};
+    CHECK_MSG(nevo_env_new(name, NULL, 0, &env, &err) == NEVO_OK, "%s: %s", name, err.msg);
+    return env;
+}
+
+static NevoPolicy *small_policy(const NevoEnv *env) {
+    NevoPolicyConfig c;
+    memset(&c, 0, sizeof c);
+    c.n_hidden = 1;
+    c.hidden[0] = 8;
+    strcpy(c.activation, "tanh");
+    strcpy(c.init, "scaled");
+    NevoPolicy *p = NULL;
+    NevoError err = {0};
+    CHECK_MSG(nevo_policy_new(nevo_env_spec(env), &c, 0, &p, &err) == NEVO_OK, "%s", err.msg);
+    return p;
+}
+
+/* N_NETS parameter rows from the policy's own initialiser (over a small noise table),
+ * at stride nparams + 3. */
+static float *population(const NevoPolicy *p, size_t *stride) {
+    *stride = p->nparams + 3;
+    float *params = calloc(*stride * N_NETS, sizeof(float));
+    NevoPool *pool = nevo_pool_new(1);
+    NevoNoise *noise = nevo_noise_new((size_t)1 << 16, pool);
+    for (int j = 0; j < N_NETS; j++)
+        nevo_policy_init_params(p, noise, 2024, 0, (uint32_t)j, params + *stride * j);
+    nevo_noise_free(noise);
+    nevo_pool_free(pool);
+    return params;
+}
+
+/* Tasks in an order that is neither by network nor by episode. */
+static void make_tasks(NevoTask *tasks, uint32_t flags_every) {
+    for (int i = 0; i < N_TASKS; i++) {
+        int net = (i * 7) % N_NETS, ep = i / N_NETS;
+        tasks[i].net = net;
+        tasks[i].flags = flags_every && i % (int)flags_every == 0 ? NEVO_TASK_RECORD_OBS : 0;
+        tasks[i].seed = nevo_rng_derive(99, NEVO_RNG_ENV_SEED, 0, (uint32_t)net, (uint32_t)ep);
+    }
+}
+
+/* The reference: one episode, one row at a time. stats (may be NULL) receives the
+ * observations the policy was fed: the reset observation and every non-final one. */
+static void ref_episode(const NevoEnv *env, const NevoPolicy *p, const float *params,
+                        size_t stride, const NevoTask *t, NevoEpisode *r, NevoObsStats *stats) {
+    const NevoEnvSpec *spec = nevo_env_spec(env);
+    void *inst = calloc(1, nevo_env_instance_size(env));
+    float *obs = calloc((size_t)spec->obs_dim, sizeof(float));
+    float *out = calloc((size_t)p->n_out, sizeof(float));
+    float *act = calloc((size_t)spec->action_dim, sizeof(float));
+    float *scratch = calloc(nevo_policy_scratch_floats(p, 1), sizeof(float));
+    memset(r, 0, sizeof *r);
+    nevo_env_reset(env, inst, t->seed, obs);
+    if (stats) nevo_obs_stats_add(stats, obs);
+    for (;;) {
+        nevo_policy_forward(p, params, stride, &t->net, obs, 1, out, scratch);
+        nevo_policy_actions(p, out, 1, act);
+        NevoStepResult sr;
+        nevo_env_step(env, inst, act, obs, &sr);
+        r->ret += sr.reward;
+        r->length++;
+        if (sr.terminated || sr.truncated) {
+            r->terminated = sr.terminated;
+            nevo_env_bc(env, inst, obs, r->bc);
+            break;
+        }
+        if (stats) nevo_obs_stats_add(stats, obs);
+    }
+    free(inst), free(obs), free(out), free(act), free(scratch);
+}
+
+static void check_same_episode(const NevoEpisode *got, const NevoEpisode *want, int i, const char *what) {
+    CHECK_MSG(memcmp(&got->ret, &want->ret, sizeof got->ret) == 0 && got->length == want->length &&
+                  got->terminated == want->terminated &&
+                  memcmp(got->bc, want->bc, sizeof got->bc) == 0,
+              "%s: task %d: return %.17g length %d terminated %d, reference %.17g %d %d", what, i,
+              got->ret, got->length, got->terminated, want->ret, want->length, want->terminated);
+}
+
+/* Evaluates the tasks for threads 1..3 and slots 1, 3, 16 against the reference. */
+static void check_env_against_reference(const char *name, int max_steps, int want_limit) {
+    NevoEnv *env = open_env(name);
+    nevo_env_set_max_steps(env, max_steps);
+    CHECK_EQ_INT(nevo_env_spec(env)->max_steps, want_limit);
+    NevoPolicy *p = small_policy(env);
+    size_t stride;
+    float *params = population(p, &stride);
+    NevoTask tasks[N_TASKS];
+    make_tasks(tasks, 0);
+    NevoEpisode ref[N_TASKS];
+    int capped = 0, terminated = 0;
+    for (int i = 0; i < N_TASKS; i++) {
+        ref_episode(env, p, params, stride, &tasks[i], &ref[i], NULL);
+        CHECK_MSG(ref[i].length >= 1 && ref[i].length <= want_limit, "%s task %d length %d", name, i,
+                  ref[i].length);
+        if (!ref[i].terminated) {
+            CHECK_MSG(ref[i].length == want_limit, "%s task %d ended at %d neither terminated nor truncated",
+                      name, i, ref[i].length);
+            capped++;
+        } else {
+            terminated++;
+        }
+    }
+    static const int threads[3] = {1, 2, 3}, slots[3] = {1, 3, 16};
+    for (int a = 0; a < 3; a++) {
+        NevoPool *pool = nevo_pool_new(threads[a]);
+        for (int b = 0; b < 3; b++) {
+            NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, slots[b]);
+            NevoEpisode res[N_TASKS];
+            memset(res, 0xCD, sizeof res);
+            NevoError err = {0};
+            CHECK_MSG(nevo_evaluate(ev, params, stride, tasks, N_TASKS, res, NULL, &err) == NEVO_OK,
+                      "%s: %s", name, err.msg);
+            char what[96];
+            snprintf(what, sizeof what, "%s, %d threads, %d slots", name, threads[a], slots[b]);
+            for (int i = 0; i < N_TASKS; i++) check_same_episode(&res[i], &ref[i], i, what);
+            /* a second call on the same evaluator gives the same results */
+            memset(res, 0xCD, sizeof res);
+            CHECK(nevo_evaluate(ev, params, stride, tasks, N_TASKS, res, NULL, &err) == NEVO_OK);
+            for (int i = 0; i < N_TASKS; i++) check_same_episode(&res[i], &ref[i], i, what);
+            nevo_evaluator_free(ev);
+        }
+        nevo_pool_free(pool);
+    }
+    /* the cases must exercise what they are meant to */
+    if (strcmp(name, "Pendulum-v1") == 0) CHECK_EQ_INT(capped, N_TASKS);
+    else CHECK_MSG(capped > 0 && terminated > 0, "%s (limit %d): %d capped, %d terminated", name,
+                   want_limit, capped, terminated);
+    free(params);
+    nevo_policy_free(p);
+    nevo_env_free(env);
+}
+
+TEST(eval_cartpole_matches_reference) { check_env_against_reference("CartPole-v1", 0, 500); }
+TEST(eval_pendulum_matches_reference) { check_env_against_reference("Pendulum-v1", 0, 200); }
+TEST(eval_max_steps_caps_episodes) {
+    check_env_against_reference("CartPole-v1", 30, 30);
+    check_env_against_reference("Pendulum-v1", 50, 50);
+}
+
+/* --- progress ---------------------------------------------------------------------- */
+
+typedef struct Progress {
+    pthread_mutex_t mu;
+    int calls;
+    long long values[N_TASKS + 8];
+} Progress;
+
+static void on_progress(void *ctx, long long frames) {
+    Progress *pr = ctx;
+    pthread_mutex_lock(&pr->mu);
+    if (pr->calls < N_TASKS + 8) pr->values[pr->calls] = frames;
+    pr->calls++;
+    pthread_mutex_unlock(&pr->mu);
+}
+
+static int cmp_ll(const void *a, const void *b) {
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return x < y ? -1 : x > y;
+}
+
+TEST(eval_progress_callback) {
+    NevoEnv *env = open_env("CartPole-v1");
+    NevoPolicy *p = small_policy(env);
+    size_t stride;
+    float *params = population(p, &stride);
+    NevoTask tasks[N_TASKS];
+    make_tasks(tasks, 0);
+    for (int threads = 1; threads <= 3; threads += 2) {
+        NevoPool *pool = nevo_pool_new(threads);
+        NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, 3);
+        Progress pr;
+        memset(&pr, 0, sizeof pr);
+        pthread_mutex_init(&pr.mu, NULL);
+        nevo_evaluator_set_progress(ev, on_progress, &pr);
+        NevoEpisode res[N_TASKS];
+        NevoError err = {0};
+        CHECK(nevo_evaluate(ev, params, stride, tasks, N_TASKS, res, NULL, &err) == NEVO_OK);
+        long long total = 0;
+        for (int i = 0; i < N_TASKS; i++) total += res[i].length;
+        /* one call per finished episode */
+        CHECK_EQ_INT(pr.calls, N_TASKS);
+        if (threads == 1) {
+            /* one worker: the counts it reports rise with every episode */
+            for (int i = 1; i < N_TASKS; i++)
+                CHECK_MSG(pr.values[i] > pr.values[i - 1], "call %d: %lld after %lld", i, pr.values[i],
+                          pr.values[i - 1]);
+        } else {
+            /* several workers may report out of order, but each count is a distinct
+             * running total */
+            qsort(pr.values, N_TASKS, sizeof pr.values[0], cmp_ll);
+            for (int i = 1; i < N_TASKS; i++) CHECK(pr.values[i] > pr.values[i - 1]);
+        }
+        CHECK(pr.values[0] >= 1);
+        CHECK_MSG(pr.values[N_TASKS - 1] == total, "%d threads: last count %lld, frames %lld", threads,
+                  pr.values[N_TASKS - 1], total);
+        pthread_mutex_destroy(&pr.mu);
+        nevo_evaluator_free(ev);
+        nevo_pool_free(pool);
+    }
+    free(params);
+    nevo_policy_free(p);
+    nevo_env_free(env);
+}
+
+/* --- numeric faults ----------------------------------------------------------------- */
+
+/* An env that goes bad: after nan_step steps (0: at reset) its observation holds a NaN,
+ * or with bad_reward its reward is infinite instead. */
+typedef struct BrokenParams {
+    int nan_step;
+    int bad_reward;
+} BrokenParams;
+
+typedef struct BrokenState {
+    int t;
+    float x;
+} BrokenState;
+
+static NevoStatus broken_configure(NevoEnvSpec *spec, void *params, const NevoEnvOption *opts,
+                                   int n_opts, NevoError *err) {
+    BrokenParams *bp = params;
+    bp->nan_step = 5;
+    bp->bad_reward = 0;
+    for (int i = 0; i < n_opts; i++) {
+        if (strcmp(opts[i].key, "nan_step") == 0) bp->nan_step = (int)opts[i].value;
+        if (strcmp(opts[i].key, "bad_reward") == 0) bp->bad_reward = opts[i].value != 0.0;
+    }
+    return NEVO_OK;
+}
+
+static void broken_obs(const BrokenState *s, float *obs) {
+    obs[0] = s->x;
+    obs[1] = (float)s->t * 0.01f;
+    obs[2] = -s->x;
+}
+
+static void broken_reset(const NevoEnv *env, void *state, uint64_t seed, float *obs) {
+    const BrokenParams *bp = nevo_env_params(env);
+    BrokenState *s = state;
+    s->t = 0;
+    s->x = (float)(seed % 1000) * 1e-3f;
+    broken_obs(s, obs);
+    if (bp->nan_step == 0) obs[1] = NAN;
+}
+
+static void broken_step(const NevoEnv *env, void *state, const float *action, float *obs,
+                        NevoStepResult *out) {
+    const BrokenParams *bp = nevo_env_params(env);
+    BrokenState *s = state;
+    s->t++;
+    s->x += action[0] == 0.0f ? -0.01f : 0.01f;
+    broken_obs(s, obs);
+    out->reward = 1.0f;
+    out->terminated = false;
+    out->truncated = false;
+    if (s->t >= bp->nan_step) {
+        if (bp->bad_reward) out->reward = INFINITY;
+        else obs[1] = NAN;
+    }
+}
+
+static const char *const broken_options[] = {"nan_step", "bad_reward", NULL};
+
+static const NevoEnvClass broken_class = {
+    .spec =
+        {
+            .name = "Broken-v0",
+            .summary = "a test env that emits NaN",
+            .obs_rank = 1,
+            .obs_shape = {3},
+            .obs_dim = 3,
+            .action_kind = NEVO_SPACE_DISCRETE,
+            .n_actions = 2,
+            .action_dim = 1,
+            .max_steps = 50,
+            .bc_dim = 2,
+        },
+    .state_size = sizeof(BrokenState),
+    .params_size = sizeof(BrokenParams),
+    .option_names = broken_options,
+    .configure = broken_configure,
+    .reset = broken_reset,
+    .step = broken_step,
+};
+
+static NevoEnv *broken_env(int nan_step, int bad_reward) {
+    NevoEnvOption opts[2];
+    memset(opts, 0, sizeof opts);
+    strcpy(opts[0].key, "nan_step");
+    opts[0].value = nan_step;
+    strcpy(opts[1].key, "bad_reward");
+    opts[1].value = bad_reward;
+    NevoEnv *env = NULL;
+    NevoError err = {0};
+    CHECK_MSG(nevo_env_new_from_class(&broken_class, opts, 2, &env, &err) == NEVO_OK, "%s", err.msg);
+    return env;
+}
+
+/* Evaluates n tasks of networks 0.. on env; returns the status, message in err. */
+static NevoStatus run_tasks(NevoEnv *env, int threads, int slots, int n, NevoError *err) {
+    NevoPolicy *p = small_policy(env);
+    size_t stride;
+    float *params = population(p, &stride);
+    NevoTask tasks[N_TASKS];
+    make_tasks(tasks, 0);
+    tasks[0].seed = 1234; /* the task a single-task run names */
+    NevoPool *pool = nevo_pool_new(threads);
+    NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, slots);
+    NevoEpisode res[N_TASKS];
+    memset(err, 0, sizeof *err);
+    NevoStatus st = nevo_evaluate(ev, params, stride, tasks, n, res, NULL, err);
+    nevo_evaluator_free(ev);
+    nevo_pool_free(pool);
+    free(params);
+    nevo_policy_free(p);
+    return st;
+}
+
+TEST(eval_nan_observation_is_numeric_error) {
+    NevoError err;
+    /* healthy until step 60 > the time limit of 50: fine */
+    NevoEnv *env = broken_env(60, 0);
+    CHECK_MSG(run_tasks(env, 1, 4, N_TASKS, &err) == NEVO_OK, "%s", err.msg);
+    nevo_env_free(env);
+
+    env = broken_env(5, 0);
+    CHECK(run_tasks(env, 1, 1, 1, &err) == NEVO_ERR_NUMERIC);
+    CHECK(err.status == NEVO_ERR_NUMERIC);
+    CHECK_CONTAINS(err.msg, "Broken-v0");
+    CHECK_CONTAINS(err.msg, "non-finite");
+    CHECK_CONTAINS(err.msg, "network 0");
+    CHECK_CONTAINS(err.msg, "seed 1234");
+    CHECK_CONTAINS(err.msg, "step 5");
+    /* many tasks on several threads: still one clean error */
+    for (int threads = 1; threads <= 3; threads++) {
+        CHECK(run_tasks(env, threads, 3, N_TASKS, &err) == NEVO_ERR_NUMERIC);
+        CHECK_CONTAINS(err.msg, "Broken-v0");
+        CHECK_CONTAINS(err.msg, "step 5");
+    }
+    nevo_env_free(env);
+
+    /* at reset */
+    env = broken_env(0, 0);
+    CHECK(run_tasks(env, 1, 1, 1, &err) == NEVO_ERR_NUMERIC);
+    CHECK_CONTAINS(err.msg, "Broken-v0");
+    CHECK_CONTAINS(err.msg, "reset");
+    CHECK(run_tasks(env, 3, 16, N_TASKS, &err) == NEVO_ERR_NUMERIC);
+    nevo_env_free(env);
+
+    /* an infinite reward */
+    env = broken_env(3, 1);
+    CHECK(run_tasks(env, 1, 2, 1, &err) == NEVO_ERR_NUMERIC);
+    CHECK_CONTAINS(err.msg, "Broken-v0");
+    CHECK_CONTAINS(err.msg, "step 3");
+    nevo_env_free(env);
+}
+
+/* A NaN in a network's parameters is a policy fault; the evaluator stays usable. */
+TEST(eval_nan_policy_output) {
+    NevoEnv *env = open_env("CartPole-v1");
+    NevoPolicy *p = small_policy(env);
+    size_t stride;
+    float *params = population(p, &stride);
+    NevoTask tasks[N_TASKS];
+    make_tasks(tasks, 0);
+    NevoEpisode ref[N_TASKS];
+    for (int i = 0; i < N_TASKS; i++) ref_episode(env, p, params, stride, &tasks[i], &ref[i], NULL);
+    NevoPool *pool = nevo_pool_new(2);
+    NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, 3);
+    /* the output layer's first bias of network 13 */
+    size_t bias = p->layers[p->n_layers - 1].b_off;
+    float saved = params[13 * stride + bias];
+    params[13 * stride + bias] = NAN;
+    NevoEpisode res[N_TASKS];
+    NevoError err = {0};
+    CHECK(nevo_evaluate(ev, params, stride, tasks, N_TASKS, res, NULL, &err) == NEVO_ERR_NUMERIC);
+    CHECK_CONTAINS(err.msg, "policy");
+    CHECK_CONTAINS(err.msg, "CartPole-v1");
+    CHECK_CONTAINS(err.msg, "network 13");
+    params[13 * stride + bias] = saved;
+    memset(&err, 0, sizeof err);
+    CHECK_MSG(nevo_evaluate(ev, params, stride, tasks, N_TASKS, res, NULL, &err) == NEVO_OK, "%s", err.msg);
+    for (int i = 0; i < N_TASKS; i++) check_same_episode(&res[i], &ref[i], i, "after a failed call");
+    nevo_evaluator_free(ev);
+    nevo_pool_free(pool);
+    free(params);
+    nevo_policy_free(p);
+    nevo_env_free(env);
+}
+
+/* --- observation recording ---------------------------------------------------------- */
+
+/* Flagged tasks record the observations their policy was fed: the reset observation and
+ * every non-final one, so count = length (as OpenAI ES's rollout saves `ob` before each
+ * step); the final observation, never acted on, is not recorded. Unflagged tasks'
+ * stats stay untouched. */
+TEST(eval_record_obs) {
+    NevoEnv *env = open_env("CartPole-v1");
+    NevoPolicy *p = small_policy(env);
+    int D = nevo_env_spec(env)->obs_dim;
+    size_t stride;
+    float *params = population(p, &stride);
+    NevoTask tasks[N_TASKS];
+    make_tasks(tasks, 3);
+    NevoEpisode ref[N_TASKS];
+    NevoObsStats ref_stats[N_TASKS];
+    for (int i = 0; i < N_TASKS; i++) {
+        nevo_obs_stats_init(&ref_stats[i], D);
+        ref_episode(env, p, params, stride, &tasks[i], &ref[i],
+                    tasks[i].flags & NEVO_TASK_RECORD_OBS ? &ref_stats[i] : NULL);
+    }
+    static const int threads[2] = {1, 3}, slots[2] = {1, 5};
+    for (int a = 0; a < 2; a++) {
+        NevoPool *pool = nevo_pool_new(threads[a]);
+        NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, slots[a]);
+        NevoObsStats stats[N_TASKS];
+        for (int i = 0; i < N_TASKS; i++) nevo_obs_stats_init(&stats[i], D);
+        NevoEpisode res[N_TASKS];
+        NevoError err = {0};
+        CHECK(nevo_evaluate(ev, params, stride, tasks, N_TASKS, res, stats, &err) == NEVO_OK);
+        for (int i = 0; i < N_TASKS; i++) {
+            check_same_episode(&res[i], &ref[i], i, "record_obs");
+            if (tasks[i].flags & NEVO_TASK_RECORD_OBS) {
+                CHECK_MSG(stats[i].count == res[i].length, "task %d: %g observations for length %d", i,
+                          stats[i].count, res[i].length);
+                CHECK(memcmp(stats[i].sum, ref_stats[i].sum, sizeof(double) * D) == 0);
+                CHECK(memcmp(stats[i].sumsq, ref_stats[i].sumsq, sizeof(double) * D) == 0);
+            } else {
+                CHECK(stats[i].count == 0.0);
+                for (int k = 0; k < D; k++) CHECK(stats[i].sum[k] == 0.0 && stats[i].sumsq[k] == 0.0);
+            }
+        }
+        for (int i = 0; i < N_TASKS; i++) nevo_obs_stats_free(&stats[i]);
+        nevo_evaluator_free(ev);
+        nevo_pool_free(pool);
+    }
+    for (int i = 0; i < N_TASKS; i++) nevo_obs_stats_free(&ref_stats[i]);
+    free(params);
+    nevo_policy_free(p);
+    nevo_env_free(env);
+}

@@ -1,0 +1,426 @@
+/* Tests for byte buffers, bounds-checked readers, CRC-32, atomic writes and the
+ * container file format (src/core/io.c, include/nevo/io.h).
+ *
+ * References: the CRC-32 (IEEE 802.3, reflected 0xEDB88320) check value
+ * crc32("123456789") = 0xCBF43926 and a bit-at-a-time implementation written here; the
+ * container layout documented in io.h, parsed independently from the raw bytes. */
+#include <dirent.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "nevo/io.h"
+
+#define MAGIC "NEVOTST1"
+
+#define CHECK_CONTAINS(msg, sub) \
+    CHECK_MSG(strstr((msg), (sub)) != NULL, "message \"%s\" lacks \"%s\"", (msg), (sub))
+
+static const char *tmp_path(const char *name) {
+    static char path[4][1024];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(path[k], sizeof path[k], "%s/%s", test_tmpdir(), name);
+    return path[k];
+}
+
+static void write_raw(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    CHECK_MSG(f, "cannot create %s", path);
+    if (n) CHECK(fwrite(data, 1, n, f) == n);
+    fclose(f);
+}
+
+/* Bit-at-a-time CRC-32, no table. */
+static uint32_t crc32_ref(const uint8_t *p, size_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
+    }
+    return ~c;
+}
+
+TEST(io_crc32_known_answers) {
+    CHECK(nevo_crc32("123456789", 9) == 0xCBF43926u);
+    CHECK(nevo_crc32("", 0) == 0x00000000u);
+    CHECK(nevo_crc32("a", 1) == 0xE8B7BE43u);
+    const char *fox = "The quick brown fox jumps over the lazy dog";
+    CHECK(nevo_crc32(fox, strlen(fox)) == 0x414FA339u);
+    /* against the bitwise reference on every length up to 300 of a pseudo-random text */
+    uint8_t buf[300];
+    uint32_t x = 12345;
+    for (int i = 0; i < 300; i++) {
+        x = x * 1664525u + 1013904223u;
+        buf[i] = (uint8_t)(x >> 24);
+    }
+    for (size_t n = 0; n <= sizeof buf; n++)
+        CHECK_MSG(nevo_crc32(buf, n) == crc32_ref(buf, n), "length %zu", n);
+}
+
+TEST(io_buf_reader_roundtrip) {
+    NevoBuf b = {0};
+    const float fs[3] = {1.5f, -0.0f, 3.0e-38f};
+    const double ds[2] = {-1e300, 0.1};
+    nevo_buf_u32(&b, 0xDEADBEEFu);
+    nevo_buf_u64(&b, 0x0123456789ABCDEFull);
+    nevo_buf_f64(&b, 3.141592653589793);
+    nevo_buf_f32s(&b, fs, 3);
+    nevo_buf_f64s(&b, ds, 2);
+    nevo_buf_str(&b, "hello, nevo");
+    nevo_buf_str(&b, "");
+    /* a large put grows the buffer past its initial capacity */
+    static uint8_t big[5000];
+    for (int i = 0; i < 5000; i++) big[i] = (uint8_t)(i * 7);
+    nevo_buf_put(&b, big, sizeof big);
+    CHECK_EQ_INT(b.len, 4 + 8 + 8 + 12 + 16 + (4 + 11) + 4 + 5000);
+    CHECK(b.cap >= b.len);
+    /* little-endian on disk */
+    CHECK(b.data[0] == 0xEF && b.data[1] == 0xBE && b.data[2] == 0xAD && b.data[3] == 0xDE);
+    CHECK(b.data[4] == 0xEF && b.data[11] == 0x01);
+
+    NevoReader r = nevo_reader(b.data, b.len);
+    CHECK(nevo_read_u32(&r) == 0xDEADBEEFu);
+    CHECK(nevo_read_u64(&r) == 0x0123456789ABCDEFull);
+    CHECK(nevo_read_f64(&r) == 3.141592653589793);
+    float fs2[3];
+    nevo_read_f32s(&r, fs2, 3);
+    CHECK(memcmp(fs, fs2, sizeof fs) == 0);
+    double ds2[2];
+    nevo_read_f64s(&r, ds2, 2);
+    CHECK(memcmp(ds, ds2, sizeof ds) == 0);
+    char *s = nevo_read_str(&r, 100);
+    CHECK(strcmp(s, "hello, nevo") == 0);
+    free(s);
+    s = nevo_read_str(&r, 100);
+    CHECK(strcmp(s, "") == 0);
+    free(s);
+    CHECK(!nevo_reader_ok(&r, true)); /* big payload not consumed yet */
+    CHECK(nevo_reader_ok(&r, false));
+    uint8_t big2[5000];
+    nevo_read(&r, big2, sizeof big2);
+    CHECK(memcmp(big, big2, sizeof big) == 0);
+    CHECK(nevo_reader_ok(&r, true));
+    nevo_buf_free(&b);
+    CHECK(b.data == NULL && b.len == 0 && b.cap == 0);
+}
+
+/* Reading past the end fails once and for all, returns zeros, never touches memory past
+ * the end (the data sits in an exact-size heap block, so ASan would see an overread). */
+TEST(io_reader_bounds) {
+    uint8_t *data = malloc(6);
+    memcpy(data, "\x01\x02\x03\x04\x05\x06", 6);
+    NevoReader r = nevo_reader(data, 6);
+    CHECK(nevo_read_u32(&r) == 0x04030201u);
+    CHECK_EQ_INT(r.pos, 4);
+    uint32_t v = nevo_read_u32(&r); /* 2 bytes left */
+    CHECK(v == 0);
+    CHECK(r.failed);
+    CHECK_EQ_INT(r.pos, 4);
+    CHECK(!nevo_reader_ok(&r, false));
+    /* sticky: a read that would fit still fails */
+    uint8_t one = 0xFF;
+    nevo_read(&r, &one, 1);
+    CHECK(one == 0);
+    CHECK(!nevo_reader_ok(&r, false));
+
+    /* a multi-byte read that does not fit reads nothing (zeros only its own bytes) */
+    r = nevo_reader(data, 6);
+    r.pos = 2;
+    float dummy[4] = {1, 2, 3, 4};
+    nevo_read_f32s(&r, dummy, 2); /* 8 bytes > 4 left */
+    CHECK(r.failed && dummy[0] == 0.0f && dummy[1] == 0.0f && dummy[2] == 3.0f);
+
+    /* strings: a length beyond max_len or beyond the data fails and gives "" */
+    uint8_t sbuf[8] = {5, 0, 0, 0, 'a', 'b', 'c', 'd'};
+    uint8_t *sdata = malloc(8);
+    memcpy(sdata, sbuf, 8);
+    r = nevo_reader(sdata, 8); /* says 5 bytes, holds 4 */
+    char *s = nevo_read_str(&r, 100);
+    CHECK(r.failed && strcmp(s, "") == 0);
+    free(s);
+    sdata[0] = 3;
+    r = nevo_reader(sdata, 8); /* fits, but max_len 2 */
+    s = nevo_read_str(&r, 2);
+    CHECK(r.failed && strcmp(s, "") == 0);
+    free(s);
+    r = nevo_reader(sdata, 8);
+    s = nevo_read_str(&r, 3);
+    CHECK(!r.failed && strcmp(s, "abc") == 0);
+    CHECK(!nevo_reader_ok(&r, true) && nevo_reader_ok(&r, false));
+    free(s);
+    sdata[0] = 0xFF, sdata[1] = 0xFF, sdata[2] = 0xFF, sdata[3] = 0xFF; /* 4 GiB - 1 */
+    r = nevo_reader(sdata, 8);
+    s = nevo_read_str(&r, (size_t)-1);
+    CHECK(r.failed && strcmp(s, "") == 0);
+    free(s);
+    /* an empty reader */
+    r = nevo_reader(sdata, 0);
+    CHECK(nevo_reader_ok(&r, true));
+    CHECK(nevo_read_u64(&r) == 0 && r.failed);
+    free(sdata);
+    free(data);
+}
+
+/* A payload of n bytes with a recognisable pattern. */
+static NevoBuf pattern_payload(size_t n) {
+    NevoBuf b = {0};
+    for (size_t i = 0; i < n; i++) {
+        uint8_t c = (uint8_t)(i * 31 + 7);
+        nevo_buf_put(&b, &c, 1);
+    }
+    return b;
+}
+
+TEST(io_container_roundtrip) {
+    const char *path = tmp_path("c.bin");
+    static const size_t sizes[] = {0, 1, 100, 70000};
+    for (int k = 0; k < 4; k++) {
+        NevoBuf p = pattern_payload(sizes[k]);
+        NevoError err = {0};
+        CHECK_MSG(nevo_container_write(path, MAGIC, 3, &p, &err) == NEVO_OK, "write: %s", err.msg);
+
+        /* the documented layout, parsed from the raw bytes */
+        size_t n;
+        char *raw = test_read_file(path, &n);
+        CHECK(raw);
+        const uint8_t *u = (const uint8_t *)raw;
+        CHECK_EQ_INT(n, 24 + sizes[k] + 4);
+        CHECK(memcmp(u, MAGIC, 8) == 0);
+        CHECK(u[8] == 3 && u[9] == 0 && u[10] == 0 && u[11] == 0);   /* version */
+        CHECK(u[12] == 0 && u[13] == 0 && u[14] == 0 && u[15] == 0); /* reserved */
+        uint64_t plen = 0;
+        for (int i = 7; i >= 0; i--) plen = plen << 8 | u[16 + i];
+        CHECK(plen == sizes[k]);
+        CHECK(sizes[k] == 0 || memcmp(u + 24, p.data, sizes[k]) == 0);
+        uint32_t crc = (uint32_t)u[n - 4] | (uint32_t)u[n - 3] << 8 | (uint32_t)u[n - 2] << 16 |
+                       (uint32_t)u[n - 1] << 24;
+        CHECK(crc == crc32_ref(u, n - 4));
+        free(raw);
+
+        uint8_t *back;
+        size_t len;
+        CHECK_MSG(nevo_container_read(path, MAGIC, 3, &back, &len, &err) == NEVO_OK, "read: %s",
+                  err.msg);
+        CHECK_EQ_INT(len, sizes[k]);
+        CHECK(sizes[k] == 0 || memcmp(back, p.data, len) == 0);
+        free(back);
+
+        char m[8];
+        CHECK(nevo_file_magic(path, m, &err) == NEVO_OK);
+        CHECK(memcmp(m, MAGIC, 8) == 0);
+        nevo_buf_free(&p);
+    }
+}
+
+/* Reads path expecting status want; checks the message names the file and contains
+ * `sub`; payload and len are cleared. */
+static void read_refused(const char *path, NevoStatus want, const char *sub) {
+    uint8_t *payload = (uint8_t *)"not null";
+    size_t len = 99;
+    NevoError err = {0};
+    NevoStatus st = nevo_container_read(path, MAGIC, 1, &payload, &len, &err);
+    CHECK_MSG(st == want, "%s: status %d (%s), want %d", path, (int)st, err.msg, (int)want);
+    CHECK(err.status == want);
+    CHECK(payload == NULL && len == 0);
+    CHECK_CONTAINS(err.msg, path);
+    if (sub) CHECK_CONTAINS(err.msg, sub);
+}
+
+/* A valid container file as bytes (caller frees). */
+static uint8_t *valid_file(size_t payload_len, size_t *n) {
+    const char *path = tmp_path("valid.bin");
+    NevoBuf p = pattern_payload(payload_len);
+    NevoError err = {0};
+    CHECK(nevo_container_write(path, MAGIC, 1, &p, &err) == NEVO_OK);
+    nevo_buf_free(&p);
+    uint8_t *data = (uint8_t *)test_read_file(path, n);
+    CHECK(data);
+    return data;
+}
+
+TEST(io_container_wrong_magic) {
+    size_t n;
+    uint8_t *data = valid_file(40, &n);
+    const char *path = tmp_path("magic.bin");
+    data[0] = 'X';
+    write_raw(path, data, n);
+    read_refused(path, NEVO_ERR_CORRUPT, "not a NEVOTST1 file");
+    /* a policy read as a checkpoint: the message names both magics */
+    memcpy(data, "NEVOPOL1", 8);
+    write_raw(path, data, n);
+    read_refused(path, NEVO_ERR_CORRUPT, "NEVOPOL1");
+    /* binary garbage in the magic is printed safely */
+    data[0] = 0, data[1] = 0xFF;
+    write_raw(path, data, n);
+    read_refused(path, NEVO_ERR_CORRUPT, "not a NEVOTST1 file");
+    free(data);
+}
+
+TEST(io_container_truncated) {
+    size_t n;
+    uint8_t *data = valid_file(100, &n);
+    CHECK_EQ_INT(n, 128);
+    const char *path = tmp_path("trunc.bin");
+    /* inside the magic, inside the header, at the header's end, inside the payload,
+     * just before and inside the checksum */
+    static const size_t cuts[] = {0, 3, 7, 8, 12, 20, 23, 24, 27, 60, 123, 124, 126, 127};
+    for (int i = 0; i < (int)(sizeof cuts / sizeof cuts[0]); i++) {
+        write_raw(path, data, cuts[i]);
+        read_refused(path, NEVO_ERR_CORRUPT, "truncated");
+    }
+    /* one byte too many */
+    uint8_t *longer = malloc(n + 1);
+    memcpy(longer, data, n);
+    longer[n] = 0;
+    write_raw(path, longer, n + 1);
+    read_refused(path, NEVO_ERR_CORRUPT, NULL);
+    free(longer);
+    free(data);
+}
+
+TEST(io_container_checksum) {
+    size_t n;
+    uint8_t *data = valid_file(64, &n);
+    const char *path = tmp_path("flip.bin");
+    /* every payload byte, each bit of one byte, the reserved word and the checksum */
+    for (size_t off = 12; off < n; off++) {
+        if (off >= 16 && off < 24) continue; /* the length field: reported as truncation */
+        for (int bit = 0; bit < 8; bit += (off == 40 ? 1 : 8)) {
+            data[off] ^= (uint8_t)(1u << bit);
+            write_raw(path, data, n);
+            read_refused(path, NEVO_ERR_CORRUPT, "checksum");
+            data[off] ^= (uint8_t)(1u << bit);
+        }
+    }
+    /* a changed length is refused too, whichever message */
+    data[16] ^= 1;
+    write_raw(path, data, n);
+    read_refused(path, NEVO_ERR_CORRUPT, NULL);
+    data[16] ^= 1;
+    data[23] ^= 0x80;
+    write_raw(path, data, n);
+    read_refused(path, NEVO_ERR_CORRUPT, NULL);
+    data[23] ^= 0x80;
+    /* restored: reads again */
+    write_raw(path, data, n);
+    uint8_t *payload;
+    size_t len;
+    NevoError err = {0};
+    CHECK(nevo_container_read(path, MAGIC, 1, &payload, &len, &err) == NEVO_OK);
+    free(payload);
+    free(data);
+}
+
+TEST(io_container_wrong_version) {
+    const char *path = tmp_path("v2.bin");
+    NevoBuf p = pattern_payload(10);
+    NevoError err = {0};
+    CHECK(nevo_container_write(path, MAGIC, 2, &p, &err) == NEVO_OK);
+    nevo_buf_free(&p);
+    read_refused(path, NEVO_ERR_VERSION, "version 2");
+    read_refused(path, NEVO_ERR_VERSION, "version 1");
+}
+
+TEST(io_container_missing_or_not_a_file) {
+    const char *path = tmp_path("missing.bin");
+    read_refused(path, NEVO_ERR_IO, NULL);
+    read_refused(test_tmpdir(), NEVO_ERR_IO, NULL);
+    NevoError err = {0};
+    char m[8];
+    CHECK(nevo_file_magic(path, m, &err) == NEVO_ERR_IO);
+    CHECK_CONTAINS(err.msg, path);
+    const char *shortf = tmp_path("short.bin");
+    write_raw(shortf, "NEVO", 4);
+    CHECK(nevo_file_magic(shortf, m, &err) == NEVO_ERR_CORRUPT);
+    CHECK_CONTAINS(err.msg, shortf);
+    uint8_t *data;
+    size_t n;
+    CHECK(nevo_read_all(path, &data, &n, &err) == NEVO_ERR_IO);
+    CHECK(data == NULL && n == 0);
+    CHECK_CONTAINS(err.msg, path);
+}
+
+/* Names in dir other than . and .., joined by spaces. */
+static int list_dir(const char *dir, char *names, size_t size) {
+    DIR *d = opendir(dir);
+    CHECK(d);
+    int count = 0;
+    names[0] = '\0';
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        count++;
+        size_t used = strlen(names);
+        snprintf(names + used, size - used, "%s ", e->d_name);
+    }
+    closedir(d);
+    return count;
+}
+
+TEST(io_write_atomic) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/atomic", test_tmpdir());
+    CHECK(mkdir(dir, 0700) == 0);
+    char path[1100];
+    snprintf(path, sizeof path, "%s/out.bin", dir);
+    NevoError err = {0};
+    const char *first = "a longer first version of the file";
+    CHECK(nevo_write_atomic(path, first, strlen(first), &err) == NEVO_OK);
+    size_t n;
+    char *got = test_read_file(path, &n);
+    CHECK(got && n == strlen(first) && memcmp(got, first, n) == 0);
+    free(got);
+    /* replaced by a shorter one: no stale tail */
+    CHECK(nevo_write_atomic(path, "short", 5, &err) == NEVO_OK);
+    got = test_read_file(path, &n);
+    CHECK(got && n == 5 && memcmp(got, "short", 5) == 0);
+    free(got);
+    /* empty content */
+    CHECK(nevo_write_atomic(path, "", 0, &err) == NEVO_OK);
+    got = test_read_file(path, &n);
+    CHECK(got && n == 0);
+    free(got);
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && S_ISREG(st.st_mode));
+    /* nothing else is left in the directory */
+    char names[2048];
+    int count = list_dir(dir, names, sizeof names);
+    CHECK_MSG(count == 1 && strcmp(names, "out.bin ") == 0, "directory holds: %s", names);
+
+    /* a directory that does not exist: an I/O error naming the file, nothing created */
+    char bad[1200];
+    snprintf(bad, sizeof bad, "%s/no-such-dir/out.bin", dir);
+    memset(&err, 0, sizeof err);
+    CHECK(nevo_write_atomic(bad, "x", 1, &err) == NEVO_ERR_IO);
+    CHECK_CONTAINS(err.msg, bad);
+    /* the target is a directory: rename fails, the temp file is removed */
+    char sub[1200];
+    snprintf(sub, sizeof sub, "%s/sub", dir);
+    CHECK(mkdir(sub, 0700) == 0);
+    char inner[1300];
+    snprintf(inner, sizeof inner, "%s/keep", sub);
+    write_raw(inner, "k", 1);
+    memset(&err, 0, sizeof err);
+    CHECK(nevo_write_atomic(sub, "x", 1, &err) == NEVO_ERR_IO);
+    CHECK_CONTAINS(err.msg, sub);
+    count = list_dir(dir, names, sizeof names);
+    CHECK_MSG(count == 2, "directory holds: %s", names);
+
+    /* a relative path (no slash) works in the current directory */
+    char cwd[1024];
+    CHECK(getcwd(cwd, sizeof cwd));
+    CHECK(chdir(dir) == 0);
+    CHECK(nevo_write_atomic("rel.bin", "rel", 3, &err) == NEVO_OK);
+    CHECK(chdir(cwd) == 0);
+    char rel[1200];
+    snprintf(rel, sizeof rel, "%s/rel.bin", dir);
+    got = test_read_file(rel, &n);
+    CHECK(got && n == 3 && memcmp(got, "rel", 3) == 0);
+    free(got);
+    count = list_dir(dir, names, sizeof names);
+    CHECK_MSG(count == 3, "directory holds: %s", names);
+}

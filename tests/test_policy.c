@@ -1,0 +1,653 @@
+/* Tests for policies (src/nn/policy.c, src/nn/kernels.c, include/nevo/policy.h).
+ *
+ * The reference is a naive double-precision forward pass written here straight from the
+ * layout documented in policy.h (dense W (in, out) row-major then b; conv W (k, k, in_c,
+ * out_c) then b, "valid" padding, HWC images), with its own parameter offsets, one
+ * network at a time. The batched heterogeneous forward must match it to float rounding,
+ * and each row must be bit-identical however it is batched. Initialisation and the
+ * observation statistics are checked against their definitions (initial weights: slices
+ * of the shared noise table, include/nevo/noise.h). */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "harness.h"
+#include "nevo/noise.h"
+#include "nevo/policy.h"
+#include "nevo/rng.h"
+
+/* --- helpers ----------------------------------------------------------------------- */
+
+static NevoEnv *open_env(const char *name) {
+    NevoEnv *env = NULL;
+    NevoError err = {0};
+    CHECK_MSG(nevo_env_new(name, NULL, 0, &env, &err) == NEVO_OK, "%s: %s", name, err.msg);
+    return env;
+}
+
+static NevoPolicyConfig mlp_config(const char *act, int n_hidden, const int *hidden) {
+    NevoPolicyConfig c;
+    memset(&c, 0, sizeof c);
+    c.n_hidden = n_hidden;
+    for (int i = 0; i < n_hidden; i++) c.hidden[i] = hidden[i];
+    strcpy(c.activation, act);
+    strcpy(c.init, "scaled");
+    return c;
+}
+
+static NevoPolicy *new_policy(const NevoEnvSpec *spec, const NevoPolicyConfig *cfg, int obs_norm) {
+    NevoPolicy *p = NULL;
+    NevoError err = {0};
+    CHECK_MSG(nevo_policy_new(spec, cfg, obs_norm, &p, &err) == NEVO_OK, "policy: %s", err.msg);
+    return p;
+}
+
+/* An image spec built by hand (rows, cols, channels). */
+static NevoEnvSpec image_spec(int h, int w, int c, int n_actions) {
+    NevoEnvSpec s;
+    memset(&s, 0, sizeof s);
+    s.name = "Image-test";
+    s.obs_rank = 3;
+    s.obs_shape[0] = h, s.obs_shape[1] = w, s.obs_shape[2] = c;
+    s.obs_dim = h * w * c;
+    s.action_kind = NEVO_SPACE_DISCRETE;
+    s.n_actions = n_actions;
+    s.action_dim = 1;
+    return s;
+}
+
+/* A box-action vector spec built by hand. */
+static NevoEnvSpec box_spec(int obs_dim, int action_dim, const float *low, const float *high) {
+    NevoEnvSpec s;
+    memset(&s, 0, sizeof s);
+    s.name = "Box-test";
+    s.obs_rank = 1;
+    s.obs_shape[0] = obs_dim;
+    s.obs_dim = obs_dim;
+    s.action_kind = NEVO_SPACE_BOX;
+    s.action_dim = action_dim;
+    for (int i = 0; i < action_dim; i++) s.action_low[i] = low[i], s.action_high[i] = high[i];
+    return s;
+}
+
+/* A small shared noise table (2^18 floats) for nevo_policy_init_params; freed with
+ * free_noise. */
+static NevoPool *noise_pool;
+static NevoNoise *small_noise(void) {
+    noise_pool = nevo_pool_new(1);
+    return nevo_noise_new((size_t)1 << 18, noise_pool);
+}
+static void free_noise(NevoNoise *noise) {
+    nevo_noise_free(noise);
+    nevo_pool_free(noise_pool);
+    noise_pool = NULL;
+}
+
+static void fill_gauss(NevoRng *rng, float *x, size_t n, float scale) {
+    nevo_rng_fill_normal(rng, x, n);
+    for (size_t i = 0; i < n; i++) x[i] *= scale;
+}
+
+/* --- the naive reference ------------------------------------------------------------ */
+
+#define REF_MAX 8192
+
+static double ref_act(int relu, double v) { return relu ? (v > 0.0 ? v : 0.0) : tanh(v); }
+
+/* One network on one input x (already normalised), double precision; returns the number
+ * of parameters the layout uses (theta may be NULL to count only). */
+static size_t ref_forward(const NevoEnvSpec *spec, const NevoPolicyConfig *cfg,
+                          const float *theta, const double *x_in, double *out) {
+    static double bufa[REF_MAX], bufb[REF_MAX];
+    double *x = bufa, *y = bufb;
+    int relu = strcmp(cfg->activation, "relu") == 0;
+    int dim = spec->obs_dim;
+    if (x_in) memcpy(x, x_in, sizeof(double) * (size_t)dim);
+    size_t off = 0;
+    int h = spec->obs_shape[0], w = spec->obs_shape[1], c = spec->obs_shape[2];
+    for (int l = 0; l < cfg->n_conv; l++) {
+        int k = cfg->conv_kernels[l], s = cfg->conv_strides[l], f = cfg->conv_filters[l];
+        int oh = (h - k) / s + 1, ow = (w - k) / s + 1;
+        const float *W = theta ? theta + off : NULL; /* (k, k, c, f) */
+        off += (size_t)k * k * c * f;
+        const float *b = theta ? theta + off : NULL; /* (f) */
+        off += (size_t)f;
+        if (theta) {
+            CHECK(oh * ow * f <= REF_MAX);
+            for (int oy = 0; oy < oh; oy++)
+                for (int ox = 0; ox < ow; ox++)
+                    for (int fo = 0; fo < f; fo++) {
+                        double sum = b[fo];
+                        for (int ky = 0; ky < k; ky++)
+                            for (int kx = 0; kx < k; kx++)
+                                for (int ci = 0; ci < c; ci++) {
+                                    int iy = oy * s + ky, ix = ox * s + kx;
+                                    sum += x[((size_t)iy * w + ix) * c + ci] *
+                                           (double)W[(((size_t)ky * k + kx) * c + ci) * f + fo];
+                                }
+                        y[((size_t)oy * ow + ox) * f + fo] = ref_act(relu, sum);
+                    }
+            double *t = x;
+            x = y, y = t;
+        }
+        h = oh, w = ow, c = f, dim = oh * ow * f;
+    }
+    int n_out = spec->action_kind == NEVO_SPACE_DISCRETE ? spec->n_actions : spec->action_dim;
+    for (int l = 0; l <= cfg->n_hidden; l++) {
+        int last = l == cfg->n_hidden;
+        int units = last ? n_out : cfg->hidden[l];
+        const float *W = theta ? theta + off : NULL; /* (dim, units) */
+        off += (size_t)dim * units;
+        const float *b = theta ? theta + off : NULL; /* (units) */
+        off += (size_t)units;
+        if (theta) {
+            for (int j = 0; j < units; j++) {
+                double sum = b[j];
+                for (int i = 0; i < dim; i++) sum += x[i] * (double)W[(size_t)i * units + j];
+                y[j] = last ? sum : ref_act(relu, sum);
+            }
+            double *t = x;
+            x = y, y = t;
+        }
+        dim = units;
+    }
+    if (theta) memcpy(out, x, sizeof(double) * (size_t)n_out);
+    return off;
+}
+
+/* --- forward against the reference -------------------------------------------------- */
+
+enum { P_NETS = 7, N_ROWS = 23, PAD = 5 };
+
+/* Runs the batched forward on N_ROWS rows over P_NETS random networks in shuffled order
+ * and compares with the reference; then checks rows are bit-identical alone, in the
+ * batch and in a reversed batch. norm_scale > 0 turns on observation normalisation
+ * with random mean/std. */
+static void check_forward(const NevoEnvSpec *spec, const NevoPolicyConfig *cfg, int obs_norm,
+                          uint64_t seed, const char *what) {
+    NevoPolicy *p = new_policy(spec, cfg, obs_norm);
+    size_t np = ref_forward(spec, cfg, NULL, NULL, NULL);
+    CHECK_MSG(p->nparams == np, "%s: nparams %zu, layout gives %zu", what, p->nparams, np);
+    int n_out = p->n_out;
+    size_t stride = np + PAD;
+    float *params = malloc(sizeof(float) * stride * P_NETS);
+    NevoRng rng;
+    nevo_rng_init(&rng, seed, NEVO_RNG_USER, 0, 0, 0);
+    for (int j = 0; j < P_NETS; j++) {
+        fill_gauss(&rng, params + j * stride, np, 0.4f);
+        /* the gap between rows is poison: reading it would show as NaN */
+        for (int k = 0; k < PAD; k++) params[j * stride + np + k] = NAN;
+    }
+    int odim = spec->obs_dim;
+    float *obs = malloc(sizeof(float) * (size_t)odim * N_ROWS);
+    fill_gauss(&rng, obs, (size_t)odim * N_ROWS, 1.5f);
+    if (obs_norm) {
+        for (int i = 0; i < odim; i++) {
+            p->obs_mean[i] = (float)(nevo_rng_uniform(&rng) - 0.5);
+            p->obs_std[i] = (float)(0.1 + nevo_rng_uniform(&rng)); /* small std: some clip */
+        }
+    }
+    /* every network appears, in shuffled order, most more than once */
+    int net[N_ROWS];
+    for (int i = 0; i < N_ROWS; i++) net[i] = i % P_NETS;
+    for (int i = N_ROWS - 1; i > 0; i--) {
+        int k = (int)nevo_rng_below(&rng, (uint32_t)i + 1);
+        int t = net[i];
+        net[i] = net[k], net[k] = t;
+    }
+
+    float *out = malloc(sizeof(float) * (size_t)n_out * N_ROWS);
+    size_t sfl = nevo_policy_scratch_floats(p, N_ROWS);
+    float *scratch = malloc(sizeof(float) * sfl);
+    for (size_t i = 0; i < sfl; i++) scratch[i] = NAN; /* no read before write */
+    nevo_policy_forward(p, params, stride, net, obs, N_ROWS, out, scratch);
+
+    double *x = malloc(sizeof(double) * (size_t)odim);
+    double ref[64];
+    int clipped = 0;
+    for (int i = 0; i < N_ROWS; i++) {
+        for (int k = 0; k < odim; k++) {
+            double v = obs[(size_t)i * odim + k];
+            if (obs_norm) {
+                v = (v - p->obs_mean[k]) / p->obs_std[k];
+                if (v < -5.0 || v > 5.0) clipped++;
+                v = v < -5.0 ? -5.0 : v > 5.0 ? 5.0 : v;
+            }
+            x[k] = v;
+        }
+        ref_forward(spec, cfg, params + (size_t)net[i] * stride, x, ref);
+        for (int j = 0; j < n_out; j++) {
+            double got = out[(size_t)i * n_out + j];
+            CHECK_MSG(fabs(got - ref[j]) <= 1e-5 * (1.0 + fabs(ref[j])),
+                      "%s: row %d (net %d) output %d: %.9g vs reference %.9g", what, i, net[i], j,
+                      got, ref[j]);
+        }
+    }
+    if (obs_norm) CHECK_MSG(clipped > 0, "%s: the case never exercises the clip", what);
+
+    /* bitwise: each row alone, and the batch reversed */
+    float *one = malloc(sizeof(float) * (size_t)n_out);
+    float *scratch1 = malloc(sizeof(float) * nevo_policy_scratch_floats(p, 1));
+    for (int i = 0; i < N_ROWS; i++) {
+        nevo_policy_forward(p, params, stride, &net[i], obs + (size_t)i * odim, 1, one, scratch1);
+        CHECK_MSG(memcmp(one, out + (size_t)i * n_out, sizeof(float) * (size_t)n_out) == 0,
+                  "%s: row %d differs alone and in a batch", what, i);
+    }
+    int rnet[N_ROWS];
+    float *robs = malloc(sizeof(float) * (size_t)odim * N_ROWS);
+    float *rout = malloc(sizeof(float) * (size_t)n_out * N_ROWS);
+    for (int i = 0; i < N_ROWS; i++) {
+        rnet[i] = net[N_ROWS - 1 - i];
+        memcpy(robs + (size_t)i * odim, obs + (size_t)(N_ROWS - 1 - i) * odim, sizeof(float) * (size_t)odim);
+    }
+    nevo_policy_forward(p, params, stride, rnet, robs, N_ROWS, rout, scratch);
+    for (int i = 0; i < N_ROWS; i++)
+        CHECK_MSG(memcmp(rout + (size_t)i * n_out, out + (size_t)(N_ROWS - 1 - i) * n_out,
+                         sizeof(float) * (size_t)n_out) == 0,
+                  "%s: row %d differs in a reversed batch", what, i);
+    free(robs), free(rout), free(one), free(scratch1), free(x);
+    free(out), free(scratch), free(obs), free(params);
+    nevo_policy_free(p);
+}
+
+TEST(policy_forward_mlp_discrete) {
+    NevoEnv *env = open_env("CartPole-v1");
+    const NevoEnvSpec *spec = nevo_env_spec(env);
+    int h[2] = {16, 8};
+    NevoPolicyConfig c = mlp_config("tanh", 2, h);
+    check_forward(spec, &c, 0, 1, "CartPole tanh [16,8]");
+    c = mlp_config("relu", 2, h);
+    check_forward(spec, &c, 0, 2, "CartPole relu [16,8]");
+    check_forward(spec, &c, 1, 3, "CartPole relu [16,8] obs_norm");
+    nevo_env_free(env);
+}
+
+TEST(policy_forward_mlp_continuous) {
+    NevoEnv *env = open_env("Pendulum-v1");
+    const NevoEnvSpec *spec = nevo_env_spec(env);
+    int h[3] = {12, 7, 5};
+    NevoPolicyConfig c = mlp_config("tanh", 3, h);
+    check_forward(spec, &c, 0, 4, "Pendulum tanh [12,7,5]");
+    c = mlp_config("relu", 1, h);
+    check_forward(spec, &c, 1, 5, "Pendulum relu [12] obs_norm");
+    c = mlp_config("tanh", 0, h);
+    check_forward(spec, &c, 0, 6, "Pendulum linear");
+    /* a wider box action space */
+    float lo[6] = {-1, -1, -1, -1, -1, -1}, hi[6] = {1, 1, 1, 1, 1, 1};
+    NevoEnvSpec box = box_spec(11, 6, lo, hi);
+    c = mlp_config("relu", 2, h);
+    check_forward(&box, &c, 0, 7, "box 11->6 relu [12,7]");
+    nevo_env_free(env);
+}
+
+TEST(policy_forward_conv) {
+    NevoEnvSpec img = image_spec(10, 10, 4, 6);
+    int h1[1] = {16};
+    NevoPolicyConfig c = mlp_config("relu", 1, h1);
+    c.n_conv = 2;
+    c.n_conv_kernels = c.n_conv_strides = 2;
+    c.conv_filters[0] = 8, c.conv_kernels[0] = 3, c.conv_strides[0] = 1;
+    c.conv_filters[1] = 4, c.conv_kernels[1] = 3, c.conv_strides[1] = 2;
+    check_forward(&img, &c, 0, 8, "conv 10x10x4 relu");
+    strcpy(c.activation, "tanh");
+    check_forward(&img, &c, 0, 9, "conv 10x10x4 tanh");
+    /* rows != cols, a stride that does not divide, a 1x1 and a 2x2 kernel */
+    NevoEnvSpec odd = image_spec(9, 7, 3, 4);
+    int h2[2] = {8, 6};
+    c = mlp_config("tanh", 2, h2);
+    c.n_conv = 3;
+    c.n_conv_kernels = c.n_conv_strides = 3;
+    c.conv_filters[0] = 5, c.conv_kernels[0] = 3, c.conv_strides[0] = 2; /* -> 4x3x5 */
+    c.conv_filters[1] = 3, c.conv_kernels[1] = 1, c.conv_strides[1] = 1; /* -> 4x3x3 */
+    c.conv_filters[2] = 2, c.conv_kernels[2] = 2, c.conv_strides[2] = 1; /* -> 3x2x2 */
+    check_forward(&odd, &c, 0, 10, "conv 9x7x3 three layers");
+    c.n_hidden = 0;
+    strcpy(c.activation, "relu");
+    check_forward(&odd, &c, 1, 11, "conv 9x7x3 no hidden, obs_norm");
+}
+
+/* A NaN parameter must reach the output whatever the activation, so the evaluator can
+ * report it (eval.h: NEVO_ERR_NUMERIC when the policy produces NaN). tanh propagates
+ * NaN; relu must too, as numpy.maximum(x, 0) and torch.relu do. A relu written as
+ * `y > 0 ? y : 0` maps NaN to 0 and hides a diverged network behind finite actions. */
+TEST(policy_forward_propagates_nan) {
+    NevoEnv *env = open_env("CartPole-v1");
+    int h[2] = {8, 8};
+    static const char *const acts[2] = {"tanh", "relu"};
+    NevoNoise *noise = small_noise();
+    for (int a = 0; a < 2; a++) {
+        NevoPolicyConfig c = mlp_config(acts[a], 2, h);
+        NevoPolicy *p = new_policy(nevo_env_spec(env), &c, 0);
+        float *theta = malloc(sizeof(float) * p->nparams);
+        nevo_policy_init_params(p, noise, 1, 0, 0, theta);
+        theta[3] = NAN; /* first layer, input 0 -> hidden unit 3 */
+        const float obs[4] = {0.1f, -0.2f, 0.3f, 0.05f};
+        int net = 0;
+        float out[2];
+        float *scratch = malloc(sizeof(float) * nevo_policy_scratch_floats(p, 1));
+        nevo_policy_forward(p, theta, p->nparams, &net, obs, 1, out, scratch);
+        CHECK_MSG(isnan(out[0]) && isnan(out[1]),
+                  "%s: a NaN weight gave finite outputs %g %g", acts[a], out[0], out[1]);
+        free(scratch);
+        free(theta);
+        nevo_policy_free(p);
+    }
+    free_noise(noise);
+    nevo_env_free(env);
+}
+
+TEST(policy_nparams_and_flops) {
+    NevoEnv *env = open_env("CartPole-v1");
+    int h[2] = {64, 64};
+    NevoPolicyConfig c = mlp_config("tanh", 2, h);
+    NevoPolicy *p = new_policy(nevo_env_spec(env), &c, 0);
+    /* 4->64->64->2: (4*64+64) + (64*64+64) + (64*2+2) */
+    CHECK_EQ_INT(p->nparams, 4610);
+    CHECK_EQ_INT(p->n_out, 2);
+    CHECK_NEAR(nevo_policy_flops(p), 2.0 * (4 * 64 + 64 * 64 + 64 * 2), 0);
+    nevo_policy_free(p);
+    nevo_env_free(env);
+
+    NevoEnvSpec img = image_spec(10, 10, 4, 6);
+    int h1[1] = {16};
+    c = mlp_config("relu", 1, h1);
+    c.n_conv = 2;
+    c.n_conv_kernels = c.n_conv_strides = 2;
+    c.conv_filters[0] = 8, c.conv_kernels[0] = 3, c.conv_strides[0] = 1; /* -> 8x8x8 */
+    c.conv_filters[1] = 4, c.conv_kernels[1] = 3, c.conv_strides[1] = 2; /* -> 3x3x4 */
+    p = new_policy(&img, &c, 0);
+    /* (3*3*4*8+8) + (3*3*8*4+4) + (36*16+16) + (16*6+6) */
+    CHECK_EQ_INT(p->nparams, 296 + 292 + 592 + 102);
+    CHECK_NEAR(nevo_policy_flops(p), 2.0 * (36 * 512 + 72 * 36 + 36 * 16 + 16 * 6), 0);
+    nevo_policy_free(p);
+}
+
+TEST(policy_new_rejects_bad_shapes) {
+    NevoEnv *env = open_env("CartPole-v1");
+    int h[1] = {8};
+    NevoPolicyConfig c = mlp_config("tanh", 1, h);
+    c.n_conv = 1;
+    c.n_conv_kernels = c.n_conv_strides = 1;
+    c.conv_filters[0] = 4, c.conv_kernels[0] = 3, c.conv_strides[0] = 1;
+    NevoPolicy *p = (NevoPolicy *)1;
+    NevoError err = {0};
+    CHECK(nevo_policy_new(nevo_env_spec(env), &c, 0, &p, &err) == NEVO_ERR_INVALID);
+    CHECK(p == NULL);
+    CHECK_MSG(strstr(err.msg, "CartPole-v1") && strstr(err.msg, "conv"), "message: %s", err.msg);
+    nevo_env_free(env);
+
+    NevoEnvSpec img = image_spec(5, 6, 1, 3);
+    c.conv_kernels[0] = 6; /* wider than the 5 rows */
+    memset(&err, 0, sizeof err);
+    CHECK(nevo_policy_new(&img, &c, 0, &p, &err) == NEVO_ERR_INVALID);
+    CHECK_MSG(strstr(err.msg, "kernel 6"), "message: %s", err.msg);
+}
+
+/* --- outputs to actions ------------------------------------------------------------- */
+
+TEST(policy_actions_argmax_first_maximum) {
+    NevoEnvSpec img = image_spec(3, 3, 1, 5);
+    NevoPolicyConfig c = mlp_config("tanh", 0, NULL);
+    NevoPolicy *p = new_policy(&img, &c, 0);
+    const float out[6][5] = {
+        {1, 3, 3, 0, 2},          /* tie: the first one */
+        {5, 5, 5, 5, 5},          /* all equal: 0 */
+        {-1, -2, -3, -4, -0.5f},  /* last */
+        {0, 0, 0, 7, 7},          /* tie at the end */
+        {-INFINITY, -1e30f, -1e30f, -INFINITY, -2e30f},
+        {0.1f, 0.2f, 0.30000001f, 0.3f, 0.29f},
+    };
+    const float want[6] = {1, 0, 4, 3, 1, 2};
+    float act[6];
+    nevo_policy_actions(p, &out[0][0], 6, act);
+    for (int i = 0; i < 6; i++) CHECK_MSG(act[i] == want[i], "row %d: %g, want %g", i, act[i], want[i]);
+    nevo_policy_free(p);
+}
+
+TEST(policy_actions_continuous_bounds) {
+    NevoEnv *env = open_env("Pendulum-v1");
+    NevoPolicyConfig c = mlp_config("tanh", 0, NULL);
+    NevoPolicy *p = new_policy(nevo_env_spec(env), &c, 0);
+    const float out[5] = {100.0f, -100.0f, 0.0f, 0.5f, -1e30f};
+    float a[5];
+    nevo_policy_actions(p, out, 5, a);
+    CHECK(a[0] == 2.0f && a[1] == -2.0f && a[2] == 0.0f && a[4] == -2.0f);
+    CHECK_NEAR(a[3], 2.0 * tanh(0.5), 1e-6);
+    nevo_policy_free(p);
+    nevo_env_free(env);
+
+    /* asymmetric bounds, per dimension */
+    float lo[3] = {-1.0f, 0.0f, -3.0f}, hi[3] = {3.0f, 1.0f, -2.0f};
+    NevoEnvSpec box = box_spec(2, 3, lo, hi);
+    p = new_policy(&box, &c, 0);
+    const float big[2][3] = {{50, 50, 50}, {-50, -50, -50}};
+    float ab[2][3];
+    nevo_policy_actions(p, &big[0][0], 2, &ab[0][0]);
+    for (int j = 0; j < 3; j++) {
+        CHECK_MSG(ab[0][j] == hi[j], "dim %d: %.9g, want high %g", j, ab[0][j], hi[j]);
+        CHECK_MSG(ab[1][j] == lo[j], "dim %d: %.9g, want low %g", j, ab[1][j], lo[j]);
+    }
+    NevoRng rng;
+    nevo_rng_init(&rng, 17, NEVO_RNG_USER, 0, 0, 0);
+    float o[300], av[300];
+    fill_gauss(&rng, o, 300, 2.0f);
+    nevo_policy_actions(p, o, 100, av);
+    for (int i = 0; i < 100; i++)
+        for (int j = 0; j < 3; j++) {
+            double want = lo[j] + 0.5 * (tanh(o[i * 3 + j]) + 1.0) * (hi[j] - lo[j]);
+            CHECK_NEAR(av[i * 3 + j], want, 1e-6 * (hi[j] - lo[j]) + 1e-6);
+            CHECK(av[i * 3 + j] >= lo[j] && av[i * 3 + j] <= hi[j]);
+        }
+    nevo_policy_free(p);
+}
+
+/* Observation normalisation through an identity network: out = clip((x - mean)/std, ±5). */
+TEST(policy_obs_norm_clips) {
+    float lo[4] = {-1, -1, -1, -1}, hi[4] = {1, 1, 1, 1};
+    NevoEnvSpec box = box_spec(4, 4, lo, hi);
+    NevoPolicyConfig c = mlp_config("tanh", 0, NULL);
+    NevoPolicy *p = new_policy(&box, &c, 1);
+    CHECK_EQ_INT(p->nparams, 4 * 4 + 4);
+    /* fresh policy: mean 0, std 1 */
+    for (int i = 0; i < 4; i++) CHECK(p->obs_mean[i] == 0.0f && p->obs_std[i] == 1.0f);
+    float theta[20] = {0};
+    for (int i = 0; i < 4; i++) theta[i * 4 + i] = 1.0f;
+    const float mean[4] = {1.0f, -2.0f, 0.0f, 10.0f}, std[4] = {2.0f, 0.5f, 1.0f, 0.125f};
+    memcpy(p->obs_mean, mean, sizeof mean);
+    memcpy(p->obs_std, std, sizeof std);
+    const float obs[2][4] = {{7.0f, -5.5f, 0.25f, 10.6875f},   /* 3, -7, 0.25, 5.5 */
+                             {-9.0f, -4.5f, -6.0f, 9.375f}};   /* -5, -5, -6, -5 */
+    const float want[2][4] = {{3.0f, -5.0f, 0.25f, 5.0f}, {-5.0f, -5.0f, -5.0f, -5.0f}};
+    int net[2] = {0, 0};
+    float out[8];
+    float *scratch = malloc(sizeof(float) * nevo_policy_scratch_floats(p, 2));
+    nevo_policy_forward(p, theta, 20, net, &obs[0][0], 2, out, scratch);
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 4; j++)
+            CHECK_MSG(out[i * 4 + j] == want[i][j], "row %d dim %d: %.9g, want %g", i, j,
+                      out[i * 4 + j], want[i][j]);
+    /* off: the raw observation */
+    p->obs_norm = 0;
+    nevo_policy_forward(p, theta, 20, net, &obs[0][0], 2, out, scratch);
+    CHECK(memcmp(out, obs, sizeof out) == 0);
+    free(scratch);
+    nevo_policy_free(p);
+}
+
+/* --- initialisation ----------------------------------------------------------------- */
+
+/* Sample mean and std of n floats at stride. */
+static void moments(const float *x, size_t n, size_t stride, double *mean, double *std) {
+    double s = 0, ss = 0;
+    for (size_t i = 0; i < n; i++) s += x[i * stride];
+    *mean = s / n;
+    for (size_t i = 0; i < n; i++) ss += (x[i * stride] - *mean) * (x[i * stride] - *mean);
+    *std = sqrt(ss / n);
+}
+
+TEST(policy_init_scaled) {
+    NevoNoise *noise = small_noise();
+    float lo[20], hi[20];
+    for (int i = 0; i < 20; i++) lo[i] = -1, hi[i] = 1;
+    NevoEnvSpec box = box_spec(300, 20, lo, hi);
+    int h[1] = {200};
+    NevoPolicyConfig c = mlp_config("tanh", 1, h);
+    NevoPolicy *p = new_policy(&box, &c, 0);
+    float *theta = malloc(sizeof(float) * p->nparams);
+    for (size_t i = 0; i < p->nparams; i++) theta[i] = NAN; /* init must write everything */
+    nevo_policy_init_params(p, noise, 7, 2, 5, theta);
+    const int fan[2] = {300, 200}, units[2] = {200, 20};
+    size_t off = 0;
+    for (int l = 0; l < 2; l++) {
+        size_t nw = (size_t)fan[l] * units[l];
+        double mean, sd, want = 1.0 / sqrt(fan[l]);
+        moments(theta + off, nw, 1, &mean, &sd);
+        /* 4.5 standard errors: mean sd/sqrt(n), std sd/sqrt(2n) */
+        CHECK_MSG(fabs(mean) < 4.5 * want / sqrt((double)nw), "layer %d mean %g", l, mean);
+        CHECK_MSG(fabs(sd / want - 1.0) < 4.5 / sqrt(2.0 * nw), "layer %d std %g, want %g", l, sd, want);
+        /* layer l's weights are the noise slice named (seed, INIT, generation,
+         * individual, l), scaled by 1/sqrt(fan_in) */
+        const float *z = nevo_noise_slice(noise, nw, 7, NEVO_RNG_INIT, 2, 5, (uint32_t)l);
+        for (size_t i = 0; i < nw; i++)
+            CHECK_MSG(fabs(theta[off + i] - z[i] * want) <= 1e-6 * fabs(z[i] * want) + 1e-12,
+                      "layer %d weight %zu: %.9g vs slice %.9g / sqrt(%d)", l, i, theta[off + i],
+                      z[i], fan[l]);
+        off += nw;
+        for (int j = 0; j < units[l]; j++) CHECK_MSG(theta[off + j] == 0.0f, "layer %d bias %d", l, j);
+        off += (size_t)units[l];
+    }
+    CHECK_EQ_INT(off, p->nparams);
+
+    /* a pure function of (seed, generation, individual) */
+    float *again = malloc(sizeof(float) * p->nparams);
+    nevo_policy_init_params(p, noise, 7, 2, 5, again);
+    CHECK(memcmp(theta, again, sizeof(float) * p->nparams) == 0);
+    nevo_policy_init_params(p, noise, 7, 2, 6, again);
+    CHECK(memcmp(theta, again, sizeof(float) * 100) != 0);
+    nevo_policy_init_params(p, noise, 7, 3, 5, again);
+    CHECK(memcmp(theta, again, sizeof(float) * 100) != 0);
+    nevo_policy_init_params(p, noise, 8, 2, 5, again);
+    CHECK(memcmp(theta, again, sizeof(float) * 100) != 0);
+    free(again);
+    free(theta);
+    nevo_policy_free(p);
+
+    /* conv: fan_in = k*k*in_c */
+    NevoEnvSpec img = image_spec(10, 10, 4, 3);
+    c = mlp_config("relu", 0, NULL);
+    c.n_conv = 1;
+    c.n_conv_kernels = c.n_conv_strides = 1;
+    c.conv_filters[0] = 64, c.conv_kernels[0] = 5, c.conv_strides[0] = 1;
+    p = new_policy(&img, &c, 0);
+    theta = malloc(sizeof(float) * p->nparams);
+    nevo_policy_init_params(p, noise, 1, 0, 0, theta);
+    size_t nw = 5 * 5 * 4 * 64;
+    double mean, sd, want = 1.0 / sqrt(100.0);
+    moments(theta, nw, 1, &mean, &sd);
+    CHECK_MSG(fabs(sd / want - 1.0) < 4.5 / sqrt(2.0 * nw), "conv std %g, want %g", sd, want);
+    for (int j = 0; j < 64; j++) CHECK(theta[nw + j] == 0.0f);
+    free(theta);
+    nevo_policy_free(p);
+    free_noise(noise);
+}
+
+/* normc: each output unit's incoming weight vector (a strided column of W) has norm 1,
+ * 0.01 on the output layer; biases zero. */
+TEST(policy_init_normc) {
+    NevoEnvSpec img = image_spec(8, 8, 3, 5);
+    int h[2] = {32, 16};
+    NevoPolicyConfig c = mlp_config("tanh", 2, h);
+    strcpy(c.init, "normc");
+    c.n_conv = 1;
+    c.n_conv_kernels = c.n_conv_strides = 1;
+    c.conv_filters[0] = 6, c.conv_kernels[0] = 3, c.conv_strides[0] = 2; /* -> 3x3x6 = 54 */
+    NevoPolicy *p = new_policy(&img, &c, 0);
+    float *theta = malloc(sizeof(float) * p->nparams);
+    NevoNoise *noise = small_noise();
+    nevo_policy_init_params(p, noise, 3, 0, 1, theta);
+    free_noise(noise);
+    const int fan[4] = {27, 54, 32, 16}, units[4] = {6, 32, 16, 5};
+    size_t off = 0;
+    for (int l = 0; l < 4; l++) {
+        double target = l == 3 ? 0.01 : 1.0;
+        for (int u = 0; u < units[l]; u++) {
+            double ss = 0;
+            for (int r = 0; r < fan[l]; r++) {
+                double w = theta[off + (size_t)r * units[l] + u];
+                ss += w * w;
+            }
+            CHECK_MSG(fabs(sqrt(ss) - target) < 1e-5 * target, "layer %d unit %d norm %.8g, want %g",
+                      l, u, sqrt(ss), target);
+        }
+        off += (size_t)fan[l] * units[l];
+        for (int u = 0; u < units[l]; u++) CHECK(theta[off + u] == 0.0f);
+        off += (size_t)units[l];
+    }
+    CHECK_EQ_INT(off, p->nparams);
+    free(theta);
+    nevo_policy_free(p);
+}
+
+/* --- observation statistics --------------------------------------------------------- */
+
+TEST(policy_obs_stats) {
+    enum { N = 1000, D = 5 };
+    static float obs[N][D];
+    NevoRng rng;
+    nevo_rng_init(&rng, 11, NEVO_RNG_USER, 0, 0, 0);
+    for (int i = 0; i < N; i++) {
+        obs[i][0] = (float)(3.0 + 2.0 * nevo_rng_normal(&rng));
+        obs[i][1] = 7.0f;                                          /* variance 0 */
+        obs[i][2] = (float)(0.01 * nevo_rng_normal(&rng));          /* variance 1e-4 */
+        obs[i][3] = (float)(1000.0 + nevo_rng_normal(&rng));        /* large mean */
+        obs[i][4] = (float)nevo_rng_uniform(&rng);
+    }
+    NevoObsStats all, a, b;
+    nevo_obs_stats_init(&all, D);
+    nevo_obs_stats_init(&a, D);
+    nevo_obs_stats_init(&b, D);
+    for (int i = 0; i < N; i++) {
+        nevo_obs_stats_add(&all, obs[i]);
+        nevo_obs_stats_add(i < 400 ? &a : &b, obs[i]);
+    }
+    CHECK(all.count == N);
+    nevo_obs_stats_merge(&a, &b);
+    CHECK(a.count == N);
+    for (int k = 0; k < D; k++) {
+        CHECK_NEAR(a.sum[k], all.sum[k], 1e-12 * fabs(all.sum[k]) + 1e-12);
+        CHECK_NEAR(a.sumsq[k], all.sumsq[k], 1e-12 * fabs(all.sumsq[k]) + 1e-12);
+    }
+
+    float lo[1] = {-1}, hi[1] = {1};
+    NevoEnvSpec box = box_spec(D, 1, lo, hi);
+    NevoPolicyConfig c = mlp_config("tanh", 0, NULL);
+    NevoPolicy *p = new_policy(&box, &c, 1);
+    /* no data: unchanged */
+    NevoObsStats empty;
+    nevo_obs_stats_init(&empty, D);
+    nevo_obs_stats_apply(&empty, p);
+    for (int k = 0; k < D; k++) CHECK(p->obs_mean[k] == 0.0f && p->obs_std[k] == 1.0f);
+
+    nevo_obs_stats_apply(&all, p);
+    for (int k = 0; k < D; k++) {
+        /* two-pass mean and population variance in double */
+        double m = 0, v = 0;
+        for (int i = 0; i < N; i++) m += obs[i][k];
+        m /= N;
+        for (int i = 0; i < N; i++) v += (obs[i][k] - m) * (obs[i][k] - m);
+        v /= N;
+        double sd = sqrt(v > 1e-2 ? v : 1e-2);
+        CHECK_MSG(fabs(p->obs_mean[k] - m) <= 1e-6 * fabs(m) + 1e-9, "dim %d mean %.9g vs %.9g", k,
+                  p->obs_mean[k], m);
+        CHECK_MSG(fabs(p->obs_std[k] - sd) <= 2e-6 * sd, "dim %d std %.9g vs %.9g", k, p->obs_std[k], sd);
+    }
+    CHECK(p->obs_std[1] == (float)0.1 && p->obs_std[2] == (float)0.1); /* floored */
+    CHECK(p->obs_std[0] > 1.8f && p->obs_std[0] < 2.2f);
+    nevo_obs_stats_free(&all);
+    nevo_obs_stats_free(&a);
+    nevo_obs_stats_free(&b);
+    nevo_obs_stats_free(&empty);
+    CHECK(all.sum == NULL && all.sumsq == NULL);
+    nevo_policy_free(p);
+    nevo_policy_free(NULL);
+}
