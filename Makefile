@@ -24,7 +24,10 @@ ifeq ($(CI),true)
 CFLAGS_BASE += -Werror
 endif
 CFLAGS += $(CFLAGS_BASE)
-LIBS = -lgif -ljansson -lpng -lm -pthread
+LIBS = -lgif -ljansson -lmujoco -lpng -lm -pthread
+# MuJoCo envs look for their model files in $NEVO_MODELS, then models/mujoco under the
+# current directory, then this checkout's models/mujoco (baked in here, only here).
+$(BUILD)/src/envs/mujoco_common.o: CFLAGS += -DNEVO_MODELS_DIR='"$(CURDIR)/models/mujoco"'
 
 LIB_SRC := $(sort $(wildcard src/core/*.c src/envs/*.c src/nn/*.c src/engine/*.c src/algo/*.c src/io/*.c src/bench/*.c))
 CLI_SRC := $(sort $(wildcard src/cli/*.c))

@@ -6,8 +6,11 @@
 #   libjansson-dev   JSON configs (parser with line/column errors)
 #   libpng-dev       PNG pictures (maze plots, renders)
 #   libgif-dev       animated GIFs of episodes (giflib)
+#   libmujoco-dev    MuJoCo 2.2 physics (the mujoco/* locomotion envs)
+#   libqhull-dev     qhull, MuJoCo's convex hulls for mesh geoms (headers; the runtime
+#                    library already comes with libmujoco)
 set -eu
-PKGS="build-essential pkg-config libjansson-dev libpng-dev libgif-dev"
+PKGS="build-essential pkg-config libjansson-dev libpng-dev libgif-dev libmujoco-dev libqhull-dev"
 [ -n "${NEVO_EXTRA_PKGS:-}" ] && PKGS="$PKGS $NEVO_EXTRA_PKGS"
 missing=""
 for p in $PKGS; do

@@ -38,6 +38,11 @@ int nevo_algo_generations_done(const NevoAlgo *a);
  * sets the policy's observation normalisation to match (ES). */
 void nevo_algo_best(const NevoAlgo *a, float *theta);
 
+/* Behaviours (bc_dim floats each) of the last generation's population and of the
+ * novelty archive, for pictures; NULL with *n = 0 when there are none. */
+const float *nevo_algo_behaviours(const NevoAlgo *a, int *n);
+const float *nevo_algo_archive(const NevoAlgo *a, int *n);
+
 /* Whole algorithm state, for checkpoints. */
 void nevo_algo_save(const NevoAlgo *a, NevoBuf *buf);
 NevoStatus nevo_algo_load(NevoAlgo *a, NevoReader *r, NevoError *err);

@@ -72,6 +72,13 @@ typedef struct NevoEnvClass {
      * params block; NULL if the env has no options. */
     NevoStatus (*configure)(NevoEnvSpec *spec, void *params, const NevoEnvOption *opts,
                             int n_opts, NevoError *err);
+    /* Releases what configure acquired in the params block (a loaded model); called by
+     * nevo_env_free, also after a failed configure. NULL if there is nothing to release. */
+    void (*release)(void *params);
+    /* Releases what an instance acquired (an mjData, created on its first reset in the
+     * thread that steps it; zeroed state means none yet). NULL when the state is plain
+     * data. */
+    void (*instance_free)(const NevoEnv *env, void *state);
     /* Starts an episode from seed; writes the first observation. */
     void (*reset)(const NevoEnv *env, void *state, uint64_t seed, float *obs);
     /* Advances one step; writes the next observation and fills reward/terminated
@@ -111,6 +118,15 @@ void nevo_env_set_max_steps(NevoEnv *env, int max_steps);
 /* Bytes of one instance (the env layer's header plus the class's state), a multiple
  * of 16 so instances pack in arrays. */
 size_t nevo_env_instance_size(const NevoEnv *env);
+
+/* Instance lifetime. A fresh instance is zeroed memory (nevo_env_instance_init, or
+ * nevo_alloc / calloc); envs whose instances own resources (MuJoCo's mjData) acquire
+ * them on the first reset. nevo_env_instance_free releases them and leaves zeroed
+ * bytes, so freeing twice is harmless; free every instance before nevo_env_free, or
+ * its resources leak. Instance bytes may be moved (memcpy, the old copy no longer
+ * used) or swapped, never duplicated: two live copies would share one simulation. */
+void nevo_env_instance_init(const NevoEnv *env, void *inst);
+void nevo_env_instance_free(const NevoEnv *env, void *inst);
 
 void nevo_env_reset(const NevoEnv *env, void *inst, uint64_t seed, float *obs);
 void nevo_env_step(const NevoEnv *env, void *inst, const float *action, float *obs,

@@ -3,7 +3,9 @@
  *
  * A run directory holds: config.json (the resolved config), metrics.jsonl (one JSON
  * object per generation), checkpoint.bin (the latest checkpoint), policy.nevo (the
- * best policy so far, a standalone file) and, at the end, summary.json. */
+ * best policy so far, a standalone file) and, at the end, summary.json and (envs with
+ * a behaviour characterisation) behaviours.json: the last generation's behaviours and
+ * the novelty archive. */
 #ifndef NEVO_TRAIN_H
 #define NEVO_TRAIN_H
 

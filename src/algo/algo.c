@@ -40,6 +40,9 @@ NevoStatus nevo_algo_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
 int nevo_algo_generations_done(const NevoAlgo *a) { return a->generation; }
 void nevo_algo_best(const NevoAlgo *a, float *theta) { a->ops->best(a, theta); }
 
+const float *nevo_algo_behaviours(const NevoAlgo *a, int *n) { return a->ops->behaviours(a, n); }
+const float *nevo_algo_archive(const NevoAlgo *a, int *n) { return a->ops->archive(a, n); }
+
 void nevo_algo_save(const NevoAlgo *a, NevoBuf *buf) {
     nevo_buf_u32(buf, (uint32_t)a->generation);
     a->ops->save(a, buf);

@@ -18,6 +18,8 @@ typedef struct NevoAlgoOps {
     void (*save)(const NevoAlgo *a, NevoBuf *buf);
     NevoStatus (*load)(NevoAlgo *a, NevoReader *r, NevoError *err);
     void (*free)(NevoAlgo *a);
+    const float *(*behaviours)(const NevoAlgo *a, int *n);
+    const float *(*archive)(const NevoAlgo *a, int *n);
 } NevoAlgoOps;
 
 /* Every algorithm struct begins with this header. */

@@ -154,7 +154,7 @@ static NevoStatus es_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
     NevoObsStats gathered;
     if (cfg->es.obs_norm) nevo_obs_stats_init(&gathered, es->obs.dim);
     st = nevo_algo_rollouts(a, es->pop, 2 * n, cfg->episodes, gen, ids, es->fitness,
-                            es->mode == MODE_ES ? NULL : es->bcs, stats, cfg->es.obs_norm ? &gathered : NULL,
+                            es->bc_dim > 0 ? es->bcs : NULL, stats, cfg->es.obs_norm ? &gathered : NULL,
                             cfg->es.obs_norm_prob, err);
     free(ids);
     if (st) {
@@ -308,7 +308,19 @@ static void es_free(NevoAlgo *a) {
     free(es);
 }
 
-static const NevoAlgoOps es_ops = {es_generation, es_best, es_save, es_load, es_free};
+static const float *es_behaviours(const NevoAlgo *a, int *n) {
+    const ES *es = (const ES *)a;
+    *n = es->bc_dim > 0 && a->generation > 0 ? 2 * es->n_pairs : 0;
+    return *n ? es->bcs : NULL;
+}
+
+static const float *es_archive(const NevoAlgo *a, int *n) {
+    const ES *es = (const ES *)a;
+    *n = es->mode != MODE_ES ? es->archive.n : 0;
+    return *n ? es->archive.points : NULL;
+}
+
+static const NevoAlgoOps es_ops = {es_generation, es_best, es_save, es_load, es_free, es_behaviours, es_archive};
 
 NevoStatus nevo_es_new(const NevoAlgo *base, NevoAlgo **out, NevoError *err) {
     const NevoConfig *cfg = base->cfg;

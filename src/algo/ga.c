@@ -55,7 +55,8 @@ typedef struct GA {
     int ns;
     int bc_dim;
     NevoArchive archive;
-    float *bcs;           /* (P, bc_dim) the children's behaviours */
+    float *bcs;           /* (P, bc_dim) the children's behaviours (envs with a BC) */
+    int have_bcs;         /* bcs hold a generation's behaviours */
     double *novelty;      /* (P) */
     int *self;            /* (P) 0..P-1: each child excludes itself from its neighbours */
     int *sel_order;       /* children by selection score (novelty), best first */
@@ -134,8 +135,9 @@ static NevoStatus ga_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
     uint32_t gen = (uint32_t)a->generation;
     make_children(ga, gen);
     NevoStatus st = nevo_algo_rollouts(a, ga->pop, ga->P, cfg->episodes, gen, NULL, ga->fitness,
-                                       ga->ns ? ga->bcs : NULL, stats, NULL, 0.0, err);
+                                       ga->bcs, stats, NULL, 0.0, err);
     if (st) return st;
+    ga->have_bcs = ga->bcs != NULL;
     nevo_rank_desc(ga->fitness, ga->P, ga->order);
     const int *sel = ga->order;
     if (ga->ns) {
@@ -310,7 +312,19 @@ static void ga_free(NevoAlgo *a) {
     free(ga);
 }
 
-static const NevoAlgoOps ga_ops = {ga_generation, ga_best, ga_save, ga_load, ga_free};
+static const float *ga_behaviours(const NevoAlgo *a, int *n) {
+    const GA *ga = (const GA *)a;
+    *n = ga->have_bcs ? ga->P : 0;
+    return ga->have_bcs ? ga->bcs : NULL;
+}
+
+static const float *ga_archive(const NevoAlgo *a, int *n) {
+    const GA *ga = (const GA *)a;
+    *n = ga->ns ? ga->archive.n : 0;
+    return ga->ns ? ga->archive.points : NULL;
+}
+
+static const NevoAlgoOps ga_ops = {ga_generation, ga_best, ga_save, ga_load, ga_free, ga_behaviours, ga_archive};
 
 NevoStatus nevo_ga_new(const NevoAlgo *base, NevoAlgo **out, NevoError *err) {
     GA *ga = nevo_alloc(sizeof *ga);
@@ -330,10 +344,10 @@ NevoStatus nevo_ga_new(const NevoAlgo *base, NevoAlgo **out, NevoError *err) {
     ga->fitness = nevo_alloc(sizeof(double) * (size_t)(ga->P + 1));
     ga->order = nevo_alloc(sizeof(int) * (size_t)(ga->P + 1));
     ga->ns = strcmp(cfg->algo, "ga-ns") == 0;
+    ga->bc_dim = nevo_env_spec(base->env)->bc_dim;
+    if (ga->bc_dim > 0) ga->bcs = nevo_alloc(sizeof(float) * (size_t)ga->P * ga->bc_dim);
     if (ga->ns) {
-        ga->bc_dim = nevo_env_spec(base->env)->bc_dim;
         nevo_archive_init(&ga->archive, ga->bc_dim);
-        ga->bcs = nevo_alloc(sizeof(float) * (size_t)ga->P * ga->bc_dim);
         ga->novelty = nevo_alloc(sizeof(double) * (size_t)ga->P);
         ga->self = nevo_alloc(sizeof(int) * (size_t)ga->P);
         ga->sel_order = nevo_alloc(sizeof(int) * (size_t)ga->P);

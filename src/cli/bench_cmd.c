@@ -1,11 +1,164 @@
-/* `nevo bench`: placeholder until the benchmark module lands. */
+/* `nevo bench`: measures this machine's limits and nevo's hot paths (src/bench/) and
+ * prints them as a table, or as one JSON object per line with --json. */
+#include <math.h>
 #include <stdio.h>
+#include <string.h>
 
+#include "bench/bench.h"
 #include "cli/cli.h"
 
+static const char *help =
+    "usage: nevo bench [--json] [--quick] [--only NAME[,NAME...]]\n"
+    "\n"
+    "Measures, in this process:\n"
+    "  peak     FP32 FMA rate of a register-resident loop (every SIMD width the CPU has),\n"
+    "           one core and all cores\n"
+    "  memory   read-only sum and triad bandwidth over arrays far larger than the caches\n"
+    "  envs     raw steps/s of every registered environment on one core (no policy)\n"
+    "  forward  nevo_policy_forward on populations of different MLPs: GFLOP/s against the\n"
+    "           FMA peak, weight bytes/s against the read bandwidth over the weights\n"
+    "  ga       Deep GA frames/s on CartPole-v1 at 1 and all threads, scaling efficiency\n"
+    "\n"
+    "Each number is the best of several repetitions of at least 0.2 s after warm-up (the\n"
+    "median is in --json). Columns: achieved, its unit, the limit it is compared with\n"
+    "(same unit), achieved/limit, and what the limit is. [cpu X] marks a number whose\n"
+    "threads got only X of their cores' time (other programs ran): it is a floor. The\n"
+    "whole run takes about a minute on 2 cores.\n"
+    "\n"
+    "options:\n"
+    "  --json         one JSON object per line: first the machine, then one per number\n"
+    "  --quick        small problems and short runs (a smoke test; numbers are rough)\n"
+    "  --only LIST    only these groups (comma-separated names from above); forward\n"
+    "                 measures the FMA peak too, for its ratio, without printing it\n"
+    "\n"
+    "docs/BENCHMARKS.md explains each number and records results.\n";
+
+typedef struct Out {
+    int json;
+    const char *last_group;
+} Out;
+
+static void json_string(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20) printf("\\u%04x", *s);
+        else putchar(*s);
+    }
+    putchar('"');
+}
+
+static void json_number(double v) {
+    if (isfinite(v)) printf("%.6g", v);
+    else printf("null");
+}
+
+static void emit(void *vctx, const NevoBenchResult *r) {
+    Out *o = vctx;
+    if (o->json) {
+        printf("{\"group\": ");
+        json_string(r->group);
+        printf(", \"name\": ");
+        json_string(r->name);
+        printf(", \"value\": ");
+        json_number(r->value);
+        printf(", \"median\": ");
+        json_number(r->median);
+        printf(", \"unit\": ");
+        json_string(r->unit);
+        printf(", \"limit\": ");
+        json_number(r->limit);
+        printf(", \"limit_name\": ");
+        if (isfinite(r->limit)) json_string(r->limit_name);
+        else printf("null");
+        printf(", \"ratio\": ");
+        json_number(r->ratio);
+        printf(", \"cpu_share\": ");
+        json_number(r->cpu_share);
+        if (r->extra[0]) printf(", %s", r->extra);
+        printf("}\n");
+    } else {
+        if (o->last_group && strcmp(o->last_group, r->group) != 0) putchar('\n');
+        char limit[32], ratio[32];
+        if (isfinite(r->limit)) snprintf(limit, sizeof limit, "%.4g", r->limit);
+        else snprintf(limit, sizeof limit, "-");
+        if (isfinite(r->ratio)) snprintf(ratio, sizeof ratio, "%.3f", r->ratio);
+        else snprintf(ratio, sizeof ratio, "-");
+        /* a measurement that did not get its cores to itself is flagged */
+        char flag[32] = "";
+        if (isfinite(r->cpu_share) && r->cpu_share < 0.9) snprintf(flag, sizeof flag, " [cpu %.2f]", r->cpu_share);
+        printf("%-8s %-48s %10.4g %-10s %10s %7s  %s%s\n", r->group, r->name, r->value, r->unit, limit, ratio,
+               isfinite(r->limit) ? r->limit_name : "", flag);
+    }
+    o->last_group = r->group;
+    fflush(stdout);
+}
+
+static unsigned parse_groups(const char *list, int *ok) {
+    unsigned groups = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    *ok = 1;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        unsigned bit = nevo_bench_group_bit(tok);
+        if (!bit) {
+            *ok = 0;
+            return 0;
+        }
+        groups |= bit;
+    }
+    if (!groups) *ok = 0;
+    return groups;
+}
+
 int nevo_cmd_bench(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "nevo bench: not built yet\n");
-    return 1;
+    int json = 0, quick = 0;
+    unsigned groups = NEVO_BENCH_ALL;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(help, stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--json") == 0) {
+            json = 1;
+        } else if (strcmp(argv[i], "--quick") == 0) {
+            quick = 1;
+        } else if (cli_option(argc, argv, &i, "--only", &v)) {
+            int ok;
+            if (!v) return cli_usage_error("bench", "--only needs a list of groups");
+            groups = parse_groups(v, &ok);
+            if (!ok)
+                return cli_usage_error("bench", "--only '%s': expected names from peak, memory, envs, forward, ga",
+                                       v);
+        } else {
+            return cli_usage_error("bench", "unknown option '%s'", argv[i]);
+        }
+    }
+    NevoBenchOptions opts;
+    nevo_bench_options_default(&opts, quick);
+    NevoBenchMachine m;
+    nevo_bench_machine(&m);
+    if (json) {
+        printf("{\"group\": \"machine\", \"name\": \"machine\", \"cpu_model\": ");
+        json_string(m.model);
+        printf(", \"cpus\": %d, \"isa\": \"%s\", \"l1d_bytes\": %ld, \"l2_bytes\": %ld, \"l3_bytes\": %ld, "
+               "\"kernels\": \"%s\", \"quick\": %s, \"reps\": %d, \"min_time_s\": %g, \"statistic\": \"best\"}\n",
+               m.cpus, nevo_bench_isa_name(m.isa), m.l1d, m.l2, m.l3, nevo_bench_kernels_name(),
+               quick ? "true" : "false", opts.reps, opts.min_time_s);
+    } else {
+        printf("nevo bench: %s, %d CPUs, widest SIMD %s; L1d %ld KiB, L2 %ld KiB, L3 %ld MiB (as reported); "
+               "nevo kernels: %s\n",
+               m.model, m.cpus, nevo_bench_isa_name(m.isa), m.l1d >> 10, m.l2 >> 10, m.l3 >> 20,
+               nevo_bench_kernels_name());
+        printf("best of %d repetitions of >= %g s each after warm-up%s\n\n", opts.reps, opts.min_time_s,
+               quick ? " (--quick: rough numbers)" : "");
+        printf("%-8s %-48s %10s %-10s %10s %7s  %s\n", "group", "name", "achieved", "unit", "limit", "ratio",
+               "limit is");
+    }
+    fflush(stdout);
+    Out out = {json, NULL};
+    NevoError err = {0};
+    NevoStatus st = nevo_bench_run(&opts, groups, emit, &out, &err);
+    if (st != NEVO_OK) return cli_fail(&err);
+    return 0;
 }

@@ -70,6 +70,8 @@ void nevo_evaluator_free(NevoEvaluator *ev) {
     int nw = nevo_pool_threads(ev->pool);
     for (int w = 0; w < nw; w++) {
         Worker *wk = &ev->workers[w];
+        for (int s = 0; s < ev->slots; s++)
+            nevo_env_instance_free(ev->env, wk->insts + (size_t)s * ev->inst_size);
         free(wk->insts);
         free(wk->obs);
         free(wk->out);
@@ -87,6 +89,19 @@ NevoPool *nevo_evaluator_pool(const NevoEvaluator *ev) { return ev->pool; }
 void nevo_evaluator_set_progress(NevoEvaluator *ev, NevoProgressFn fn, void *ctx) {
     ev->progress = fn;
     ev->progress_ctx = ctx;
+}
+
+/* Swaps two instances: moving the last live slot into a finished one must keep each
+ * instance's resources (an mjData) owned by exactly one slot, so the finished
+ * instance goes to the tail rather than being overwritten and leaked. */
+static void swap_bytes(uint8_t *a, uint8_t *b, size_t n) {
+    uint8_t tmp[256];
+    for (size_t off = 0; off < n; off += sizeof tmp) {
+        size_t k = n - off < sizeof tmp ? n - off : sizeof tmp;
+        memcpy(tmp, a + off, k);
+        memcpy(a + off, b + off, k);
+        memcpy(b + off, tmp, k);
+    }
 }
 
 static int all_finite(const float *x, int n) {
@@ -183,7 +198,7 @@ static void run_worker(void *ctx, int item, int worker) {
             } else {
                 live--;
                 if (s != live) {
-                    memcpy(inst, wk->insts + (size_t)live * ev->inst_size, ev->inst_size);
+                    swap_bytes(inst, wk->insts + (size_t)live * ev->inst_size, ev->inst_size);
                     memcpy(obs, wk->obs + (size_t)live * odim, sizeof(float) * (size_t)odim);
                     memcpy(wk->actions + (size_t)s * adim, wk->actions + (size_t)live * adim,
                            sizeof(float) * (size_t)adim);

@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "algo/algo_internal.h"
 #include "nevo/io.h"
 #include "nevo/rng.h"
@@ -208,6 +210,36 @@ static void relay_frames(void *ctx, long long frames) {
     h->on_frames(h->ctx, frames);
 }
 
+static json_t *points_json(const float *p, int n, int dim) {
+    json_t *arr = json_array();
+    for (int i = 0; i < n; i++) {
+        json_t *pt = json_array();
+        for (int c = 0; c < dim; c++) json_array_append_new(pt, json_real(p[(size_t)i * dim + c]));
+        json_array_append_new(arr, pt);
+    }
+    return arr;
+}
+
+/* behaviours.json: the last generation's behaviours and the novelty archive, for
+ * `nevo plot behaviours`. */
+static NevoStatus write_behaviours(const Run *r, const char *path, NevoError *err) {
+    int dim = nevo_env_spec(r->env)->bc_dim, n_pop, n_arch;
+    const float *pop = nevo_algo_behaviours(r->algo, &n_pop);
+    const float *arch = nevo_algo_archive(r->algo, &n_arch);
+    json_t *o = json_object();
+    json_object_set_new(o, "env", json_string(r->cfg.env));
+    json_object_set_new(o, "algo", json_string(r->cfg.algo));
+    json_object_set_new(o, "generations", json_integer(nevo_algo_generations_done(r->algo)));
+    json_object_set_new(o, "bc_dim", json_integer(dim));
+    json_object_set_new(o, "population", points_json(pop, n_pop, dim));
+    json_object_set_new(o, "archive", points_json(arch, n_arch, dim));
+    char *text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(9));
+    NevoStatus st = nevo_write_atomic(path, text, strlen(text), err);
+    free(text);
+    json_decref(o);
+    return st;
+}
+
 static NevoStatus write_policy(const Run *r, const char *path, NevoError *err) {
     float *theta = nevo_alloc_aligned(sizeof(float) * r->policy->nparams);
     nevo_algo_best(r->algo, theta);
@@ -220,6 +252,8 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
                           const NevoTrainHooks *hooks, NevoTrainSummary *summary, NevoError *err) {
     memset(summary, 0, sizeof *summary);
     char ckpt_path[4096], metrics_path[4096], config_path[4096], policy_path[4096], summary_path[4096];
+    char bc_path[4096];
+    path_in(bc_path, sizeof bc_path, out_dir, "behaviours.json");
     path_in(ckpt_path, sizeof ckpt_path, out_dir, "checkpoint.bin");
     path_in(metrics_path, sizeof metrics_path, out_dir, "metrics.jsonl");
     path_in(config_path, sizeof config_path, out_dir, "config.json");
@@ -296,6 +330,7 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
         }
         if (hooks && hooks->on_generation) hooks->on_generation(hooks->ctx, &gs, &totals, &run.cfg);
     }
+    if (st == NEVO_OK && nevo_env_spec(run.env)->bc_dim > 0) st = write_behaviours(&run, bc_path, err);
     if (st == NEVO_OK) {
         float *theta = nevo_alloc_aligned(sizeof(float) * run.policy->nparams);
         nevo_algo_best(run.algo, theta);

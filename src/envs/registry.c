@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "envs/env_internal.h"
+#include "envs/mujoco_common.h" /* the MuJoCo classes */
 #include "core/strutil.h"
 
 /* One line per environment: the list `nevo envs` prints, in this order. */
@@ -19,6 +20,14 @@ static const NevoEnvClass *const registry[] = {
     &nevo_env_minatar_seaquest,
     &nevo_env_minatar_space_invaders,
     &nevo_env_maze_hard,
+    &nevo_env_mujoco_hopper,
+    &nevo_env_mujoco_halfcheetah,
+    &nevo_env_mujoco_walker2d,
+    &nevo_env_mujoco_ant,
+    &nevo_env_mujoco_humanoid,
+    &nevo_env_mujoco_swimmer,
+    &nevo_env_mujoco_invertedpendulum,
+    &nevo_env_mujoco_humanoid_trap,
 };
 
 #define N_ENVS ((int)(sizeof registry / sizeof registry[0]))
@@ -103,6 +112,7 @@ NevoStatus nevo_env_new_from_class(const NevoEnvClass *cls, const NevoEnvOption 
 
 void nevo_env_free(NevoEnv *env) {
     if (!env) return;
+    if (env->cls->release) env->cls->release(env->params);
     free(env->params);
     free(env);
 }
@@ -122,6 +132,15 @@ size_t nevo_env_instance_size(const NevoEnv *env) {
 static InstanceHeader *header(void *inst) { return (InstanceHeader *)inst; }
 static void *body(void *inst) { return (char *)inst + sizeof(InstanceHeader); }
 static const void *cbody(const void *inst) { return (const char *)inst + sizeof(InstanceHeader); }
+
+void nevo_env_instance_init(const NevoEnv *env, void *inst) {
+    memset(inst, 0, nevo_env_instance_size(env));
+}
+
+void nevo_env_instance_free(const NevoEnv *env, void *inst) {
+    if (env->cls->instance_free) env->cls->instance_free(env, body(inst));
+    memset(inst, 0, nevo_env_instance_size(env));
+}
 
 void nevo_env_reset(const NevoEnv *env, void *inst, uint64_t seed, float *obs) {
     InstanceHeader *h = header(inst);

@@ -1,0 +1,1053 @@
+/* Benchmarks: machine ceilings (FMA peak, memory bandwidth) and nevo's hot paths (env
+ * steps, the batched heterogeneous forward, end-to-end Deep GA), each reported against
+ * the ceiling it is bound by. See bench.h for the method and docs/BENCHMARKS.md for
+ * what the numbers mean.
+ *
+ * The binary is built for baseline x86-64, so the SIMD kernels here are separate
+ * functions compiled for AVX-512 / AVX2+FMA with target attributes and chosen at run
+ * time with __builtin_cpu_supports; other architectures get the portable versions. */
+#include "bench/bench.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nevo/algo.h"
+#include "nevo/config.h"
+#include "nevo/env.h"
+#include "nevo/eval.h"
+#include "nevo/noise.h"
+#include "nevo/policy.h"
+#include "nevo/rng.h"
+#include "nn/kernels.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define BENCH_X86 1
+#include <immintrin.h>
+#else
+#define BENCH_X86 0
+#endif
+
+#define MAX_REPS 32
+
+/* Kernel constants pass through volatiles so the compiler cannot specialise the FMA
+ * loop for them. */
+static volatile float fma_m_one = 1.0f;
+static volatile float fma_a_tiny = 1e-7f;
+/* Results of timed work land here so no timed loop is dead code. */
+static volatile double bench_sink;
+
+void nevo_bench_options_default(NevoBenchOptions *o, int quick) {
+    o->quick = quick;
+    o->min_time_s = quick ? 0.01 : 0.2;
+    o->reps = quick ? 2 : 3;
+    o->threads = nevo_cpu_count();
+}
+
+unsigned nevo_bench_group_bit(const char *name) {
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } groups[] = {{"peak", NEVO_BENCH_PEAK},
+                  {"memory", NEVO_BENCH_MEMORY},
+                  {"envs", NEVO_BENCH_ENVS},
+                  {"forward", NEVO_BENCH_FORWARD},
+                  {"ga", NEVO_BENCH_GA}};
+    for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++)
+        if (strcmp(name, groups[i].name) == 0) return groups[i].bit;
+    return 0;
+}
+
+/* ---- timing --------------------------------------------------------------------- */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Runs `iters` iterations of some work; returns the work units done (flops, bytes,
+ * steps, rows). Must not allocate. */
+typedef double (*WorkFn)(void *ctx, long iters);
+
+/* Rates in work units per second. */
+typedef struct Timing {
+    double best, median;
+    double cpu_share; /* CPU time this process got / (threads x wall), best repetition */
+    long iters;
+} Timing;
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median_of(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* CPU time of the calling thread (threads == 1) or of the whole process. Below the
+ * wall time when something else shared our cores: the number is then a floor. */
+static double cpu_s(int threads) {
+    struct timespec ts;
+    if (clock_gettime(threads == 1 ? CLOCK_THREAD_CPUTIME_ID : CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return NAN;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Grows iters until one run takes a quarter of min_time_s (these runs are the
+ * warm-up), scales it to 1.1 min_time_s, then times reps runs of that many
+ * iterations. threads: how many threads the work keeps busy, for the CPU share. */
+static Timing measure(const NevoBenchOptions *o, WorkFn fn, void *ctx, int threads) {
+    long iters = 1;
+    for (;;) {
+        double t0 = now_s();
+        fn(ctx, iters);
+        double dt = now_s() - t0;
+        if (dt >= 0.25 * o->min_time_s) {
+            if (dt < o->min_time_s) iters = (long)ceil((double)iters * 1.1 * o->min_time_s / dt);
+            break;
+        }
+        double f = dt > 0 ? 0.4 * o->min_time_s / dt : 1000.0;
+        f = f < 2.0 ? 2.0 : f > 1000.0 ? 1000.0 : f;
+        iters = (long)ceil((double)iters * f);
+    }
+    int reps = o->reps < 1 ? 1 : o->reps > MAX_REPS ? MAX_REPS : o->reps;
+    double rates[MAX_REPS];
+    Timing t = {0};
+    t.iters = iters;
+    for (int r = 0; r < reps; r++) {
+        double c0 = cpu_s(threads), t0 = now_s();
+        double work = fn(ctx, iters);
+        double dt = now_s() - t0, dc = cpu_s(threads) - c0;
+        rates[r] = work / dt;
+        if (r == 0 || rates[r] > t.best) {
+            t.best = rates[r];
+            t.cpu_share = dc / (threads * dt);
+        }
+    }
+    t.median = median_of(rates, reps);
+    return t;
+}
+
+static void result_init(NevoBenchResult *r, const char *group, const char *unit) {
+    memset(r, 0, sizeof *r);
+    r->group = group;
+    snprintf(r->unit, sizeof r->unit, "%s", unit);
+    r->limit = NAN;
+    r->ratio = NAN;
+    r->cpu_share = NAN;
+}
+
+static void result_limit(NevoBenchResult *r, double limit, const char *limit_name) {
+    r->limit = limit;
+    snprintf(r->limit_name, sizeof r->limit_name, "%s", limit_name);
+    r->ratio = limit > 0 ? r->value / limit : NAN;
+}
+
+static void emit_row(NevoBenchEmit emit, void *ctx, const NevoBenchResult *r) {
+    if (emit) emit(ctx, r);
+}
+
+/* ---- ISA dispatch --------------------------------------------------------------- */
+
+int nevo_bench_isa_supported(NevoBenchIsa isa) {
+    if (isa == NEVO_ISA_SCALAR) return 1;
+#if BENCH_X86
+    __builtin_cpu_init();
+    if (isa == NEVO_ISA_AVX2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (isa == NEVO_ISA_AVX512) return __builtin_cpu_supports("avx512f") != 0;
+#endif
+    return 0;
+}
+
+NevoBenchIsa nevo_bench_isa_best(void) {
+    if (nevo_bench_isa_supported(NEVO_ISA_AVX512)) return NEVO_ISA_AVX512;
+    if (nevo_bench_isa_supported(NEVO_ISA_AVX2)) return NEVO_ISA_AVX2;
+    return NEVO_ISA_SCALAR;
+}
+
+const char *nevo_bench_isa_name(NevoBenchIsa isa) {
+    switch (isa) {
+    case NEVO_ISA_AVX512: return "avx512f";
+    case NEVO_ISA_AVX2: return "avx2+fma";
+    default: return "scalar";
+    }
+}
+
+/* ---- FMA kernels ---------------------------------------------------------------- */
+
+/* Chains per kernel: enough independent accumulators to cover FMA latency (4 cycles)
+ * times 2 pipes, within the register file (32 zmm; 16 ymm; 16 xmm for scalar). */
+#define CHAINS_AVX512 16
+#define CHAINS_AVX2 12
+#define CHAINS_SCALAR 12
+
+#define REP12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+#define REP16(X) REP12(X) X(12) X(13) X(14) X(15)
+
+int nevo_bench_fma_lanes(NevoBenchIsa isa) {
+    switch (isa) {
+    case NEVO_ISA_AVX512: return CHAINS_AVX512 * 16;
+    case NEVO_ISA_AVX2: return CHAINS_AVX2 * 8;
+    default: return CHAINS_SCALAR;
+    }
+}
+
+/* Chains start at distinct values (chain j at j) so the compiler cannot merge them. */
+#if BENCH_X86
+__attribute__((target("avx512f"), noinline)) static double fma_avx512(long iters, float m, float a) {
+    __m512 vm = _mm512_set1_ps(m), va = _mm512_set1_ps(a);
+#define DECL(i) __m512 c##i = _mm512_set1_ps((float)(i));
+    REP16(DECL)
+#undef DECL
+    for (long k = 0; k < iters; k++) {
+#define STEP(i) c##i = _mm512_fmadd_ps(c##i, vm, va);
+        REP16(STEP)
+#undef STEP
+    }
+    float buf[16];
+    double s = 0.0;
+#define SUM(i)                                          \
+    _mm512_storeu_ps(buf, c##i);                        \
+    for (int l = 0; l < 16; l++) s += (double)buf[l];
+    REP16(SUM)
+#undef SUM
+    return s;
+}
+
+__attribute__((target("avx2,fma"), noinline)) static double fma_avx2(long iters, float m, float a) {
+    __m256 vm = _mm256_set1_ps(m), va = _mm256_set1_ps(a);
+#define DECL(i) __m256 c##i = _mm256_set1_ps((float)(i));
+    REP12(DECL)
+#undef DECL
+    for (long k = 0; k < iters; k++) {
+#define STEP(i) c##i = _mm256_fmadd_ps(c##i, vm, va);
+        REP12(STEP)
+#undef STEP
+    }
+    float buf[8];
+    double s = 0.0;
+#define SUM(i)                                          \
+    _mm256_storeu_ps(buf, c##i);                        \
+    for (int l = 0; l < 8; l++) s += (double)buf[l];
+    REP12(SUM)
+#undef SUM
+    return s;
+}
+#endif
+
+/* A multiply then an add per step (-ffp-contract=off keeps them apart): what a CPU
+ * without FMA units, or code that is not vectorised, does. */
+__attribute__((noinline)) static double fma_scalar(long iters, float m, float a) {
+#define DECL(i) float c##i = (float)(i);
+    REP12(DECL)
+#undef DECL
+    for (long k = 0; k < iters; k++) {
+#define STEP(i) c##i = c##i * m + a;
+        REP12(STEP)
+#undef STEP
+    }
+    double s = 0.0;
+#define SUM(i) s += (double)c##i;
+    REP12(SUM)
+#undef SUM
+    return s;
+}
+
+double nevo_bench_fma_kernel(NevoBenchIsa isa, long iters, float m, float a) {
+#if BENCH_X86
+    if (isa == NEVO_ISA_AVX512 && nevo_bench_isa_supported(isa)) return fma_avx512(iters, m, a);
+    if (isa == NEVO_ISA_AVX2 && nevo_bench_isa_supported(isa)) return fma_avx2(iters, m, a);
+#endif
+    NEVO_ASSERT(isa == NEVO_ISA_SCALAR);
+    return fma_scalar(iters, m, a);
+}
+
+/* Steps per kernel call: long enough (~10^5 cycles) to hide the call and the final
+ * horizontal sum, short enough for fine-grained calibration. */
+#define FMA_INNER 16384
+
+typedef struct FmaCtx {
+    NevoBenchIsa isa;
+    NevoPool *pool;
+    int items;
+    long iters; /* kernel calls per pool item (pool runs only) */
+} FmaCtx;
+
+static double fma_work(void *vctx, long iters) {
+    FmaCtx *c = vctx;
+    float m = fma_m_one, a = fma_a_tiny;
+    double s = 0.0;
+    for (long i = 0; i < iters; i++) s += nevo_bench_fma_kernel(c->isa, FMA_INNER, m, a);
+    bench_sink = s;
+    return 2.0 * nevo_bench_fma_lanes(c->isa) * (double)FMA_INNER * (double)iters;
+}
+
+static void fma_item(void *vctx, int item, int worker) {
+    FmaCtx *c = vctx;
+    float m = fma_m_one, a = fma_a_tiny;
+    double s = 0.0;
+    for (long i = 0; i < c->iters; i++) s += nevo_bench_fma_kernel(c->isa, FMA_INNER, m, a);
+    if (s == -1.0) bench_sink = s; /* never true; keeps s live */
+}
+
+static double fma_pool_work(void *vctx, long iters) {
+    FmaCtx *c = vctx;
+    c->iters = iters;
+    nevo_pool_run(c->pool, c->items, fma_item, c);
+    return 2.0 * nevo_bench_fma_lanes(c->isa) * (double)FMA_INNER * (double)iters * c->items;
+}
+
+void nevo_bench_peak(const NevoBenchOptions *o, NevoPool *pool, NevoBenchLimits *lim,
+                     NevoBenchEmit emit, void *ctx) {
+    lim->isa = nevo_bench_isa_best();
+    lim->threads = nevo_pool_threads(pool);
+    for (int isa = NEVO_ISA_SCALAR; isa <= NEVO_ISA_AVX512; isa++) {
+        if (!nevo_bench_isa_supported((NevoBenchIsa)isa)) continue;
+        FmaCtx c = {.isa = (NevoBenchIsa)isa};
+        Timing t = measure(o, fma_work, &c, 1);
+        NevoBenchResult r;
+        result_init(&r, "peak", "GFLOP/s");
+        snprintf(r.name, sizeof r.name, "fma %s, 1 core", nevo_bench_isa_name((NevoBenchIsa)isa));
+        r.value = t.best * 1e-9;
+        r.median = t.median * 1e-9;
+        r.cpu_share = t.cpu_share;
+        snprintf(r.extra, sizeof r.extra,
+                 "\"isa\": \"%s\", \"threads\": 1, \"accumulators\": %d, \"flop_per_step\": 2",
+                 nevo_bench_isa_name((NevoBenchIsa)isa), nevo_bench_fma_lanes((NevoBenchIsa)isa));
+        if ((NevoBenchIsa)isa == lim->isa) lim->peak_1c = r.value;
+        emit_row(emit, ctx, &r);
+    }
+    FmaCtx c = {.isa = lim->isa, .pool = pool, .items = 4 * lim->threads};
+    Timing t = measure(o, fma_pool_work, &c, lim->threads);
+    NevoBenchResult r;
+    result_init(&r, "peak", "GFLOP/s");
+    snprintf(r.name, sizeof r.name, "fma %s, %d cores", nevo_bench_isa_name(lim->isa), lim->threads);
+    r.value = t.best * 1e-9;
+    r.median = t.median * 1e-9;
+    r.cpu_share = t.cpu_share;
+    lim->peak_all = r.value;
+    char ln[64];
+    snprintf(ln, sizeof ln, "%d x 1-core peak", lim->threads);
+    result_limit(&r, lim->threads * lim->peak_1c, ln);
+    snprintf(r.extra, sizeof r.extra, "\"isa\": \"%s\", \"threads\": %d",
+             nevo_bench_isa_name(lim->isa), lim->threads);
+    emit_row(emit, ctx, &r);
+}
+
+/* ---- memory kernels ------------------------------------------------------------- */
+
+#if BENCH_X86
+__attribute__((target("avx512f"))) static double read_avx512(const float *x, size_t n) {
+#define DECL(i) __m512 s##i = _mm512_setzero_ps();
+    DECL(0) DECL(1) DECL(2) DECL(3) DECL(4) DECL(5) DECL(6) DECL(7)
+#undef DECL
+    for (size_t i = 0; i < n; i += 128) {
+#define ADD(k) s##k = _mm512_add_ps(s##k, _mm512_load_ps(x + i + 16 * k));
+        ADD(0) ADD(1) ADD(2) ADD(3) ADD(4) ADD(5) ADD(6) ADD(7)
+#undef ADD
+    }
+    s0 = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)),
+                       _mm512_add_ps(_mm512_add_ps(s4, s5), _mm512_add_ps(s6, s7)));
+    float buf[16];
+    _mm512_storeu_ps(buf, s0);
+    double s = 0.0;
+    for (int l = 0; l < 16; l++) s += (double)buf[l];
+    return s;
+}
+
+__attribute__((target("avx2"))) static double read_avx2(const float *x, size_t n) {
+#define DECL(i) __m256 s##i = _mm256_setzero_ps();
+    DECL(0) DECL(1) DECL(2) DECL(3) DECL(4) DECL(5) DECL(6) DECL(7)
+#undef DECL
+    for (size_t i = 0; i < n; i += 64) {
+#define ADD(k) s##k = _mm256_add_ps(s##k, _mm256_load_ps(x + i + 8 * k));
+        ADD(0) ADD(1) ADD(2) ADD(3) ADD(4) ADD(5) ADD(6) ADD(7)
+#undef ADD
+    }
+    s0 = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)),
+                       _mm256_add_ps(_mm256_add_ps(s4, s5), _mm256_add_ps(s6, s7)));
+    float buf[8];
+    _mm256_storeu_ps(buf, s0);
+    double s = 0.0;
+    for (int l = 0; l < 8; l++) s += (double)buf[l];
+    return s;
+}
+
+/* SSE2 is part of baseline x86-64. */
+static double read_sse2(const float *x, size_t n) {
+#define DECL(i) __m128 s##i = _mm_setzero_ps();
+    DECL(0) DECL(1) DECL(2) DECL(3) DECL(4) DECL(5) DECL(6) DECL(7)
+#undef DECL
+    for (size_t i = 0; i < n; i += 32) {
+#define ADD(k) s##k = _mm_add_ps(s##k, _mm_load_ps(x + i + 4 * k));
+        ADD(0) ADD(1) ADD(2) ADD(3) ADD(4) ADD(5) ADD(6) ADD(7)
+#undef ADD
+    }
+    s0 = _mm_add_ps(_mm_add_ps(_mm_add_ps(s0, s1), _mm_add_ps(s2, s3)),
+                    _mm_add_ps(_mm_add_ps(s4, s5), _mm_add_ps(s6, s7)));
+    float buf[4];
+    _mm_storeu_ps(buf, s0);
+    return (double)buf[0] + buf[1] + buf[2] + buf[3];
+}
+
+__attribute__((target("avx512f"))) static void triad_avx512(float *a, const float *b, const float *c,
+                                                             float s, size_t n) {
+    __m512 vs = _mm512_set1_ps(s);
+    for (size_t i = 0; i < n; i += 32) {
+        _mm512_store_ps(a + i, _mm512_add_ps(_mm512_load_ps(b + i), _mm512_mul_ps(vs, _mm512_load_ps(c + i))));
+        _mm512_store_ps(a + i + 16,
+                        _mm512_add_ps(_mm512_load_ps(b + i + 16), _mm512_mul_ps(vs, _mm512_load_ps(c + i + 16))));
+    }
+}
+
+__attribute__((target("avx2"))) static void triad_avx2(float *a, const float *b, const float *c, float s,
+                                                       size_t n) {
+    __m256 vs = _mm256_set1_ps(s);
+    for (size_t i = 0; i < n; i += 16) {
+        _mm256_store_ps(a + i, _mm256_add_ps(_mm256_load_ps(b + i), _mm256_mul_ps(vs, _mm256_load_ps(c + i))));
+        _mm256_store_ps(a + i + 8,
+                        _mm256_add_ps(_mm256_load_ps(b + i + 8), _mm256_mul_ps(vs, _mm256_load_ps(c + i + 8))));
+    }
+}
+
+static void triad_sse2(float *a, const float *b, const float *c, float s, size_t n) {
+    __m128 vs = _mm_set1_ps(s);
+    for (size_t i = 0; i < n; i += 8) {
+        _mm_store_ps(a + i, _mm_add_ps(_mm_load_ps(b + i), _mm_mul_ps(vs, _mm_load_ps(c + i))));
+        _mm_store_ps(a + i + 4, _mm_add_ps(_mm_load_ps(b + i + 4), _mm_mul_ps(vs, _mm_load_ps(c + i + 4))));
+    }
+}
+#endif
+
+#if !BENCH_X86
+static double read_portable(const float *x, size_t n) {
+    float s[8] = {0};
+    for (size_t i = 0; i < n; i += 8)
+        for (int k = 0; k < 8; k++) s[k] += x[i + k];
+    double t = 0.0;
+    for (int k = 0; k < 8; k++) t += (double)s[k];
+    return t;
+}
+#endif
+
+double nevo_bench_read_sum(const float *x, size_t n) {
+    NEVO_ASSERT(n % 128 == 0 && ((uintptr_t)x & 63) == 0);
+#if BENCH_X86
+    if (nevo_bench_isa_supported(NEVO_ISA_AVX512)) return read_avx512(x, n);
+    if (nevo_bench_isa_supported(NEVO_ISA_AVX2)) return read_avx2(x, n);
+    return read_sse2(x, n);
+#else
+    return read_portable(x, n);
+#endif
+}
+
+void nevo_bench_triad(float *a, const float *b, const float *c, float s, size_t n) {
+    NEVO_ASSERT(n % 128 == 0 && (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) & 63) == 0);
+#if BENCH_X86
+    if (nevo_bench_isa_supported(NEVO_ISA_AVX512)) {
+        triad_avx512(a, b, c, s, n);
+        return;
+    }
+    if (nevo_bench_isa_supported(NEVO_ISA_AVX2)) {
+        triad_avx2(a, b, c, s, n);
+        return;
+    }
+    triad_sse2(a, b, c, s, n);
+#else
+    for (size_t i = 0; i < n; i++) a[i] = b[i] + s * c[i];
+#endif
+}
+
+/* ---- memory bandwidth ----------------------------------------------------------- */
+
+typedef struct MemCtx {
+    float *a, *b, *c; /* (n) each, contiguous: a is the start of the whole span */
+    size_t n;         /* floats per array */
+    int triad;        /* 0: read-only sum over all 3n floats; 1: a = b + s c */
+    NevoPool *pool;
+    int items;        /* chunks per pool run */
+    double sums[256];
+} MemCtx;
+
+/* Chunk [lo, hi) of `total` floats for item i of k, on 128-float boundaries. */
+static void chunk(size_t total, int i, int k, size_t *lo, size_t *hi) {
+    size_t blocks = total / 128;
+    *lo = blocks * (size_t)i / (size_t)k * 128;
+    *hi = blocks * (size_t)(i + 1) / (size_t)k * 128;
+}
+
+/* Bytes counted per pass: 3n floats either way (read: a, b, c; triad: b, c read and a
+ * written, STREAM's count, which leaves out the write-allocate read of a). */
+static double mem_bytes(const MemCtx *c) { return 12.0 * (double)c->n; }
+
+static double mem_work(void *vctx, long iters) {
+    MemCtx *c = vctx;
+    double s = 0.0;
+    for (long i = 0; i < iters; i++) {
+        if (c->triad) nevo_bench_triad(c->a, c->b, c->c, 0.5f, c->n);
+        else s += nevo_bench_read_sum(c->a, 3 * c->n);
+    }
+    bench_sink = s;
+    return mem_bytes(c) * (double)iters;
+}
+
+static void mem_item(void *vctx, int item, int worker) {
+    MemCtx *c = vctx;
+    size_t lo, hi;
+    if (c->triad) {
+        chunk(c->n, item, c->items, &lo, &hi);
+        nevo_bench_triad(c->a + lo, c->b + lo, c->c + lo, 0.5f, hi - lo);
+    } else {
+        chunk(3 * c->n, item, c->items, &lo, &hi);
+        c->sums[item] += nevo_bench_read_sum(c->a + lo, hi - lo);
+    }
+}
+
+static double mem_pool_work(void *vctx, long iters) {
+    MemCtx *c = vctx;
+    for (long i = 0; i < iters; i++) nevo_pool_run(c->pool, c->items, mem_item, c);
+    return mem_bytes(c) * (double)iters;
+}
+
+/* Bytes of each of the three arrays: the three together at least twice the reported
+ * last-level cache and 768 MiB (the cache a VM reports may be a whole socket's), at
+ * most an eighth of RAM. */
+static size_t mem_array_bytes(const NevoBenchOptions *o) {
+    if (o->quick) return (size_t)16 << 20;
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    size_t want = (size_t)256 << 20;
+    if (l3 > 0 && (size_t)l3 * 2 / 3 > want) want = (size_t)l3 * 2 / 3;
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && psz > 0) {
+        size_t cap = (size_t)pages * (size_t)psz / 8 / 3;
+        if (want > cap) want = cap;
+    }
+    return want / 4096 * 4096;
+}
+
+/* The bandwidth arrays, on transparent huge pages where the kernel offers them (as
+ * STREAM usually runs): fewer TLB misses and far fewer page faults when first touched,
+ * which in a VM costs seconds for a gigabyte of 4 KiB pages. */
+static float *alloc_span(size_t bytes) {
+    size_t align = (size_t)2 << 20;
+    size_t size = (bytes + align - 1) / align * align;
+    void *p = NULL;
+    if (posix_memalign(&p, align, size) != 0 || !p)
+        nevo_fatal(__FILE__, __LINE__, "out of memory allocating %zu bytes", size);
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, size, MADV_HUGEPAGE); /* a hint; failure only costs speed */
+#endif
+    return p;
+}
+
+void nevo_bench_memory(const NevoBenchOptions *o, NevoPool *pool, NevoBenchLimits *lim,
+                       NevoBenchEmit emit, void *ctx) {
+    size_t bytes = mem_array_bytes(o);
+    size_t n = bytes / sizeof(float);
+    float *span = alloc_span(3 * bytes);
+    MemCtx c = {.a = span, .b = span + n, .c = span + 2 * n, .n = n, .pool = pool};
+    c.items = 4 * nevo_pool_threads(pool);
+    if (c.items > 256) c.items = 256;
+    for (size_t i = 0; i < 3 * n; i++) span[i] = 1.0f;
+    lim->threads = nevo_pool_threads(pool);
+    lim->mem_bytes = 3 * bytes;
+    for (int triad = 0; triad <= 1; triad++) {
+        c.triad = triad;
+        for (int all = 0; all <= 1; all++) {
+            Timing t = measure(o, all ? mem_pool_work : mem_work, &c, all ? lim->threads : 1);
+            NevoBenchResult r;
+            result_init(&r, "memory", "GB/s");
+            snprintf(r.name, sizeof r.name, "%s, %d core%s", triad ? "triad a=b+s*c" : "read sum",
+                     all ? lim->threads : 1, all ? "s" : "");
+            r.value = t.best * 1e-9;
+            r.median = t.median * 1e-9;
+            r.cpu_share = t.cpu_share;
+            double *slot = triad ? (all ? &lim->triad_all : &lim->triad_1c) : (all ? &lim->read_all : &lim->read_1c);
+            *slot = r.value;
+            if (all) {
+                char ln[64];
+                snprintf(ln, sizeof ln, "%d x 1-core", lim->threads);
+                result_limit(&r, lim->threads * (triad ? lim->triad_1c : lim->read_1c), ln);
+            }
+            snprintf(r.extra, sizeof r.extra,
+                     "\"threads\": %d, \"span_bytes\": %zu, \"bytes_counted_per_float\": %d, \"simd\": \"%s\"",
+                     all ? lim->threads : 1, 3 * bytes, 4,
+                     BENCH_X86 ? nevo_bench_isa_name(nevo_bench_isa_best()) : "portable");
+            emit_row(emit, ctx, &r);
+        }
+    }
+    free(span);
+}
+
+typedef struct ReadCtx {
+    const float *x;
+    size_t n;
+} ReadCtx;
+
+static double read_work(void *vctx, long iters) {
+    ReadCtx *c = vctx;
+    double s = 0.0;
+    for (long i = 0; i < iters; i++) s += nevo_bench_read_sum(c->x, c->n);
+    bench_sink = s;
+    return 4.0 * (double)c->n * (double)iters;
+}
+
+double nevo_bench_read_bandwidth(const NevoBenchOptions *o, const float *x, size_t n) {
+    ReadCtx c = {x, n / 128 * 128};
+    if (c.n == 0) return NAN;
+    return measure(o, read_work, &c, 1).best * 1e-9;
+}
+
+/* ---- environments --------------------------------------------------------------- */
+
+#define ENV_ACTION_SETS 64 /* pre-drawn action batches, used in turn */
+
+typedef struct EnvCtx {
+    const NevoEnv *env;
+    int n, odim, adim;
+    size_t isz;
+    uint8_t *insts;        /* (n, isz) */
+    float *obs, *rewards;  /* (n, odim), (n) */
+    bool *term, *trunc;    /* (n) each */
+    float *actions;        /* (ENV_ACTION_SETS, n, adim) */
+    long step_no;
+    uint64_t next_seed;
+    long long steps, episodes;
+} EnvCtx;
+
+static double env_work(void *vctx, long iters) {
+    EnvCtx *c = vctx;
+    for (long it = 0; it < iters; it++) {
+        const float *act = c->actions + (size_t)(c->step_no++ % ENV_ACTION_SETS) * c->n * c->adim;
+        nevo_env_step_batch(c->env, c->n, c->insts, act, c->obs, c->rewards, c->term, c->trunc);
+        for (int i = 0; i < c->n; i++) {
+            if (!c->term[i] && !c->trunc[i]) continue;
+            nevo_env_reset(c->env, c->insts + (size_t)i * c->isz, c->next_seed++, c->obs + (size_t)i * c->odim);
+            c->episodes++;
+        }
+    }
+    c->steps += (long long)c->n * iters;
+    return (double)c->n * (double)iters;
+}
+
+NevoStatus nevo_bench_env(const NevoBenchOptions *o, const char *name, NevoBenchEnvResult *out,
+                          NevoError *err) {
+    memset(out, 0, sizeof *out);
+    NevoEnv *env = NULL;
+    NevoStatus st = nevo_env_new(name, NULL, 0, &env, err);
+    if (st != NEVO_OK) return st;
+    const NevoEnvSpec *s = nevo_env_spec(env);
+    EnvCtx c = {.env = env, .n = o->quick ? 16 : 64, .odim = s->obs_dim, .adim = s->action_dim};
+    c.isz = nevo_env_instance_size(env);
+    c.insts = nevo_alloc_aligned(c.isz * (size_t)c.n);
+    c.obs = nevo_alloc_aligned(sizeof(float) * (size_t)c.n * c.odim);
+    c.rewards = nevo_alloc(sizeof(float) * (size_t)c.n);
+    c.term = nevo_alloc(sizeof(bool) * (size_t)c.n);
+    c.trunc = nevo_alloc(sizeof(bool) * (size_t)c.n);
+    size_t na = (size_t)ENV_ACTION_SETS * c.n * c.adim;
+    c.actions = nevo_alloc(sizeof(float) * na);
+    NevoRng rng;
+    nevo_rng_init(&rng, 1, NEVO_RNG_USER, 0, 0, 0);
+    for (size_t i = 0; i < na; i++) {
+        if (s->action_kind == NEVO_SPACE_DISCRETE) {
+            c.actions[i] = (float)nevo_rng_below(&rng, (uint32_t)s->n_actions);
+        } else {
+            int d = (int)(i % (size_t)c.adim);
+            double u = nevo_rng_uniform(&rng);
+            c.actions[i] = (float)(s->action_low[d] + u * (s->action_high[d] - s->action_low[d]));
+        }
+    }
+    c.next_seed = 1;
+    for (int i = 0; i < c.n; i++)
+        nevo_env_reset(env, c.insts + (size_t)i * c.isz, c.next_seed++, c.obs + (size_t)i * c.odim);
+    Timing t = measure(o, env_work, &c, 1);
+    out->steps_per_s = t.best;
+    out->median_steps_per_s = t.median;
+    out->cpu_share = t.cpu_share;
+    out->steps = c.steps;
+    out->episodes = c.episodes;
+    free(c.insts);
+    free(c.obs);
+    free(c.rewards);
+    free(c.term);
+    free(c.trunc);
+    free(c.actions);
+    nevo_env_free(env);
+    return NEVO_OK;
+}
+
+/* ---- forward -------------------------------------------------------------------- */
+
+typedef struct FwdCtx {
+    const NevoPolicy *p;
+    const float *params;
+    const int *net;
+    const float *obs;
+    int rows;
+    float *out, *scratch;
+} FwdCtx;
+
+static double fwd_work(void *vctx, long iters) {
+    FwdCtx *c = vctx;
+    for (long i = 0; i < iters; i++)
+        nevo_policy_forward(c->p, c->params, c->p->nparams, c->net, c->obs, c->rows, c->out, c->scratch);
+    bench_sink = c->out[0];
+    return (double)c->rows * (double)iters;
+}
+
+/* Distinct random networks; the rest of the population repeats them in fresh memory
+ * (values do not change the speed, and drawing 10^8 normals would dominate the
+ * benchmark's time). */
+#define FWD_DISTINCT 16
+
+NevoStatus nevo_bench_forward(const NevoBenchOptions *o, const NevoBenchForwardCase *fc,
+                              double tanh_melems, NevoBenchForwardResult *out, NevoError *err) {
+    memset(out, 0, sizeof *out);
+    NevoEnvSpec spec = {0};
+    spec.name = "bench";
+    spec.obs_rank = 1;
+    spec.obs_shape[0] = spec.obs_dim = fc->obs_dim;
+    spec.action_kind = NEVO_SPACE_DISCRETE;
+    spec.n_actions = fc->n_out;
+    spec.action_dim = 1;
+    NevoPolicyConfig pc = {0};
+    pc.n_hidden = 2;
+    pc.hidden[0] = pc.hidden[1] = fc->hidden;
+    snprintf(pc.activation, sizeof pc.activation, "tanh");
+    snprintf(pc.init, sizeof pc.init, "scaled");
+    NevoPolicy *p = NULL;
+    NevoStatus st = nevo_policy_new(&spec, &pc, 0, &p, err);
+    if (st != NEVO_OK) return st;
+    size_t np = p->nparams;
+    int rows = fc->P * fc->B;
+    float *params = nevo_alloc_aligned(sizeof(float) * np * (size_t)fc->P);
+    for (int j = 0; j < fc->P; j++) {
+        float *theta = params + (size_t)j * np;
+        if (j >= FWD_DISTINCT) {
+            memcpy(theta, params + (size_t)(j % FWD_DISTINCT) * np, sizeof(float) * np);
+            continue;
+        }
+        /* the GA's "scaled" init: N(0, 1) / sqrt(fan_in) weights, zero biases */
+        NevoRng init;
+        nevo_rng_init(&init, 3, NEVO_RNG_USER, 0, (uint32_t)j, 0);
+        for (int l = 0; l < p->n_layers; l++) {
+            const NevoLayer *L = &p->layers[l];
+            size_t nw = L->b_off - L->w_off;
+            nevo_rng_fill_normal(&init, theta + L->w_off, nw);
+            float scale = (float)(1.0 / sqrt((double)L->fan_in));
+            for (size_t k = 0; k < nw; k++) theta[L->w_off + k] *= scale;
+        }
+    }
+    int *net = nevo_alloc(sizeof(int) * (size_t)rows);
+    for (int i = 0; i < rows; i++) net[i] = i / fc->B; /* each network's B rows together */
+    float *obs = nevo_alloc_aligned(sizeof(float) * (size_t)rows * fc->obs_dim);
+    NevoRng rng;
+    nevo_rng_init(&rng, 2, NEVO_RNG_USER, 0, 0, 0);
+    nevo_rng_fill_normal(&rng, obs, (size_t)rows * fc->obs_dim);
+    float *outb = nevo_alloc_aligned(sizeof(float) * (size_t)rows * fc->n_out);
+    float *scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(p, rows));
+    FwdCtx c = {p, params, net, obs, rows, outb, scratch};
+    Timing t = measure(o, fwd_work, &c, 1);
+    out->nparams = np;
+    out->flops_per_row = nevo_policy_flops(p);
+    out->rows = rows;
+    out->weight_bytes = 4.0 * (double)np * fc->P;
+    out->gflops = t.best * out->flops_per_row * 1e-9;
+    out->gflops_median = t.median * out->flops_per_row * 1e-9;
+    out->cpu_share = t.cpu_share;
+    out->weight_gbs = t.best / fc->B * 4.0 * (double)np * 1e-9;
+    out->bw_gbs = nevo_bench_read_bandwidth(o, params, np * (size_t)fc->P);
+    out->tanh_share = tanh_melems > 0 ? t.best * 2.0 * fc->hidden / (tanh_melems * 1e6) : NAN;
+    free(params);
+    free(net);
+    free(obs);
+    free(outb);
+    free(scratch);
+    nevo_policy_free(p);
+    return NEVO_OK;
+}
+
+#define TANH_N 4096
+
+typedef struct TanhCtx {
+    float x[TANH_N], y[TANH_N];
+} TanhCtx;
+
+/* The activation exactly as nevo_policy_forward applies it (the kernel set's tanh). */
+static double tanh_work(void *vctx, long iters) {
+    TanhCtx *c = vctx;
+    for (long i = 0; i < iters; i++) {
+        memcpy(c->y, c->x, sizeof c->y);
+        nevo_kernel_activate(NEVO_ACT_TANH, c->y, TANH_N);
+    }
+    bench_sink = c->y[7];
+    return (double)TANH_N * (double)iters;
+}
+
+double nevo_bench_tanh(const NevoBenchOptions *o) {
+    TanhCtx *c = nevo_alloc_aligned(sizeof *c);
+    for (int k = 0; k < TANH_N; k++) c->x[k] = -3.0f + 6.0f * (float)k / TANH_N;
+    double r = measure(o, tanh_work, c, 1).best * 1e-6;
+    free(c);
+    return r;
+}
+
+const char *nevo_bench_kernels_name(void) { return nevo_kernels()->name; }
+
+/* ---- end-to-end GA -------------------------------------------------------------- */
+
+/* configs/cartpole_ga.json without the generation count. */
+static const char *ga_config_json =
+    "{\"env\": \"CartPole-v1\", \"algo\": \"ga\", \"seed\": 1, \"population\": 200, \"episodes\": 1,"
+    " \"policy\": {\"hidden\": [64, 64], \"activation\": \"tanh\", \"init\": \"scaled\"},"
+    " \"ga\": {\"sigma\": 0.05, \"truncation\": 20, \"elitism\": true,"
+    " \"validation_candidates\": 10, \"validation_episodes\": 30}}";
+
+NevoStatus nevo_bench_ga(const NevoBenchOptions *o, int threads, int generations,
+                         NevoBenchGAResult *out, NevoError *err) {
+    memset(out, 0, sizeof *out);
+    out->threads = threads;
+    out->generations = generations;
+    NevoConfig cfg;
+    nevo_config_defaults(&cfg);
+    NevoStatus st = nevo_config_apply_json(&cfg, ga_config_json, "bench GA config", err);
+    if (st != NEVO_OK) return st;
+    cfg.generations = generations;
+    cfg.threads = threads;
+    if ((st = nevo_config_check(&cfg, err)) != NEVO_OK) return st;
+    NevoEnv *env = NULL;
+    NevoPolicy *policy = NULL;
+    NevoPool *pool = NULL;
+    NevoNoise *noise = NULL;
+    if ((st = nevo_env_new(cfg.env, cfg.env_options, cfg.n_env_options, &env, err)) != NEVO_OK) return st;
+    nevo_env_set_max_steps(env, cfg.max_episode_steps);
+    if ((st = nevo_policy_new(nevo_env_spec(env), &cfg.policy, 0, &policy, err)) != NEVO_OK) goto done;
+    pool = nevo_pool_new(threads);
+    /* the shared noise table, as nevo_train_run sizes it; built once, outside the timing */
+    size_t table = cfg.noise_table_floats > 0 ? (size_t)cfg.noise_table_floats : nevo_noise_auto_size(policy->nparams);
+    noise = nevo_noise_new(table, pool);
+    int reps = o->quick ? 1 : 2;
+    for (int r = 0; r < reps; r++) {
+        NevoEvaluator *ev = nevo_evaluator_new(env, policy, pool, 0);
+        NevoAlgo *algo = NULL;
+        if ((st = nevo_algo_new(&cfg, env, policy, noise, ev, &algo, err)) != NEVO_OK) {
+            nevo_evaluator_free(ev);
+            goto done;
+        }
+        long long frames = 0;
+        double c0 = cpu_s(threads), t0 = now_s();
+        for (int g = 0; g < generations && st == NEVO_OK; g++) {
+            NevoGenStats gs;
+            st = nevo_algo_generation(algo, &gs, err);
+            frames += gs.frames;
+        }
+        double dt = now_s() - t0, dc = cpu_s(threads) - c0;
+        nevo_algo_free(algo);
+        nevo_evaluator_free(ev);
+        if (st != NEVO_OK) goto done;
+        /* every repetition does the same work (same seed, thread-count independent) */
+        NEVO_ASSERT(r == 0 || frames == out->frames);
+        out->frames = frames;
+        if (r == 0 || dt < out->seconds) {
+            out->seconds = dt;
+            out->cpu_share = dc / (threads * dt);
+        }
+    }
+    out->frames_per_s = (double)out->frames / out->seconds;
+done:
+    nevo_noise_free(noise);
+    nevo_pool_free(pool);
+    nevo_policy_free(policy);
+    nevo_env_free(env);
+    return st;
+}
+
+/* ---- machine and the whole run -------------------------------------------------- */
+
+void nevo_bench_machine(NevoBenchMachine *m) {
+    memset(m, 0, sizeof *m);
+    snprintf(m->model, sizeof m->model, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        char line[512];
+        while (fgets(line, sizeof line, f)) {
+            if (strncmp(line, "model name", 10) != 0) continue;
+            char *v = strchr(line, ':');
+            if (!v) continue;
+            v++;
+            while (*v == ' ' || *v == '\t') v++;
+            v[strcspn(v, "\n")] = '\0';
+            snprintf(m->model, sizeof m->model, "%s", v);
+            break;
+        }
+        fclose(f);
+    }
+    m->cpus = nevo_cpu_count();
+#ifdef _SC_LEVEL1_DCACHE_SIZE
+    m->l1d = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+    m->l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    m->l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+    if (m->l1d < 0) m->l1d = 0;
+    if (m->l2 < 0) m->l2 = 0;
+    if (m->l3 < 0) m->l3 = 0;
+    m->isa = nevo_bench_isa_best();
+}
+
+static void shape_name(char *buf, size_t n, const NevoBenchForwardCase *fc) {
+    snprintf(buf, n, "P=%d %d-%d obs=%d out=%d B=%d", fc->P, fc->hidden, fc->hidden, fc->obs_dim, fc->n_out,
+             fc->B);
+}
+
+static void emit_forward(const NevoBenchLimits *lim, const NevoBenchForwardCase *fc,
+                         const NevoBenchForwardResult *fr, NevoBenchEmit emit, void *ctx) {
+    char shape[80];
+    shape_name(shape, sizeof shape, fc);
+    /* roofline: weights stream from wherever they live at bw_gbs, once per network per
+     * call; everything else (activations, one network's layer) stays in L1/L2 */
+    double intensity = fr->flops_per_row * fc->B / (4.0 * (double)fr->nparams); /* FLOP per weight byte */
+    double bw_roof = fr->bw_gbs * intensity;
+    double roof = bw_roof < lim->peak_1c ? bw_roof : lim->peak_1c;
+    NevoBenchResult r;
+    result_init(&r, "forward", "GFLOP/s");
+    snprintf(r.name, sizeof r.name, "forward %s", shape);
+    r.value = fr->gflops;
+    r.median = fr->gflops_median;
+    r.cpu_share = fr->cpu_share;
+    char ln[64];
+    snprintf(ln, sizeof ln, "fma peak, 1 core (%s)", nevo_bench_isa_name(lim->isa));
+    result_limit(&r, lim->peak_1c, ln);
+    snprintf(r.extra, sizeof r.extra,
+             "\"kernels\": \"%s\", \"P\": %d, \"B\": %d, \"obs_dim\": %d, \"n_out\": %d, \"hidden\": [%d, %d], \"activation\": \"tanh\", "
+             "\"rows\": %ld, \"nparams\": %zu, \"flops_per_row\": %.0f, \"rows_per_s\": %.6g, "
+             "\"weight_bytes\": %.0f, \"flop_per_weight_byte\": %.4g, \"weights_bw_gbs\": %.6g, "
+             "\"roofline_gflops\": %.6g, \"ratio_roofline\": %.4g, \"bound\": \"%s\", \"tanh_share_est\": %.3g",
+             nevo_bench_kernels_name(), fc->P, fc->B, fc->obs_dim, fc->n_out, fc->hidden, fc->hidden, fr->rows, fr->nparams, fr->flops_per_row,
+             fr->gflops * 1e9 / fr->flops_per_row, fr->weight_bytes, intensity, fr->bw_gbs, roof,
+             fr->gflops / roof, bw_roof < lim->peak_1c ? "bandwidth" : "compute", fr->tanh_share);
+    emit_row(emit, ctx, &r);
+
+    result_init(&r, "forward", "GB/s");
+    snprintf(r.name, sizeof r.name, "forward %s weights", shape);
+    r.value = fr->weight_gbs;
+    r.median = fr->weight_gbs * fr->gflops_median / fr->gflops;
+    r.cpu_share = fr->cpu_share;
+    double mib = fr->weight_bytes / (1024.0 * 1024.0);
+    snprintf(ln, sizeof ln, "read bw over the %.3g MiB weights", mib);
+    result_limit(&r, fr->bw_gbs, ln);
+    snprintf(r.extra, sizeof r.extra, "\"P\": %d, \"B\": %d, \"weight_bytes\": %.0f",
+             fc->P, fc->B, fr->weight_bytes);
+    emit_row(emit, ctx, &r);
+}
+
+NevoStatus nevo_bench_run(const NevoBenchOptions *o, unsigned groups, NevoBenchEmit emit, void *ctx,
+                          NevoError *err) {
+    NevoStatus st = NEVO_OK;
+    NevoPool *pool = nevo_pool_new(o->threads > 0 ? o->threads : 1);
+    NevoBenchLimits lim = {0};
+    lim.isa = nevo_bench_isa_best();
+    lim.threads = nevo_pool_threads(pool);
+    if (groups & (NEVO_BENCH_PEAK | NEVO_BENCH_FORWARD))
+        nevo_bench_peak(o, pool, &lim, groups & NEVO_BENCH_PEAK ? emit : NULL, ctx);
+    if (groups & NEVO_BENCH_MEMORY) nevo_bench_memory(o, pool, &lim, emit, ctx);
+
+    if (groups & NEVO_BENCH_ENVS) {
+        for (int i = 0; i < nevo_env_count(); i++) {
+            const char *name = nevo_env_class_at(i)->spec.name;
+            NevoBenchEnvResult er;
+            NevoError env_err = {0};
+            NevoBenchResult r;
+            result_init(&r, "envs", "Msteps/s");
+            snprintf(r.name, sizeof r.name, "env %s, 1 core", name);
+            if (nevo_bench_env(o, name, &er, &env_err) != NEVO_OK) {
+                /* an env that cannot be built here (a missing model file) is reported, not fatal */
+                r.value = r.median = NAN;
+                char msg[400];
+                size_t len = strnlen(env_err.msg, sizeof msg - 1);
+                memcpy(msg, env_err.msg, len);
+                msg[len] = '\0';
+                for (char *q = msg; *q; q++) /* keep the JSON member valid */
+                    if (*q == '"' || *q == '\\' || (unsigned char)*q < 0x20) *q = '\'';
+                snprintf(r.extra, sizeof r.extra, "\"env\": \"%s\", \"error\": \"%s\"", name, msg);
+                emit_row(emit, ctx, &r);
+                continue;
+            }
+            r.value = er.steps_per_s * 1e-6;
+            r.median = er.median_steps_per_s * 1e-6;
+            r.cpu_share = er.cpu_share;
+            char mean_len[32] = "null"; /* no episode ended */
+            if (er.episodes > 0) snprintf(mean_len, sizeof mean_len, "%.4g", (double)er.steps / (double)er.episodes);
+            snprintf(r.extra, sizeof r.extra,
+                     "\"env\": \"%s\", \"steps_per_s\": %.6g, \"ns_per_step\": %.4g, \"instances\": %d, "
+                     "\"mean_episode_length\": %s",
+                     name, er.steps_per_s, 1e9 / er.steps_per_s, o->quick ? 16 : 64, mean_len);
+            emit_row(emit, ctx, &r);
+        }
+    }
+
+    if (groups & NEVO_BENCH_FORWARD) {
+        double tanh_rate = nevo_bench_tanh(o);
+        NevoBenchResult r;
+        result_init(&r, "forward", "Melem/s");
+        snprintf(r.name, sizeof r.name, "tanh (%s kernels), 1 core", nevo_bench_kernels_name());
+        r.value = tanh_rate;
+        r.median = NAN;
+        snprintf(r.extra, sizeof r.extra, "\"kernels\": \"%s\", \"ns_per_elem\": %.4g",
+                 nevo_bench_kernels_name(), 1e3 / tanh_rate);
+        emit_row(emit, ctx, &r);
+        int big_p = o->quick ? 64 : 1024;
+        const NevoBenchForwardCase cases[] = {
+            {256, 1, 4, 2, 64},   {256, 16, 4, 2, 64},      {256, 1, 64, 8, 64},
+            {256, 16, 64, 8, 64}, {big_p, 1, 64, 8, 256},   {big_p, 16, 64, 8, 256},
+        };
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+            NevoBenchForwardResult fr;
+            if ((st = nevo_bench_forward(o, &cases[k], tanh_rate, &fr, err)) != NEVO_OK) goto done;
+            emit_forward(&lim, &cases[k], &fr, emit, ctx);
+        }
+    }
+
+    if (groups & NEVO_BENCH_GA) {
+        int gens = o->quick ? 2 : 8;
+        int tcounts[2] = {1, o->threads > 1 ? o->threads : 0};
+        double fps1 = 0.0;
+        for (int k = 0; k < 2 && tcounts[k] > 0; k++) {
+            NevoBenchGAResult gr;
+            if ((st = nevo_bench_ga(o, tcounts[k], gens, &gr, err)) != NEVO_OK) goto done;
+            NevoBenchResult r;
+            result_init(&r, "ga", "kframes/s");
+            snprintf(r.name, sizeof r.name, "ga CartPole-v1, %d thread%s", gr.threads, gr.threads > 1 ? "s" : "");
+            r.value = gr.frames_per_s * 1e-3;
+            r.median = NAN;
+            /* with more threads a CPU share below 1 is also the run's serial part */
+            if (gr.threads == 1) r.cpu_share = gr.cpu_share;
+            if (k == 0) {
+                fps1 = r.value;
+            } else {
+                char ln[64];
+                snprintf(ln, sizeof ln, "%d x 1-thread frames/s", gr.threads);
+                result_limit(&r, gr.threads * fps1, ln);
+            }
+            snprintf(r.extra, sizeof r.extra,
+                     "\"threads\": %d, \"generations\": %d, \"population\": 200, \"frames\": %lld, "
+                     "\"seconds\": %.4g, \"frames_per_s\": %.6g, \"cores_busy\": %.3g%s",
+                     gr.threads, gr.generations, gr.frames, gr.seconds, gr.frames_per_s, gr.cpu_share * gr.threads,
+                     k > 0 ? ", \"scaling_efficiency\": " : "");
+            if (k > 0) {
+                size_t used = strlen(r.extra);
+                snprintf(r.extra + used, sizeof r.extra - used, "%.4g", r.ratio);
+            }
+            emit_row(emit, ctx, &r);
+        }
+    }
+done:
+    nevo_pool_free(pool);
+    return st;
+}

@@ -1,0 +1,197 @@
+/* Benchmarks (internal): this machine's limits and nevo's hot paths, measured in one
+ * process, so every number can be read as a ratio to a limit measured the same way.
+ *
+ * Groups:
+ *   peak     FP32 multiply-add rate of a register-resident loop of independent FMA
+ *            chains, per core and on all cores (the compute ceiling);
+ *   memory   read-only sum and STREAM-style triad over arrays far larger than the last
+ *            cache level, one core and all cores (the bandwidth ceiling);
+ *   envs     raw steps/s of every registered env on one core (no policy);
+ *   forward  nevo_policy_forward on a population of different MLPs, as GFLOP/s against
+ *            the peak and as weight bytes/s against the read bandwidth measured over a
+ *            buffer of the weights' own size (the roofline of that working set);
+ *   ga       end-to-end Deep GA frames/s on CartPole-v1 at 1 and N threads.
+ *
+ * Method: each measurement is calibrated until one repetition takes at least
+ * min_time_s (the calibration runs double as warm-up), then repeated `reps` times; the
+ * best repetition is the result (noise on an idle machine only ever adds time) and the
+ * median is reported beside it. Nothing is allocated inside a timed loop. */
+#ifndef NEVO_BENCH_H
+#define NEVO_BENCH_H
+
+#include <stddef.h>
+
+#include "nevo/status.h"
+#include "nevo/threads.h"
+
+typedef struct NevoBenchOptions {
+    int quick;          /* smaller problems, shorter runs: a smoke test */
+    double min_time_s;  /* each timed repetition runs at least this long */
+    int reps;           /* timed repetitions after warm-up */
+    int threads;        /* threads for the all-core measurements (nevo_cpu_count()) */
+} NevoBenchOptions;
+
+void nevo_bench_options_default(NevoBenchOptions *o, int quick);
+
+/* Group bits for nevo_bench_run. */
+enum {
+    NEVO_BENCH_PEAK = 1u << 0,
+    NEVO_BENCH_MEMORY = 1u << 1,
+    NEVO_BENCH_ENVS = 1u << 2,
+    NEVO_BENCH_FORWARD = 1u << 3,
+    NEVO_BENCH_GA = 1u << 4,
+    NEVO_BENCH_ALL = (1u << 5) - 1,
+};
+/* Group bit of a name ("peak", "memory", "envs", "forward", "ga"); 0 if unknown. */
+unsigned nevo_bench_group_bit(const char *name);
+
+#define NEVO_BENCH_EXTRA_SIZE 640
+
+/* One measured number, a line of the report. */
+typedef struct NevoBenchResult {
+    const char *group;     /* "peak", "memory", ... (static) */
+    char name[96];
+    char unit[16];         /* "GFLOP/s", "GB/s", "Msteps/s", "kframes/s", "Melem/s" */
+    double value;          /* best repetition */
+    double median;         /* median repetition */
+    double limit;          /* the ceiling it is compared with, same unit; NaN if none */
+    char limit_name[64];
+    double ratio;          /* value / limit; NaN if none */
+    double cpu_share;      /* CPU time the measurement got / (threads x wall) in its best
+                              repetition; well below 1 means other work shared the cores
+                              and the value is a floor. NaN if not measured */
+    char extra[NEVO_BENCH_EXTRA_SIZE]; /* more JSON members, `"k": v, ...`, or "" */
+} NevoBenchResult;
+
+typedef void (*NevoBenchEmit)(void *ctx, const NevoBenchResult *r);
+
+/* ---- FMA peak ------------------------------------------------------------------- */
+
+typedef enum NevoBenchIsa {
+    NEVO_ISA_SCALAR = 0, /* scalar multiply then add (no FMA unit assumed) */
+    NEVO_ISA_AVX2 = 1,   /* 256-bit AVX2 + FMA3 */
+    NEVO_ISA_AVX512 = 2, /* 512-bit AVX-512F */
+} NevoBenchIsa;
+
+/* 1 if this CPU (and this build) can run isa, else 0. */
+int nevo_bench_isa_supported(NevoBenchIsa isa);
+/* Widest supported isa. */
+NevoBenchIsa nevo_bench_isa_best(void);
+const char *nevo_bench_isa_name(NevoBenchIsa isa);
+/* Independent accumulators (chains x SIMD lanes) of the FMA kernel for isa. */
+int nevo_bench_fma_lanes(NevoBenchIsa isa);
+/* The FMA kernel: every accumulator starts at 0 and runs acc = acc * m + a for iters
+ * steps (one fused multiply-add per step; a multiply then an add for scalar). Returns
+ * the sum of all accumulators (in double), i.e. lanes * x_iters where
+ * x_k = m * x_{k-1} + a, x_0 = 0. FLOPs done: 2 * lanes * iters. */
+double nevo_bench_fma_kernel(NevoBenchIsa isa, long iters, float m, float a);
+
+/* ---- memory --------------------------------------------------------------------- */
+
+/* Sum of x[0..n) with the widest SIMD present; x 64-byte aligned, n a multiple of 128. */
+double nevo_bench_read_sum(const float *x, size_t n);
+/* a[i] = b[i] + s * c[i] for i < n; 64-byte aligned, n a multiple of 128. */
+void nevo_bench_triad(float *a, const float *b, const float *c, float s, size_t n);
+
+/* ---- measured ceilings ---------------------------------------------------------- */
+
+typedef struct NevoBenchLimits {
+    NevoBenchIsa isa;
+    int threads;
+    double peak_1c, peak_all;        /* GFLOP/s */
+    double read_1c, read_all;        /* GB/s, read-only sum over arrays >> last cache */
+    double triad_1c, triad_all;      /* GB/s, 12 bytes counted per element */
+    size_t mem_bytes;                /* bytes the memory arrays span */
+} NevoBenchLimits;
+
+/* Measures the FMA peak (emits one row per supported isa on one core, and the best
+ * isa on all cores) into lim. pool: opts->threads workers. emit may be NULL. */
+void nevo_bench_peak(const NevoBenchOptions *o, NevoPool *pool, NevoBenchLimits *lim,
+                     NevoBenchEmit emit, void *ctx);
+/* Measures read and triad bandwidth on one core and on all cores into lim. */
+void nevo_bench_memory(const NevoBenchOptions *o, NevoPool *pool, NevoBenchLimits *lim,
+                       NevoBenchEmit emit, void *ctx);
+/* Single-core read bandwidth (GB/s) over the n floats at x (best of reps). */
+double nevo_bench_read_bandwidth(const NevoBenchOptions *o, const float *x, size_t n);
+
+/* ---- environments --------------------------------------------------------------- */
+
+typedef struct NevoBenchEnvResult {
+    double steps_per_s, median_steps_per_s;
+    long long steps, episodes; /* over calibration and timed repetitions */
+    double cpu_share;
+} NevoBenchEnvResult;
+
+/* Steps a batch of instances of the registered env `name` (default options) with
+ * pre-drawn uniform random actions, resetting ended instances, on one core. */
+NevoStatus nevo_bench_env(const NevoBenchOptions *o, const char *name, NevoBenchEnvResult *out,
+                          NevoError *err);
+
+/* ---- batched heterogeneous forward ---------------------------------------------- */
+
+typedef struct NevoBenchForwardCase {
+    int P;       /* networks in the population */
+    int B;       /* rows per network (rows = P * B, grouped by network) */
+    int obs_dim; /* input size */
+    int n_out;   /* output size */
+    int hidden;  /* units of each of the two tanh hidden layers */
+} NevoBenchForwardCase;
+
+typedef struct NevoBenchForwardResult {
+    size_t nparams;        /* floats per network */
+    double flops_per_row;  /* nevo_policy_flops */
+    long rows;             /* P * B */
+    double weight_bytes;   /* P * nparams * 4 */
+    double gflops, gflops_median;
+    double weight_gbs;     /* weight bytes consumed per second: each network's weights
+                              count once per call (its B rows share them) */
+    double bw_gbs;         /* read bandwidth over a buffer of weight_bytes (the weights) */
+    double tanh_share;     /* estimated share of the time spent in the tanh activation */
+    double cpu_share;
+} NevoBenchForwardResult;
+
+/* Times nevo_policy_forward for one case on one core. tanh_melems: the tanh rate
+ * from nevo_bench_tanh (Melem/s), for tanh_share; 0 skips it. */
+NevoStatus nevo_bench_forward(const NevoBenchOptions *o, const NevoBenchForwardCase *c,
+                              double tanh_melems, NevoBenchForwardResult *out, NevoError *err);
+/* Throughput of the tanh activation as nevo_policy_forward applies it, one core,
+ * Melem/s (best of reps). */
+double nevo_bench_tanh(const NevoBenchOptions *o);
+/* Name of the kernel set nevo_policy_forward uses ("generic", "avx2", "avx512"; the
+ * environment variable NEVO_KERNELS forces one). */
+const char *nevo_bench_kernels_name(void);
+
+/* ---- end-to-end GA -------------------------------------------------------------- */
+
+typedef struct NevoBenchGAResult {
+    int threads, generations;
+    long long frames;        /* env steps of the timed run (validation included) */
+    double seconds;          /* wall time of the generations (best repetition) */
+    double frames_per_s;
+    double cpu_share;        /* process CPU time / (threads x wall) */
+} NevoBenchGAResult;
+
+/* Runs `generations` generations of Deep GA on CartPole-v1 (configs/cartpole_ga.json's
+ * settings) over a pool of `threads` threads; the algorithm is rebuilt for each
+ * repetition, so every repetition does the same work. */
+NevoStatus nevo_bench_ga(const NevoBenchOptions *o, int threads, int generations,
+                         NevoBenchGAResult *out, NevoError *err);
+
+/* ---- everything ----------------------------------------------------------------- */
+
+/* Machine description: CPU model (from /proc/cpuinfo), online CPUs, cache sizes. */
+typedef struct NevoBenchMachine {
+    char model[128];
+    int cpus;
+    long l1d, l2, l3;  /* bytes, from sysconf; 0 if unknown */
+    NevoBenchIsa isa;
+} NevoBenchMachine;
+void nevo_bench_machine(NevoBenchMachine *m);
+
+/* Runs the groups in `groups` (NEVO_BENCH_* bits), emitting rows as they are
+ * measured. Ceilings the selected groups need (the peak for forward) are measured
+ * even when their own group is not selected, without being emitted. */
+NevoStatus nevo_bench_run(const NevoBenchOptions *o, unsigned groups, NevoBenchEmit emit, void *ctx,
+                          NevoError *err);
+
+#endif

@@ -1,0 +1,333 @@
+/* The MuJoCo env layer every robot shares: finding and loading the model, MuJoCo's
+ * message handlers, instance lifetime, reset noise, the frame-skip step, full state
+ * and the observation helpers (see mujoco_common.h for the rules). */
+#include "envs/mujoco_common.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *const nevo_mj_options[] = {"frame_skip", "reset_noise_scale", NULL};
+const char *const nevo_mj_health_options[] = {"frame_skip", "reset_noise_scale",
+                                              "terminate_when_unhealthy", NULL};
+
+/* mj_loadXML in MuJoCo 2.2 is not documented as thread-safe, and the handler globals
+ * are set here too: both happen under this lock. */
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Warnings come from simulation trouble (a diverged state MuJoCo reset, a full contact
+ * buffer); a few on stderr tell the user without flooding a long run. */
+#define MAX_WARNINGS_SHOWN 3
+static atomic_int n_warnings;
+
+static void on_warning(const char *msg) {
+    int k = atomic_fetch_add(&n_warnings, 1);
+    if (k < MAX_WARNINGS_SHOWN)
+        fprintf(stderr, "nevo: MuJoCo warning: %s%s\n", msg,
+                k == MAX_WARNINGS_SHOWN - 1 ? " (further MuJoCo warnings not shown)" : "");
+}
+
+/* MuJoCo errors are broken invariants (out of its preallocated memory, ...): report and
+ * abort, as nevo_fatal does, instead of the default's log file and wait for Enter. */
+static void on_error(const char *msg) {
+    fflush(stdout);
+    fprintf(stderr, "nevo: MuJoCo error: %s\n", msg);
+    abort();
+}
+
+static bool readable(const char *path) { return access(path, R_OK) == 0; }
+
+/* Resolves the model file: $NEVO_MODELS if set (and only there), else models/mujoco
+ * under the current directory, else the directory baked in at build time. */
+static NevoStatus find_model(const char *name, const char *file, char *path, size_t size,
+                             NevoError *err) {
+    const char *dir = getenv("NEVO_MODELS");
+    if (dir && *dir) {
+        snprintf(path, size, "%s/%s", dir, file);
+        if (readable(path)) return NEVO_OK;
+        return nevo_error(err, NEVO_ERR_IO,
+                          "%s: model file %s not found (NEVO_MODELS=%s); set NEVO_MODELS to "
+                          "the directory holding nevo's models/mujoco files",
+                          name, path, dir);
+    }
+    snprintf(path, size, "models/mujoco/%s", file);
+    if (readable(path)) return NEVO_OK;
+#ifdef NEVO_MODELS_DIR
+    snprintf(path, size, "%s/%s", NEVO_MODELS_DIR, file);
+    if (readable(path)) return NEVO_OK;
+    return nevo_error(err, NEVO_ERR_IO,
+                      "%s: model file %s not found in models/mujoco (under the current "
+                      "directory) nor in %s (this build's models directory); set NEVO_MODELS "
+                      "to the directory holding nevo's models/mujoco files",
+                      name, file, NEVO_MODELS_DIR);
+#else
+    return nevo_error(err, NEVO_ERR_IO,
+                      "%s: model file %s not found in models/mujoco (under the current "
+                      "directory); set NEVO_MODELS to the directory holding nevo's "
+                      "models/mujoco files",
+                      name, file);
+#endif
+}
+
+static NevoStatus apply_options(const MjRobot *robot, MjParams *p, const char *name,
+                                const NevoEnvOption *opts, int n_opts, NevoError *err) {
+    for (int i = 0; i < n_opts; i++) {
+        const char *key = opts[i].key;
+        double v = opts[i].value;
+        if (strcmp(key, "frame_skip") == 0) {
+            if (!(v >= 1 && v <= 1000 && v == floor(v)))
+                return nevo_error(err, NEVO_ERR_INVALID,
+                                  "%s: frame_skip must be a whole number in [1, 1000], got %g",
+                                  name, v);
+            p->frame_skip = (int)v;
+        } else if (strcmp(key, "reset_noise_scale") == 0) {
+            if (!(v >= 0 && isfinite(v)))
+                return nevo_error(err, NEVO_ERR_INVALID,
+                                  "%s: reset_noise_scale must be >= 0, got %g", name, v);
+            p->reset_noise = v;
+        } else if (strcmp(key, "terminate_when_unhealthy") == 0 && robot->has_health) {
+            if (v != 0 && v != 1)
+                return nevo_error(err, NEVO_ERR_INVALID,
+                                  "%s: terminate_when_unhealthy must be true or false (1 or 0), "
+                                  "got %g",
+                                  name, v);
+            p->terminate_when_unhealthy = v != 0;
+        }
+    }
+    return NEVO_OK;
+}
+
+NevoStatus nevo_mj_configure(const MjRobot *robot, NevoEnvSpec *spec, void *params,
+                             const NevoEnvOption *opts, int n_opts, NevoError *err) {
+    MjParams *p = params;
+    p->robot = robot;
+    p->frame_skip = robot->frame_skip;
+    p->reset_noise = robot->reset_noise;
+    p->terminate_when_unhealthy = robot->has_health;
+    NevoStatus st = apply_options(robot, p, spec->name, opts, n_opts, err);
+    if (st != NEVO_OK) return st;
+    st = find_model(spec->name, robot->model_file, p->path, sizeof p->path, err);
+    if (st != NEVO_OK) return st;
+
+    char msg[1024] = "";
+    pthread_mutex_lock(&load_lock);
+    if (!mju_user_warning) mju_user_warning = on_warning;
+    if (!mju_user_error) mju_user_error = on_error;
+    p->model = mj_loadXML(p->path, NULL, msg, sizeof msg);
+    pthread_mutex_unlock(&load_lock);
+    if (!p->model)
+        return nevo_error(err, NEVO_ERR_IO, "%s: cannot load model %s: %s", spec->name, p->path,
+                          msg);
+
+    const mjModel *m = p->model;
+    if (m->nq != robot->nq || m->nv != robot->nv || m->nu != robot->nu ||
+        m->nbody != robot->nbody)
+        return nevo_error(err, NEVO_ERR_INVALID,
+                          "%s: model %s has nq=%d nv=%d nu=%d nbody=%d; this env needs nq=%d "
+                          "nv=%d nu=%d nbody=%d (is NEVO_MODELS pointing at nevo's models?)",
+                          spec->name, p->path, m->nq, m->nv, m->nu, m->nbody, robot->nq,
+                          robot->nv, robot->nu, robot->nbody);
+    p->dt = m->opt.timestep * p->frame_skip;
+    p->total_mass = 0;
+    for (int b = 0; b < m->nbody; b++) p->total_mass += m->body_mass[b];
+    /* The action box is the actuators' control range (Gymnasium's action_space). */
+    for (int j = 0; j < m->nu; j++) {
+        spec->action_low[j] = (float)m->actuator_ctrlrange[2 * j];
+        spec->action_high[j] = (float)m->actuator_ctrlrange[2 * j + 1];
+    }
+    return NEVO_OK;
+}
+
+void nevo_mj_release(void *params) {
+    MjParams *p = params;
+    if (p->model) mj_deleteModel(p->model);
+    p->model = NULL;
+}
+
+static const MjParams *params_of(const NevoEnv *env) { return nevo_env_params(env); }
+
+/* The forward coordinate whose change per dt is the robot's velocity reward. */
+static double forward_x(const MjParams *p, const mjData *d) {
+    switch (p->robot->forward) {
+    case MJ_FORWARD_TORSO: return d->xpos[3 * 1 + 0];
+    case MJ_FORWARD_COM: {
+        double xy[2];
+        nevo_mj_com(p, d, xy);
+        return xy[0];
+    }
+    case MJ_FORWARD_ROOT_X: break;
+    }
+    return d->qpos[0];
+}
+
+/* Puts d at the model's rest state with everything derived from it computed. */
+static void rest(const MjParams *p, MjState *s) {
+    mj_resetData(p->model, s->d);
+    mj_forward(p->model, s->d);
+    s->ref_x = forward_x(p, s->d);
+}
+
+void nevo_mj_instance_free(const NevoEnv *env, void *state) {
+    MjState *s = state;
+    if (s->d) mj_deleteData(s->d);
+    s->d = NULL;
+}
+
+/* The instance's simulation, created on its first use: in the thread that steps it (its
+ * pages land near that core), only for slots that run, and never in a step after that. */
+static mjData *data_of(const MjParams *p, MjState *s) {
+    if (!s->d) {
+        s->d = mj_makeData(p->model);
+        rest(p, s);
+    }
+    return s->d;
+}
+
+void nevo_mj_reset(const NevoEnv *env, void *state, uint64_t seed, float *obs) {
+    const MjParams *p = params_of(env);
+    const mjModel *m = p->model;
+    MjState *s = state;
+    mjData *d = data_of(p, s);
+    mj_resetData(m, d);
+    NevoRng rng;
+    nevo_rng_init(&rng, seed, NEVO_RNG_ENV, 0, 0, 0);
+    double c = p->reset_noise;
+    for (int i = 0; i < m->nq; i++) d->qpos[i] = m->qpos0[i] + (-c + 2 * c * nevo_rng_uniform(&rng));
+    for (int i = 0; i < m->nv; i++)
+        d->qvel[i] = p->robot->vel_noise == MJ_VEL_NORMAL ? c * nevo_rng_normal(&rng)
+                                                          : -c + 2 * c * nevo_rng_uniform(&rng);
+    mj_forward(m, d);
+    if (p->robot->contact_forces_at_reset) mj_rnePostConstraint(m, d);
+    s->ref_x = forward_x(p, d);
+    p->robot->observe(p, d, obs);
+}
+
+void nevo_mj_step(const NevoEnv *env, void *state, const float *action, float *obs,
+                  NevoStepResult *out) {
+    const MjParams *p = params_of(env);
+    const mjModel *m = p->model;
+    MjState *s = state;
+    mjData *d = data_of(p, s);
+    for (int j = 0; j < m->nu; j++) d->ctrl[j] = action[j];
+    for (int k = 0; k < p->frame_skip; k++) mj_step(m, d);
+    /* contact forces (cfrc_ext) are only computed on request since MuJoCo 2.0 */
+    mj_rnePostConstraint(m, d);
+    double x = forward_x(p, d);
+    double dx = x - s->ref_x;
+    s->ref_x = x;
+    bool terminated = false;
+    out->reward = (float)p->robot->reward(p, d, action, dx, &terminated);
+    out->terminated = terminated;
+    p->robot->observe(p, d, obs);
+}
+
+void nevo_mj_get_state(const NevoEnv *env, const void *state, double *values) {
+    const MjParams *p = params_of(env);
+    const mjModel *m = p->model;
+    const MjState *s = state;
+    int nq = m->nq, nv = m->nv;
+    if (!s->d) {
+        /* never initialised: the rest state */
+        memset(values, 0, sizeof(double) * (size_t)(nq + 2 * nv + 2));
+        memcpy(values + 1, m->qpos0, sizeof(double) * (size_t)nq);
+        return;
+    }
+    const mjData *d = s->d;
+    values[0] = d->time;
+    memcpy(values + 1, d->qpos, sizeof(double) * (size_t)nq);
+    memcpy(values + 1 + nq, d->qvel, sizeof(double) * (size_t)nv);
+    memcpy(values + 1 + nq + nv, d->qacc_warmstart, sizeof(double) * (size_t)nv);
+    values[1 + nq + 2 * nv] = s->ref_x;
+}
+
+NevoStatus nevo_mj_set_state(const NevoEnv *env, void *state, const double *values, float *obs,
+                             NevoError *err) {
+    const MjParams *p = params_of(env);
+    const mjModel *m = p->model;
+    int nq = m->nq, nv = m->nv, n = nq + 2 * nv + 2;
+    for (int i = 0; i < n; i++)
+        if (!isfinite(values[i]))
+            return nevo_error(err, NEVO_ERR_INVALID, "%s: state[%d] is %g, not finite",
+                              nevo_env_spec(env)->name, i, values[i]);
+    MjState *s = state;
+    mjData *d = data_of(p, s);
+    mj_resetData(m, d);
+    d->time = values[0];
+    memcpy(d->qpos, values + 1, sizeof(double) * (size_t)nq);
+    memcpy(d->qvel, values + 1 + nq, sizeof(double) * (size_t)nv);
+    mj_forward(m, d);
+    mj_rnePostConstraint(m, d);
+    /* after mj_forward: it overwrites the warm start with this state's solution */
+    memcpy(d->qacc_warmstart, values + 1 + nq + nv, sizeof(double) * (size_t)nv);
+    s->ref_x = values[1 + nq + 2 * nv];
+    p->robot->observe(p, d, obs);
+    return NEVO_OK;
+}
+
+void nevo_mj_bc(const NevoEnv *env, const void *state, float *bc) {
+    const MjParams *p = params_of(env);
+    const MjState *s = state;
+    int n = nevo_env_spec(env)->bc_dim;
+    if (!s->d) {
+        for (int i = 0; i < n; i++) bc[i] = 0.0f;
+        return;
+    }
+    if (p->robot->bc) {
+        p->robot->bc(p, s->d, bc);
+        return;
+    }
+    double xy[2];
+    nevo_mj_com(p, s->d, xy);
+    for (int i = 0; i < n && i < 2; i++) bc[i] = (float)xy[i];
+}
+
+float *nevo_mj_put(float *obs, const mjtNum *x, int n) {
+    for (int i = 0; i < n; i++) obs[i] = (float)x[i];
+    return obs + n;
+}
+
+float *nevo_mj_put_clipped(float *obs, const mjtNum *x, int n, double limit) {
+    for (int i = 0; i < n; i++) {
+        double v = x[i] < -limit ? -limit : x[i] > limit ? limit : x[i];
+        obs[i] = (float)v;
+    }
+    return obs + n;
+}
+
+double nevo_mj_action_sq(const float *action, int n) {
+    double s = 0;
+    for (int i = 0; i < n; i++) s += (double)action[i] * action[i];
+    return s;
+}
+
+void nevo_mj_com(const MjParams *p, const mjData *d, double xy[2]) {
+    const mjModel *m = p->model;
+    double sx = 0, sy = 0;
+    for (int b = 0; b < m->nbody; b++) {
+        sx += m->body_mass[b] * d->xipos[3 * b];
+        sy += m->body_mass[b] * d->xipos[3 * b + 1];
+    }
+    xy[0] = sx / p->total_mass;
+    xy[1] = sy / p->total_mass;
+}
+
+/* The class state sits at the end of the instance, after the env layer's header,
+ * rounded up to 16 bytes (nevo_env_instance_size). */
+static const MjState *state_of(const NevoEnv *env, const void *inst) {
+    size_t body = (sizeof(MjState) + 15) / 16 * 16;
+    return (const MjState *)((const char *)inst + nevo_env_instance_size(env) - body);
+}
+
+const mjModel *nevo_mj_model(const NevoEnv *env) { return params_of(env)->model; }
+
+const mjData *nevo_mj_data(const NevoEnv *env, const void *inst) { return state_of(env, inst)->d; }
+
+bool nevo_mj_healthy(const NevoEnv *env, const void *inst) {
+    const MjParams *p = params_of(env);
+    const mjData *d = state_of(env, inst)->d;
+    return d && (!p->robot->healthy || p->robot->healthy(p, d));
+}

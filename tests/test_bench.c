@@ -1,0 +1,158 @@
+/* Tests for the benchmarks (src/bench/): the kernels compute what they claim (so the
+ * FLOPs and bytes they are credited with are real work), and the counts the reports
+ * are built on follow their formulas. No timing is asserted: speeds depend on the
+ * machine and on what else runs on it. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench.h"
+#include "harness.h"
+#include "nevo/env.h"
+
+static NevoBenchOptions quick_options(void) {
+    NevoBenchOptions o;
+    nevo_bench_options_default(&o, 1);
+    o.min_time_s = 0.002;
+    o.reps = 2;
+    return o;
+}
+
+/* Chain j of every width starts at j and runs x <- m x + a; all values here are small
+ * dyadic rationals, so float arithmetic is exact and the closed form is too. */
+static double fma_closed_form(NevoBenchIsa isa, long iters, double m, double a) {
+    int lanes = nevo_bench_fma_lanes(isa);
+    int width = isa == NEVO_ISA_AVX512 ? 16 : isa == NEVO_ISA_AVX2 ? 8 : 1;
+    double sum = 0.0;
+    for (int j = 0; j < lanes / width; j++) {
+        double x = j;
+        for (long k = 0; k < iters; k++) x = m * x + a;
+        sum += width * x;
+    }
+    return sum;
+}
+
+TEST(bench_fma_kernel_closed_form) {
+    CHECK(nevo_bench_isa_supported(NEVO_ISA_SCALAR));
+    CHECK(nevo_bench_isa_supported(nevo_bench_isa_best()));
+    for (int isa = NEVO_ISA_SCALAR; isa <= NEVO_ISA_AVX512; isa++) {
+        if (!nevo_bench_isa_supported((NevoBenchIsa)isa)) continue;
+        NevoBenchIsa i = (NevoBenchIsa)isa;
+        /* m = 1: x = j + iters * a */
+        CHECK_NEAR(nevo_bench_fma_kernel(i, 1000, 1.0f, 0.5f), fma_closed_form(i, 1000, 1.0, 0.5), 0.0);
+        /* m = 1/2, a = 1: x = 2 + (j - 2) / 8 after three steps */
+        CHECK_NEAR(nevo_bench_fma_kernel(i, 3, 0.5f, 1.0f), fma_closed_form(i, 3, 0.5, 1.0), 0.0);
+        CHECK_NEAR(nevo_bench_fma_kernel(i, 0, 0.5f, 1.0f), fma_closed_form(i, 0, 0.5, 1.0), 0.0);
+    }
+}
+
+TEST(bench_memory_kernels) {
+    size_t n = 128 * 40;
+    float *a = aligned_alloc(64, n * sizeof(float));
+    float *b = aligned_alloc(64, n * sizeof(float));
+    float *c = aligned_alloc(64, n * sizeof(float));
+    CHECK(a && b && c);
+    for (size_t i = 0; i < n; i++) {
+        b[i] = (float)(i % 7);
+        c[i] = (float)(i % 5);
+    }
+    nevo_bench_triad(a, b, c, 0.5f, n);
+    double want = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        CHECK_NEAR(a[i], (double)(i % 7) + 0.5 * (double)(i % 5), 0.0);
+        want += a[i];
+    }
+    /* every value is a multiple of 1/2 below 2^10: the sum is exact in any order */
+    CHECK_NEAR(nevo_bench_read_sum(a, n), want, 0.0);
+    free(a);
+    free(b);
+    free(c);
+}
+
+TEST(bench_peak_and_memory_positive) {
+    NevoBenchOptions o = quick_options();
+    NevoPool *pool = nevo_pool_new(2);
+    NevoBenchLimits lim = {0};
+    nevo_bench_peak(&o, pool, &lim, NULL, NULL);
+    CHECK(lim.peak_1c > 0 && isfinite(lim.peak_1c));
+    CHECK(lim.peak_all > 0 && isfinite(lim.peak_all));
+    nevo_bench_memory(&o, pool, &lim, NULL, NULL);
+    CHECK(lim.read_1c > 0 && lim.read_all > 0 && lim.triad_1c > 0 && lim.triad_all > 0);
+    CHECK(lim.mem_bytes > 0);
+    nevo_pool_free(pool);
+}
+
+TEST(bench_every_env_steps) {
+    NevoBenchOptions o = quick_options();
+    for (int i = 0; i < nevo_env_count(); i++) {
+        const char *name = nevo_env_class_at(i)->spec.name;
+        NevoBenchEnvResult r;
+        NevoError err = {0};
+        /* envs that cannot be built here (their own tests say why) are not this test's */
+        NevoEnv *env = NULL;
+        if (nevo_env_new(name, NULL, 0, &env, &err) != NEVO_OK) continue;
+        nevo_env_free(env);
+        CHECK_MSG(nevo_bench_env(&o, name, &r, &err) == NEVO_OK, "%s: %s", name, err.msg);
+        CHECK_MSG(r.steps_per_s > 0 && r.steps > 0, "%s", name);
+        CHECK_MSG(r.episodes >= 0, "%s", name);
+    }
+    NevoBenchEnvResult r;
+    NevoError err = {0};
+    CHECK(nevo_bench_env(&o, "NoSuchEnv-v0", &r, &err) == NEVO_ERR_NOTFOUND);
+}
+
+/* FLOPs per row of an MLP obs -> H -> H -> out, multiply-adds counted as 2. */
+static double mlp_flops(int obs, int h, int out) { return 2.0 * (obs * h + h * h + h * out); }
+static size_t mlp_params(int obs, int h, int out) {
+    return (size_t)(obs * h + h) + (size_t)(h * h + h) + (size_t)(h * out + out);
+}
+
+TEST(bench_forward_counts) {
+    NevoBenchOptions o = quick_options();
+    const NevoBenchForwardCase cases[] = {{8, 1, 4, 2, 64}, {8, 4, 64, 8, 64}, {4, 2, 64, 8, 256}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const NevoBenchForwardCase *c = &cases[k];
+        NevoBenchForwardResult r;
+        NevoError err = {0};
+        CHECK_MSG(nevo_bench_forward(&o, c, 100.0, &r, &err) == NEVO_OK, "%s", err.msg);
+        CHECK_NEAR(r.flops_per_row, mlp_flops(c->obs_dim, c->hidden, c->n_out), 0.0);
+        CHECK_EQ_INT(r.nparams, mlp_params(c->obs_dim, c->hidden, c->n_out));
+        CHECK_EQ_INT(r.rows, c->P * c->B);
+        CHECK_NEAR(r.weight_bytes, 4.0 * (double)r.nparams * c->P, 0.0);
+        CHECK(r.gflops > 0 && isfinite(r.gflops));
+        CHECK(r.bw_gbs > 0 && isfinite(r.bw_gbs));
+        /* weights are consumed once per network per call: bytes/s = rows/s / B * bytes */
+        CHECK_NEAR(r.weight_gbs, r.gflops / r.flops_per_row / c->B * 4.0 * (double)r.nparams, 1e-9 * r.weight_gbs);
+    }
+}
+
+TEST(bench_ga_same_work_any_threads) {
+    NevoBenchOptions o = quick_options();
+    NevoBenchGAResult g1, g2;
+    NevoError err = {0};
+    CHECK_MSG(nevo_bench_ga(&o, 1, 2, &g1, &err) == NEVO_OK, "%s", err.msg);
+    CHECK_MSG(nevo_bench_ga(&o, 2, 2, &g2, &err) == NEVO_OK, "%s", err.msg);
+    CHECK(g1.frames > 0);
+    /* results (and so frames) do not depend on the thread count */
+    CHECK_EQ_INT(g1.frames, g2.frames);
+    CHECK(g1.frames_per_s > 0 && g2.frames_per_s > 0);
+}
+
+TEST(bench_groups_and_cli) {
+    CHECK(nevo_bench_group_bit("peak") == NEVO_BENCH_PEAK);
+    CHECK(nevo_bench_group_bit("ga") == NEVO_BENCH_GA);
+    CHECK(nevo_bench_group_bit("gpu") == 0);
+    char out[8192];
+    int rc = test_run(out, sizeof out, "%s bench --quick --json --only peak", test_nevo_bin());
+    CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
+    /* the machine line, one line per SIMD width this CPU has, one for all cores */
+    int lines = 0, isas = 0;
+    for (char *p = out; *p; p++) lines += *p == '\n';
+    for (int isa = NEVO_ISA_SCALAR; isa <= NEVO_ISA_AVX512; isa++) isas += nevo_bench_isa_supported((NevoBenchIsa)isa);
+    CHECK_EQ_INT(lines, 1 + isas + 1);
+    CHECK(strstr(out, "\"group\": \"machine\"") != NULL);
+    CHECK(strstr(out, "\"group\": \"peak\"") != NULL);
+    CHECK(strstr(out, "nan") == NULL && strstr(out, "inf") == NULL);
+    rc = test_run(out, sizeof out, "%s bench --only nope", test_nevo_bin());
+    CHECK_EQ_INT(rc, 2);
+}
