@@ -464,3 +464,8 @@ TEST(eval_record_obs) {
     nevo_policy_free(p);
     nevo_env_free(env);
 }
+
+/* MinAtar keeps the last action across reset (sticky repeats, as the reference does);
+ * the evaluator forgets it before every task, so a slot that ran another episode
+ * before gives the same episode as a fresh instance. */
+TEST(eval_minatar_matches_reference) { check_env_against_reference("minatar/space_invaders", 60, 60); }

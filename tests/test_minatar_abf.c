@@ -231,7 +231,8 @@ TEST(minatar_abf_minimal_action_sets) {
 }
 
 /* §1.1 sticky actions: a draw every step; below sticky_prob the previous executed action
- * is repeated; last_action is what was executed; nevo starts each episode at 0. */
+ * is repeated; last_action is what was executed; reset keeps it (as the reference
+ * does) and nevo_env_forget clears it (what the evaluator does before each task). */
 TEST(minatar_abf_sticky_actions) {
     G g;
     /* always sticky: the agent's actions never take effect, the start action 0 repeats */
@@ -245,9 +246,17 @@ TEST(minatar_abf_sticky_actions) {
     g_step(&g, L_);
     CHECK_EQ_INT(g_get(&g)[AX_PX], 6);
     CHECK_EQ_INT(g.st[S_LAST], R_);
-    /* reset starts from last_action 0 (nevo's documented departure) */
+    /* reset keeps last_action: a sticky first step repeats the previous episode's */
+    nevo_env_reset(g.env, g.inst, 7, g.obs);
+    CHECK_EQ_INT(g_get(&g)[S_LAST], R_);
+    g_step(&g, L_);
+    CHECK_EQ_INT(g_get(&g)[AX_PX], 6);
+    /* forget starts the next episode as a fresh instance would */
+    nevo_env_forget(g.env, g.inst);
     nevo_env_reset(g.env, g.inst, 7, g.obs);
     CHECK_EQ_INT(g_get(&g)[S_LAST], 0);
+    g_step(&g, R_);
+    CHECK_EQ_INT(g_get(&g)[AX_PX], 5);
     g_close(&g);
 
     /* sticky 0.5: replay the stream; each step's first draw decides */

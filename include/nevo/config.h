@@ -62,6 +62,8 @@ typedef struct NevoConfig {
     uint64_t seed;
     int population;        /* individuals evaluated per generation */
     int generations;
+    long long max_frames;  /* frame budget (0 = none): the last generation is the one
+                            * whose frames reach it, so runs compare at equal frames */
     int threads;           /* 0 = all CPUs; never changes results */
     int episodes;          /* episodes per individual for its fitness */
     int max_episode_steps; /* episode cap for training (0 = the env's own limit) */

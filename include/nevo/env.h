@@ -81,6 +81,11 @@ typedef struct NevoEnvClass {
     void (*instance_free)(const NevoEnv *env, void *state);
     /* Starts an episode from seed; writes the first observation. */
     void (*reset)(const NevoEnv *env, void *state, uint64_t seed, float *obs);
+    /* Forgets what an instance carries from one episode into the next, so that the
+     * next reset starts as in a freshly made environment: MinAtar's last executed
+     * action, which the reference keeps across reset() for its sticky-action rule.
+     * NULL when reset alone decides the episode. */
+    void (*forget)(const NevoEnv *env, void *state);
     /* Advances one step; writes the next observation and fills reward/terminated
      * (truncation by time limit is added by the env layer). */
     void (*step)(const NevoEnv *env, void *state, const float *action, float *obs,
@@ -128,6 +133,13 @@ size_t nevo_env_instance_size(const NevoEnv *env);
 void nevo_env_instance_init(const NevoEnv *env, void *inst);
 void nevo_env_instance_free(const NevoEnv *env, void *inst);
 
+/* Starts an episode. Like the reference implementations, an env may carry something
+ * over from the instance's previous episode (MinAtar's sticky action); call
+ * nevo_env_forget first to make the episode a function of its seed alone, as the
+ * evaluator does for every task (results must not depend on which episode ran before
+ * in the same slot). Running episodes one after another without it reproduces the
+ * reference protocol of one environment played repeatedly. */
+void nevo_env_forget(const NevoEnv *env, void *inst);
 void nevo_env_reset(const NevoEnv *env, void *inst, uint64_t seed, float *obs);
 void nevo_env_step(const NevoEnv *env, void *inst, const float *action, float *obs,
                    NevoStepResult *out);

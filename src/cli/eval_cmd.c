@@ -22,7 +22,9 @@ static const char *help =
     "Episode e's seed is derived from (S, e), so the same S gives the same episodes for\n"
     "every policy. Reference policies: `random` draws uniformly from the action space;\n"
     "`constant:A` always takes action A (an index, or comma-separated values for\n"
-    "continuous actions).\n"
+    "continuous actions). Reference policies play their episodes one after another in\n"
+    "one environment, as the reference implementations' statistics were made: what an\n"
+    "env carries across reset (MinAtar's last action for sticky repeats) carries over.\n"
     "\n"
     "options:\n"
     "  --episodes N   episodes to run (default 100)\n"
@@ -38,7 +40,6 @@ static const char *help =
 
 typedef enum RefKind { REF_RANDOM, REF_CONSTANT } RefKind;
 
-/* Runs a reference policy episode by episode (no network involved). */
 static void record_frame(void *ctx, const NevoEnv *env, const void *inst) {
     NevoGif *gif = ctx;
     int w, h;
@@ -49,6 +50,8 @@ static void record_frame(void *ctx, const NevoEnv *env, const void *inst) {
     free(rgb);
 }
 
+/* Runs a reference policy episode by episode in one instance (no network involved),
+ * without nevo_env_forget between episodes: the reference protocol. */
 static NevoStatus eval_reference(const NevoEnv *env, RefKind kind, const float *constant, int episodes,
                                  uint64_t seed, NevoGif *gif, int gif_episodes, NevoEvalSummary *out,
                                  NevoError *err) {
@@ -80,6 +83,7 @@ static NevoStatus eval_reference(const NevoEnv *env, RefKind kind, const float *
             eps[e].ret += r.reward;
             eps[e].length++;
             if (s->max_steps == 0 && eps[e].length >= 100000000) {
+                nevo_env_instance_free(env, inst);
                 free(inst), free(obs), free(eps);
                 return nevo_error(err, NEVO_ERR_INVALID,
                                   "%s: an episode ran 1e8 steps without ending; pass --max-steps", s->name);
@@ -87,6 +91,7 @@ static NevoStatus eval_reference(const NevoEnv *env, RefKind kind, const float *
         }
     }
     nevo_eval_summarise(eps, episodes, out);
+    nevo_env_instance_free(env, inst);
     free(inst);
     free(obs);
     free(eps);

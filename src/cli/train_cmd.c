@@ -18,7 +18,7 @@
 
 static const char *help =
     "usage: nevo train CONFIG [key=value ...] [--out DIR] [--threads N] [--quiet]\n"
-    "       nevo train [CONFIG] --resume DIR [generations=N] [--threads N]\n"
+    "       nevo train [CONFIG] --resume DIR [generations=N] [max_frames=N] [--threads N]\n"
     "\n"
     "Trains a population on the config's environment and writes the run directory:\n"
     "  config.json    the resolved config (every key)\n"
@@ -29,7 +29,7 @@ static const char *help =
     "\n"
     "options:\n"
     "  --out DIR      run directory (default runs/<config name>, never an existing run)\n"
-    "  --resume DIR   continue the run in DIR; only generations and threads may change\n"
+    "  --resume DIR   continue the run in DIR; only generations, max_frames and threads may change\n"
     "  --threads N    worker threads (default: the config's `threads`, 0 = all CPUs);\n"
     "                 results do not depend on it\n"
     "  --quiet        no progress output\n"
@@ -122,6 +122,7 @@ static void on_generation(void *ctx, const NevoGenStats *g, const NevoRunTotals 
 static int configs_match(const NevoConfig *a, const NevoConfig *b) {
     NevoConfig x = *a, y = *b;
     x.generations = y.generations = 0;
+    x.max_frames = y.max_frames = 0;
     x.threads = y.threads = 0;
     char *ja = nevo_config_to_json(&x), *jb = nevo_config_to_json(&y);
     int same = strcmp(ja, jb) == 0;

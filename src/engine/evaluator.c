@@ -124,7 +124,9 @@ static int start(NevoEvaluator *ev, Worker *wk, int s, int t) {
     const NevoEnvSpec *spec = nevo_env_spec(ev->env);
     const NevoTask *task = &ev->tasks[t];
     float *obs = wk->obs + (size_t)s * spec->obs_dim;
-    nevo_env_reset(ev->env, wk->insts + (size_t)s * ev->inst_size, task->seed, obs);
+    void *inst = wk->insts + (size_t)s * ev->inst_size;
+    nevo_env_forget(ev->env, inst); /* the episode depends on its seed alone */
+    nevo_env_reset(ev->env, inst, task->seed, obs);
     wk->net[s] = task->net;
     wk->task[s] = t;
     NevoEpisode *r = &ev->results[t];

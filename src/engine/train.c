@@ -62,7 +62,7 @@ NevoStatus nevo_rollout_episode(const NevoEnv *env, const NevoPolicy *policy, co
     float *scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(policy, 1));
     int net = 0;
     memset(out, 0, sizeof *out);
-    nevo_env_reset(env, inst, env_seed, obs);
+    nevo_env_reset(env, inst, env_seed, obs); /* a fresh instance: nothing to forget */
     if (frame) frame(ctx, env, inst);
     NevoStepResult r = {0};
     NevoStatus st = NEVO_OK;
@@ -79,6 +79,7 @@ NevoStatus nevo_rollout_episode(const NevoEnv *env, const NevoPolicy *policy, co
         }
     }
     out->terminated = r.terminated;
+    nevo_env_instance_free(env, inst);
     free(inst);
     free(obs);
     free(o);
@@ -301,7 +302,9 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
     if (hooks && hooks->on_frames) nevo_evaluator_set_progress(run.ev, relay_frames, (void *)hooks);
 
     double t_start = now_s() - totals.wall_s;
-    while (nevo_algo_generations_done(run.algo) < run.cfg.generations) {
+    long long budget = run.cfg.max_frames;
+    while (nevo_algo_generations_done(run.algo) < run.cfg.generations &&
+           (budget == 0 || totals.frames < budget)) {
         NevoGenStats gs;
         st = nevo_algo_generation(run.algo, &gs, err);
         if (st) break;
@@ -322,7 +325,7 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
                  gs.median, gs.elite_mean, gs.frames, extra);
         st = append_line(metrics_path, line, err);
         if (st) break;
-        int last = totals.generations == run.cfg.generations;
+        int last = totals.generations == run.cfg.generations || (budget > 0 && totals.frames >= budget);
         if (last || totals.generations % run.cfg.checkpoint_every == 0) {
             st = nevo_checkpoint_save(ckpt_path, &run.cfg, &totals, run.algo, err);
             if (st == NEVO_OK) st = write_policy(&run, policy_path, err);

@@ -6,10 +6,13 @@
  * index into the full 6-action set (n l u r d f), draws the sticky-action uniform (the
  * first draw of every step, as in the reference) and returns the action to execute.
  *
- * Departure from the reference, on purpose: the reference keeps `last_action` across
- * reset(); nevo starts every episode with last_action = 0, so an episode's outcome is a
- * function of its own seed alone and does not depend on which episode ran before it in
- * the same slot (needed for bit-identical results at any thread or slot count). */
+ * As in the reference, reset() keeps `last_action`, so the first step of an episode can
+ * repeat the previous episode's last action (a fresh instance starts from 0). The
+ * class's forget hook (minatar_forget) clears it: the evaluator calls it before every
+ * task so that an episode's outcome is a function of its own seed alone, whichever
+ * episode ran before it in the same slot (bit-identical results at any thread or slot
+ * count); `nevo eval --policy random|constant:A` plays its episodes one after another
+ * in one instance without it, the reference's protocol. */
 #ifndef NEVO_MINATAR_H
 #define NEVO_MINATAR_H
 
@@ -45,6 +48,8 @@ NevoStatus minatar_configure(NevoEnvSpec *spec, void *params, const NevoEnvOptio
 
 /* Starts the common part of a new episode from its seed. */
 void minatar_reset_common(MinatarCommon *c, uint64_t seed);
+/* The class's forget hook: the next episode starts with last_action 0. */
+void minatar_forget(const NevoEnv *env, void *state);
 
 /* Maps the agent's action (an index into the configured set) to the full set and
  * applies the sticky rule; returns the full-set action to execute. */

@@ -285,6 +285,7 @@ const NevoEnvClass nevo_env_minatar_asterix = {
     .params_size = sizeof(MinatarParams),
     .option_names = minatar_option_names,
     .configure = configure,
+    .forget = minatar_forget,
     .reset = reset,
     .step = step,
     .get_state = get_state,

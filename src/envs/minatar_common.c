@@ -35,8 +35,11 @@ NevoStatus minatar_configure(NevoEnvSpec *spec, void *params, const NevoEnvOptio
 
 void minatar_reset_common(MinatarCommon *c, uint64_t seed) {
     nevo_rng_init(&c->rng, seed, NEVO_RNG_ENV, 0, 0, 0);
-    c->last_action = 0;
-    c->terminal = 0;
+    c->terminal = 0; /* last_action carries over, as in the reference */
+}
+
+void minatar_forget(const NevoEnv *env, void *state) {
+    ((MinatarCommon *)state)->last_action = 0;
 }
 
 int minatar_action(const MinatarParams *p, MinatarCommon *c, const float *action) {

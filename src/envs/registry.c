@@ -142,6 +142,10 @@ void nevo_env_instance_free(const NevoEnv *env, void *inst) {
     memset(inst, 0, nevo_env_instance_size(env));
 }
 
+void nevo_env_forget(const NevoEnv *env, void *inst) {
+    if (env->cls->forget) env->cls->forget(env, body(inst));
+}
+
 void nevo_env_reset(const NevoEnv *env, void *inst, uint64_t seed, float *obs) {
     InstanceHeader *h = header(inst);
     h->steps = 0;
