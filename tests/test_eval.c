@@ -469,3 +469,45 @@ TEST(eval_record_obs) {
  * the evaluator forgets it before every task, so a slot that ran another episode
  * before gives the same episode as a fresh instance. */
 TEST(eval_minatar_matches_reference) { check_env_against_reference("minatar/space_invaders", 60, 60); }
+
+/* Timing (for benchmarks) adds up and never changes results. */
+TEST(eval_timing_sums_and_changes_nothing) {
+    NevoEnv *env = open_env("CartPole-v1");
+    NevoPolicy *p = small_policy(env);
+    size_t stride;
+    float *params = population(p, &stride);
+    NevoTask tasks[N_TASKS];
+    make_tasks(tasks, 0);
+    NevoPool *pool = nevo_pool_new(2);
+    NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, 4);
+    NevoEpisode plain[N_TASKS], timed[N_TASKS];
+    NevoError err = {0};
+    CHECK(nevo_evaluate(ev, params, stride, tasks, N_TASKS, plain, NULL, &err) == NEVO_OK);
+    NevoEvalTimes t;
+    nevo_evaluator_times(ev, &t);
+    CHECK(t.calls == 0 && t.frames == 0 && t.wall_s == 0.0); /* off by default */
+    nevo_evaluator_set_timing(ev, 1);
+    long long want = 0;
+    for (int k = 0; k < 2; k++) {
+        CHECK(nevo_evaluate(ev, params, stride, tasks, N_TASKS, timed, NULL, &err) == NEVO_OK);
+        for (int i = 0; i < N_TASKS; i++) {
+            check_same_episode(&timed[i], &plain[i], i, "timing on");
+            want += timed[i].length;
+        }
+    }
+    nevo_evaluator_times(ev, &t);
+    CHECK_EQ_INT(t.calls, 2);
+    CHECK_EQ_INT(t.threads, 2);
+    CHECK_MSG(t.frames == want, "frames %lld, episodes' lengths %lld", t.frames, want);
+    CHECK(t.wall_s > 0.0 && t.forward_s > 0.0 && t.env_s > 0.0);
+    CHECK_MSG(t.forward_s + t.env_s <= t.threads * t.wall_s * 1.0001, "forward %g + env %g > %d x wall %g",
+              t.forward_s, t.env_s, t.threads, t.wall_s);
+    nevo_evaluator_set_timing(ev, 1); /* zeroes */
+    nevo_evaluator_times(ev, &t);
+    CHECK(t.calls == 0 && t.frames == 0 && t.forward_s == 0.0);
+    nevo_evaluator_free(ev);
+    nevo_pool_free(pool);
+    free(params);
+    nevo_policy_free(p);
+    nevo_env_free(env);
+}

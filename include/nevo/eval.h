@@ -47,6 +47,20 @@ NevoPool *nevo_evaluator_pool(const NevoEvaluator *ev);
 typedef void (*NevoProgressFn)(void *ctx, long long frames_done);
 void nevo_evaluator_set_progress(NevoEvaluator *ev, NevoProgressFn fn, void *ctx);
 
+/* Where evaluation time goes, summed over every nevo_evaluate call since timing was
+ * switched on: wall seconds of the calls, and thread-seconds inside the batched policy
+ * forward (with action selection) and inside env stepping and resets; the rest of
+ * threads x wall is queue handling, bookkeeping and waiting for the slowest worker.
+ * Timing reads the clock twice per batch step, so it is off unless asked for
+ * (benchmarks); it never changes results. */
+typedef struct NevoEvalTimes {
+    double wall_s, forward_s, env_s;
+    long long frames;
+    int threads, calls;
+} NevoEvalTimes;
+void nevo_evaluator_set_timing(NevoEvaluator *ev, int on); /* also zeroes the sums */
+void nevo_evaluator_times(const NevoEvaluator *ev, NevoEvalTimes *out);
+
 /* Runs tasks[0..n) and writes results[i] for task i. params: the population matrix,
  * row j at params + j * stride. task_stats: NULL, or an array of n stats of which those
  * of tasks flagged NEVO_TASK_RECORD_OBS are filled (caller merges them in task order).

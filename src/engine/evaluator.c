@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct Worker {
     uint8_t *insts;   /* (slots, instance_size) */
@@ -16,6 +17,7 @@ typedef struct Worker {
     int *net;         /* (slots) network row of each live slot */
     int *task;        /* (slots) task index of each live slot */
     float *scratch;   /* policy scratch */
+    double forward_s, env_s; /* with timing on: thread-seconds in forward and env */
 } Worker;
 
 struct NevoEvaluator {
@@ -27,6 +29,10 @@ struct NevoEvaluator {
     Worker *workers;
     NevoProgressFn progress;
     void *progress_ctx;
+    int timing;
+    double wall_s;
+    long long timed_frames;
+    int calls;
     /* the current call */
     const float *params;
     size_t stride;
@@ -85,6 +91,32 @@ void nevo_evaluator_free(NevoEvaluator *ev) {
 }
 
 NevoPool *nevo_evaluator_pool(const NevoEvaluator *ev) { return ev->pool; }
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void nevo_evaluator_set_timing(NevoEvaluator *ev, int on) {
+    ev->timing = on;
+    ev->wall_s = 0.0;
+    ev->timed_frames = 0;
+    ev->calls = 0;
+    for (int w = 0; w < nevo_pool_threads(ev->pool); w++) ev->workers[w].forward_s = ev->workers[w].env_s = 0.0;
+}
+
+void nevo_evaluator_times(const NevoEvaluator *ev, NevoEvalTimes *out) {
+    memset(out, 0, sizeof *out);
+    out->threads = nevo_pool_threads(ev->pool);
+    out->wall_s = ev->wall_s;
+    out->frames = ev->timed_frames;
+    out->calls = ev->calls;
+    for (int w = 0; w < out->threads; w++) {
+        out->forward_s += ev->workers[w].forward_s;
+        out->env_s += ev->workers[w].env_s;
+    }
+}
 
 void nevo_evaluator_set_progress(NevoEvaluator *ev, NevoProgressFn fn, void *ctx) {
     ev->progress = fn;
@@ -155,6 +187,8 @@ static void run_worker(void *ctx, int item, int worker) {
         live++;
     }
     long long local_frames = 0;
+    const int timing = ev->timing;
+    double t0 = timing ? now_s() : 0.0, t1 = 0.0;
     while (live > 0 && !atomic_load_explicit(&ev->failed, memory_order_relaxed)) {
         nevo_policy_forward(pol, ev->params, ev->stride, wk->net, wk->obs, live, wk->out, wk->scratch);
         if (!all_finite(wk->out, live * pol->n_out)) {
@@ -167,6 +201,10 @@ static void run_worker(void *ctx, int item, int worker) {
                 }
         }
         nevo_policy_actions(pol, wk->out, live, wk->actions);
+        if (timing) {
+            t1 = now_s();
+            wk->forward_s += t1 - t0;
+        }
         for (int s = 0; s < live;) {
             int t = wk->task[s];
             NevoEpisode *r = &ev->results[t];
@@ -209,6 +247,10 @@ static void run_worker(void *ctx, int item, int worker) {
                 }
             }
         }
+        if (timing) { /* resets of refilled slots count as env time */
+            t0 = now_s();
+            wk->env_s += t0 - t1;
+        }
     }
     atomic_fetch_add(&ev->frames, local_frames);
 }
@@ -227,7 +269,13 @@ NevoStatus nevo_evaluate(NevoEvaluator *ev, const float *params, size_t stride,
     atomic_store(&ev->frames, 0);
     atomic_store(&ev->failed, 0);
     int nw = nevo_pool_threads(ev->pool);
+    double t0 = ev->timing ? now_s() : 0.0;
     nevo_pool_run(ev->pool, nw, run_worker, ev);
+    if (ev->timing) {
+        ev->wall_s += now_s() - t0;
+        ev->timed_frames += atomic_load(&ev->frames);
+        ev->calls++;
+    }
     if (atomic_load(&ev->failed)) {
         if (err) *err = ev->first_error;
         return ev->first_error.status;
