@@ -24,7 +24,12 @@ ifeq ($(CI),true)
 CFLAGS_BASE += -Werror
 endif
 CFLAGS += $(CFLAGS_BASE)
-LIBS = -lgif -ljansson -lmujoco -lpng -lm -pthread
+# cairo draws `nevo plot` figures (the CLI and its tests use it, the library does not).
+# Its flags come from pkg-config, asked as each recipe runs (so after install-deps.sh);
+# plain -lcairo where pkg-config cannot say.
+CAIRO_CFLAGS = $(shell pkg-config --cflags cairo 2>/dev/null)
+CAIRO_LIBS = $(shell pkg-config --libs cairo 2>/dev/null || echo -lcairo)
+LIBS = -lgif -ljansson -lmujoco -lpng $(CAIRO_LIBS) -lm -pthread
 # MuJoCo envs look for their model files in $NEVO_MODELS, then models/mujoco under the
 # current directory, then this checkout's models/mujoco (baked in here, only here).
 $(BUILD)/src/envs/mujoco_common.o: CFLAGS += -DNEVO_MODELS_DIR='"$(CURDIR)/models/mujoco"'
@@ -36,6 +41,7 @@ TEST_SRC := $(sort $(wildcard tests/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
+$(CLI_OBJ) $(TEST_OBJ): CFLAGS += $(CAIRO_CFLAGS)
 
 NEVO := $(BUILD)/nevo
 TESTS := $(BUILD)/nevo_tests

@@ -9,8 +9,14 @@
 #   libmujoco-dev    MuJoCo 2.2 physics (the mujoco/* locomotion envs)
 #   libqhull-dev     qhull, MuJoCo's convex hulls for mesh geoms (headers; the runtime
 #                    library already comes with libmujoco)
+#   libcairo2-dev    cairo 2-D graphics (`nevo plot` figures: curves, behaviours)
+#   libegl-dev       EGL headers (and libEGL, libegl-mesa0): MuJoCo pictures for
+#                    `nevo eval --gif` come from an offscreen OpenGL context that nevo
+#                    makes with EGL (libEGL.so.1 is opened at run time, not linked)
+#   libgl1-mesa-dri  Mesa's drivers, llvmpipe among them: OpenGL in software where
+#                    there is no display and no GPU
 set -eu
-PKGS="build-essential pkg-config libjansson-dev libpng-dev libgif-dev libmujoco-dev libqhull-dev"
+PKGS="build-essential pkg-config libjansson-dev libpng-dev libgif-dev libmujoco-dev libqhull-dev libcairo2-dev libegl-dev libgl1-mesa-dri"
 [ -n "${NEVO_EXTRA_PKGS:-}" ] && PKGS="$PKGS $NEVO_EXTRA_PKGS"
 missing=""
 for p in $PKGS; do

@@ -9,6 +9,7 @@ int nevo_cmd_train(int argc, char **argv);
 int nevo_cmd_eval(int argc, char **argv);
 int nevo_cmd_envs(int argc, char **argv);
 int nevo_cmd_bench(int argc, char **argv);
+int nevo_cmd_plot(int argc, char **argv);
 
 /* Prints "nevo: error: MSG" and returns the exit status for the error's kind. */
 int cli_fail(const NevoError *err);

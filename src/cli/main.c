@@ -21,6 +21,8 @@ static const char *usage =
     "                   evaluate a reference policy\n"
     "  envs             list the environments and their spaces\n"
     "  bench            measure this machine's limits and nevo's hot paths\n"
+    "  plot curves|behaviours RUN[=LABEL] ... --out FILE.png\n"
+    "                   draw learning curves or final behaviours of runs as a PNG\n"
     "\n"
     "`nevo <command> --help` describes each command.\n";
 
@@ -71,6 +73,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "eval") == 0) return nevo_cmd_eval(argc - 1, argv + 1);
     if (strcmp(cmd, "envs") == 0) return nevo_cmd_envs(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0) return nevo_cmd_bench(argc - 1, argv + 1);
+    if (strcmp(cmd, "plot") == 0) return nevo_cmd_plot(argc - 1, argv + 1);
     fprintf(stderr, "nevo: unknown command '%s'\n\n%s", cmd, usage);
     return 2;
 }

@@ -1,0 +1,316 @@
+/* `nevo plot` end to end: hand-written run directories with known values, the PNG read
+ * back with cairo, and pixels checked where the values must land (a constant curve on
+ * its row between two reference lines, a group's mean in the middle of its band, maze
+ * walls, corridors and behaviour points at their maze coordinates); bad input exits 2
+ * with one line and leaves no file. Runs the built binary (NEVO_BIN, default build/nevo). */
+#include <cairo.h>
+#include <dirent.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "harness.h"
+
+/* ---- helpers --------------------------------------------------------------------- */
+
+static void bin_path(char *out, size_t n) {
+    const char *b = test_nevo_bin();
+    if (b[0] == '/') snprintf(out, n, "%s", b);
+    else snprintf(out, n, "%s/%s", getenv("PWD"), b);
+}
+
+/* Runs `nevo ARGS` inside the test's temporary directory. */
+static int nevo(char *out, size_t n, const char *args) {
+    char bin[1024];
+    bin_path(bin, sizeof bin);
+    return test_run(out, n, "cd %s && %s %s", test_tmpdir(), bin, args);
+}
+
+static void write_file(const char *name, const char *text) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", test_tmpdir(), name);
+    FILE *f = fopen(path, "w");
+    CHECK_MSG(f != NULL, "cannot write %s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void make_dir(const char *name) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", test_tmpdir(), name);
+    CHECK(mkdir(path, 0755) == 0);
+}
+
+/* A run directory whose metrics have frames 0, 100, ..., 400 and a constant
+ * elite_validation_mean y (other keys vary, so picking the wrong key shows). */
+static void constant_run(const char *dir, double y) {
+    char path[256], text[4096] = "";
+    make_dir(dir);
+    for (int g = 0; g < 5; g++) {
+        size_t len = strlen(text);
+        snprintf(text + len, sizeof text - len,
+                 "{\"generation\": %d, \"frames\": %d, \"episodes\": %d, \"wall_s\": %.1f, "
+                 "\"best_fitness\": %d, \"mean_fitness\": 1, \"median_fitness\": 1, "
+                 "\"elite_validation_mean\": %.17g, \"generation_frames\": 100}\n",
+                 g, 100 * g, 10 * g, 0.1 * g, 20 + g, y);
+    }
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    write_file(path, text);
+}
+
+typedef struct Image {
+    cairo_surface_t *s;
+    int w, h, stride;
+    const uint8_t *data;
+} Image;
+
+static Image load_png(const char *name) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", test_tmpdir(), name);
+    Image im = {.s = cairo_image_surface_create_from_png(path)};
+    CHECK_MSG(cairo_surface_status(im.s) == CAIRO_STATUS_SUCCESS, "%s: %s", path,
+              cairo_status_to_string(cairo_surface_status(im.s)));
+    im.w = cairo_image_surface_get_width(im.s);
+    im.h = cairo_image_surface_get_height(im.s);
+    im.stride = cairo_image_surface_get_stride(im.s);
+    im.data = cairo_image_surface_get_data(im.s);
+    return im;
+}
+
+static void pixel(const Image *im, int x, int y, int rgb[3]) {
+    uint32_t p = *(const uint32_t *)(im->data + (size_t)y * im->stride + 4 * (size_t)x);
+    rgb[0] = (p >> 16) & 255, rgb[1] = (p >> 8) & 255, rgb[2] = p & 255;
+}
+
+static int near_rgb(const int p[3], int r, int g, int b, int tol) {
+    return abs(p[0] - r) <= tol && abs(p[1] - g) <= tol && abs(p[2] - b) <= tol;
+}
+
+/* The first group's colour and the population colour, as 8-bit RGB. */
+#define BLUE 31, 119, 180
+#define RED 214, 39, 40
+
+/* Darkness-weighted centre row of the dashed reference lines crossing columns
+ * [x0, x1): rows where dark grey covers 25-90% of the columns (a frame line covers
+ * all of them), grouped into runs of adjacent rows. Returns how many were found. */
+static int dashed_rows(const Image *im, int x0, int x1, double *centres, int max) {
+    int n = 0, cols = x1 - x0;
+    double wsum = 0, ysum = 0;
+    int in_run = 0;
+    for (int y = 0; y <= im->h; y++) {
+        int count = 0;
+        double dark = 0;
+        for (int x = x0; y < im->h && x < x1; x++) {
+            int p[3];
+            pixel(im, x, y, p);
+            int grey = abs(p[0] - p[1]) < 12 && abs(p[1] - p[2]) < 12;
+            if (grey && p[0] < 200) count++, dark += 255 - p[0];
+        }
+        int dashed = y < im->h && count >= cols / 4 && count <= cols * 9 / 10;
+        if (dashed) {
+            wsum += dark;
+            ysum += dark * (y + 0.5);
+            in_run = 1;
+        } else if (in_run) {
+            if (n < max) centres[n] = ysum / wsum;
+            n++;
+            wsum = ysum = 0;
+            in_run = 0;
+        }
+    }
+    return n;
+}
+
+/* True when `name` exists in the test directory, or any file starting with it (a
+ * leftover temporary file). */
+static int leaves_file(const char *name) {
+    DIR *d = opendir(test_tmpdir());
+    CHECK(d != NULL);
+    struct dirent *e;
+    int found = 0;
+    while ((e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, name, strlen(name)) == 0) found = 1;
+    closedir(d);
+    return found;
+}
+
+static void expect_bad(const char *args, const char *needle) {
+    char buf[8192];
+    int rc = nevo(buf, sizeof buf, args);
+    CHECK_MSG(rc == 2, "`nevo %s` exited %d, expected 2; output:\n%s", args, rc, buf);
+    CHECK_MSG(strstr(buf, needle) != NULL, "`nevo %s`: message lacks '%s':\n%s", args, needle, buf);
+    const char *nl = strchr(buf, '\n');
+    CHECK_MSG(nl && nl[1] == '\0', "`nevo %s`: expected exactly one line, got:\n%s", args, buf);
+    CHECK_MSG(!leaves_file("out.png"), "`nevo %s` left out.png (or a temporary file)", args);
+}
+
+/* ---- curves ---------------------------------------------------------------------- */
+
+TEST(plot_curves_constant_run_lies_on_its_value) {
+    constant_run("r", 7.5);
+    char buf[4096];
+    int rc = nevo(buf, sizeof buf, "plot curves r=const --ref lo=0 --ref hi=10 --out out.png --size 640x400");
+    CHECK_MSG(rc == 0, "plot curves failed (%d):\n%s", rc, buf);
+    Image im = load_png("out.png");
+    CHECK_EQ_INT(im.w, 640);
+    CHECK_EQ_INT(im.h, 400);
+    /* middle columns: clear of the axis labels, the reference labels and the legend */
+    int x0 = im.w * 35 / 100, x1 = im.w * 55 / 100, top = im.h, bottom = -1;
+    double wsum = 0, ysum = 0;
+    for (int x = x0; x < x1; x++) {
+        int hits = 0;
+        for (int y = 0; y < im.h; y++) {
+            int p[3];
+            pixel(&im, x, y, p);
+            if (!near_rgb(p, BLUE, 60)) continue;
+            hits++;
+            top = y < top ? y : top;
+            bottom = y > bottom ? y : bottom;
+            double wgt = 255 - p[0];
+            wsum += wgt;
+            ysum += wgt * (y + 0.5);
+        }
+        CHECK_MSG(hits > 0, "column %d has no curve pixel", x);
+    }
+    CHECK_MSG(bottom - top <= 4, "curve pixels spread over rows %d..%d", top, bottom);
+    double curve = ysum / wsum, refs[4];
+    int n = dashed_rows(&im, x0, x1, refs, 4);
+    CHECK_MSG(n == 2, "expected 2 dashed reference lines, found %d", n);
+    /* refs[0] is the upper line (hi = 10), refs[1] the lower (lo = 0): 7.5 sits a
+     * quarter of the way down from hi to lo */
+    CHECK_MSG(refs[0] < refs[1] - 50, "reference rows %.1f, %.1f", refs[0], refs[1]);
+    CHECK_NEAR(curve, refs[1] + 0.75 * (refs[0] - refs[1]), 1.5);
+    cairo_surface_destroy(im.s);
+}
+
+TEST(plot_curves_group_mean_inside_band) {
+    constant_run("a", 0);
+    constant_run("b", 10);
+    char buf[4096];
+    int rc = nevo(buf, sizeof buf, "plot curves a=pair b=pair --out out.png");
+    CHECK_MSG(rc == 0, "plot curves failed (%d):\n%s", rc, buf);
+    Image im = load_png("out.png");
+    CHECK_EQ_INT(im.w, 800);
+    CHECK_EQ_INT(im.h, 500);
+    for (int x = im.w * 35 / 100; x < im.w * 55 / 100; x += 7) {
+        int band_top = -1, band_bottom = -1;
+        double wsum = 0, ysum = 0;
+        for (int y = 0; y < im.h; y++) {
+            int p[3];
+            pixel(&im, x, y, p);
+            int solid = near_rgb(p, BLUE, 40);
+            /* the band: blue at 20% over white (or over a light grid line) */
+            int band = p[2] > p[0] + 15 && p[0] >= 170 && p[0] <= 235;
+            if (solid || band) {
+                if (band_top < 0) band_top = y;
+                band_bottom = y;
+            }
+            if (solid) {
+                wsum += 255 - p[0];
+                ysum += (255 - p[0]) * (y + 0.5);
+            }
+        }
+        CHECK_MSG(wsum > 0 && band_top >= 0, "column %d: no mean line or band", x);
+        CHECK_MSG(band_bottom - band_top > 200, "column %d: band only rows %d..%d", x, band_top, band_bottom);
+        CHECK_NEAR(ysum / wsum, (band_top + band_bottom + 1) / 2.0, 2.0);
+    }
+    cairo_surface_destroy(im.s);
+}
+
+/* ---- behaviours ------------------------------------------------------------------ */
+
+static void maze_run(const char *dir, const char *behaviours) {
+    char path[256];
+    make_dir(dir);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    write_file(path, "{\"env\": \"maze/hard\", \"algo\": \"ga-ns\", \"seed\": 3}\n");
+    snprintf(path, sizeof path, "%s/behaviours.json", dir);
+    write_file(path, behaviours);
+}
+
+/* The panel layout documented in src/cli/plot_cmd.c: maze point -> pixel. */
+static void maze_pixel(int n, double mx, double my, int *px, int *py) {
+    int strip = n / 14, margin = n / 40;
+    double side = n - strip - 2 * margin;
+    *px = (int)((n - side) / 2 + mx * side / 208);
+    *py = (int)(strip + margin + my * side / 208);
+}
+
+static const char *maze_points =
+    "{\"env\": \"maze/hard\", \"algo\": \"ga-ns\", \"generations\": 5, \"bc_dim\": 2,\n"
+    " \"population\": [[120, 60], [40, 190]], \"archive\": [[160, 60]]}\n";
+
+TEST(plot_behaviours_maze_pixels) {
+    maze_run("m", maze_points);
+    char buf[4096];
+    int rc = nevo(buf, sizeof buf, "plot behaviours m --out out.png --size 300");
+    CHECK_MSG(rc == 0, "plot behaviours failed (%d):\n%s", rc, buf);
+    Image im = load_png("out.png");
+    CHECK_EQ_INT(im.w, 300);
+    CHECK_EQ_INT(im.h, 300);
+    int x, y, p[3];
+    maze_pixel(300, 120, 60, &x, &y); /* a population point */
+    pixel(&im, x, y, p);
+    CHECK_MSG(near_rgb(p, RED, 30), "population point at (%d, %d) is (%d, %d, %d)", x, y, p[0], p[1], p[2]);
+    maze_pixel(300, 160, 60, &x, &y); /* an archive point: light grey */
+    pixel(&im, x, y, p);
+    CHECK_MSG(near_rgb(p, 168, 168, 168, 40), "archive point at (%d, %d) is (%d, %d, %d)", x, y, p[0], p[1], p[2]);
+    maze_pixel(300, 56, 100, &x, &y); /* on the wall (56, 54)-(56, 157) */
+    pixel(&im, x, y, p);
+    CHECK_MSG(p[0] < 90 && p[1] < 90 && p[2] < 90, "wall pixel (%d, %d) is (%d, %d, %d)", x, y, p[0], p[1], p[2]);
+    maze_pixel(300, 100, 80, &x, &y); /* an empty corridor */
+    pixel(&im, x, y, p);
+    CHECK_MSG(near_rgb(p, 255, 255, 255, 3), "corridor pixel (%d, %d) is (%d, %d, %d)", x, y, p[0], p[1], p[2]);
+    cairo_surface_destroy(im.s);
+
+    /* --no-archive leaves the archive point's place empty */
+    rc = nevo(buf, sizeof buf, "plot behaviours m --out out2.png --size 300 --no-archive");
+    CHECK_MSG(rc == 0, "plot behaviours --no-archive failed (%d):\n%s", rc, buf);
+    im = load_png("out2.png");
+    maze_pixel(300, 160, 60, &x, &y);
+    pixel(&im, x, y, p);
+    CHECK_MSG(near_rgb(p, 255, 255, 255, 3), "--no-archive: (%d, %d) is (%d, %d, %d)", x, y, p[0], p[1], p[2]);
+    cairo_surface_destroy(im.s);
+}
+
+TEST(plot_behaviours_grid_of_panels) {
+    maze_run("m", maze_points);
+    make_dir("s");
+    write_file("s/behaviours.json", "{\"env\": \"mujoco/humanoid_trap\", \"algo\": \"ns-es\", \"bc_dim\": 2,"
+                                    " \"population\": [[0, 0], [1.5, -2]], \"archive\": []}");
+    char buf[4096];
+    int rc = nevo(buf, sizeof buf, "plot behaviours m=GA-NS s s=scatter m=again --out out.png --size 150");
+    CHECK_MSG(rc == 0, "plot behaviours failed (%d):\n%s", rc, buf);
+    Image im = load_png("out.png");
+    CHECK_EQ_INT(im.w, 450); /* 3 columns */
+    CHECK_EQ_INT(im.h, 300); /* 2 rows */
+    /* the fourth panel (row 1, column 0) is the maze again: its population point */
+    int x, y, p[3];
+    maze_pixel(150, 120, 60, &x, &y);
+    pixel(&im, x, 150 + y, p);
+    CHECK_MSG(near_rgb(p, RED, 40), "panel 4 population point is (%d, %d, %d)", p[0], p[1], p[2]);
+    cairo_surface_destroy(im.s);
+}
+
+/* ---- bad input ------------------------------------------------------------------- */
+
+TEST(plot_bad_input_exits_2_and_writes_nothing) {
+    constant_run("r", 1);
+    expect_bad("plot curves r --y elite_mean --out out.png", "--y from: generation, frames");
+    expect_bad("plot curves nowhere --out out.png", "nowhere");
+    expect_bad("plot curves r", "--out");
+    expect_bad("plot curves --out out.png", "RUN");
+    expect_bad("plot curves r --x steps --out out.png", "--x");
+    expect_bad("plot curves r --ref base --out out.png", "--ref");
+    make_dir("broken");
+    write_file("broken/metrics.jsonl", "{\"frames\": 1, \"elite_validation_mean\": 2}\n{\"frames\": 2,\n");
+    expect_bad("plot curves r broken --out out.png", "broken/metrics.jsonl:2");
+
+    maze_run("three", "{\"env\": \"x\", \"algo\": \"ga\", \"bc_dim\": 3, \"population\": [[1, 2, 3]]}");
+    expect_bad("plot behaviours three --out out.png", "bc_dim is 3");
+    expect_bad("plot behaviours r --out out.png", "behaviour characterisation");
+    expect_bad("plot behaviours nowhere --out out.png", "nowhere");
+    maze_run("m", maze_points);
+    expect_bad("plot behaviours m", "--out");
+    expect_bad("plot behaviours m m three --out out.png", "bc_dim is 3");
+}
