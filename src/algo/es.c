@@ -52,6 +52,7 @@ typedef struct ES {
     NevoObsStats obs;   /* running observation statistics */
     float *pop;         /* (2 n, np) */
     float *bcs;         /* (2 n, bc_dim) */
+    int have_bcs;       /* bcs hold the last generation's behaviours (not part of the state) */
     double *grad;       /* (np) */
     double *fitness, *ranks, *novelty, *nranks, *weights; /* (2 n) each */
 } ES;
@@ -161,6 +162,7 @@ static NevoStatus es_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
         if (cfg->es.obs_norm) nevo_obs_stats_free(&gathered);
         return st;
     }
+    es->have_bcs = es->bc_dim > 0;
 
     double best = es->fitness[0], sum = 0.0;
     for (int i = 0; i < 2 * n; i++) {
@@ -310,7 +312,7 @@ static void es_free(NevoAlgo *a) {
 
 static const float *es_behaviours(const NevoAlgo *a, int *n) {
     const ES *es = (const ES *)a;
-    *n = es->bc_dim > 0 && a->generation > 0 ? 2 * es->n_pairs : 0;
+    *n = es->have_bcs ? 2 * es->n_pairs : 0;
     return *n ? es->bcs : NULL;
 }
 

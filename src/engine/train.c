@@ -326,6 +326,10 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
         st = append_line(metrics_path, line, err);
         if (st) break;
         int last = totals.generations == run.cfg.generations || (budget > 0 && totals.frames >= budget);
+        /* behaviours.json before the last checkpoint: a run killed in between redoes
+         * the last generation on resume and writes the same file again */
+        if (last && nevo_env_spec(run.env)->bc_dim > 0) st = write_behaviours(&run, bc_path, err);
+        if (st) break;
         if (last || totals.generations % run.cfg.checkpoint_every == 0) {
             st = nevo_checkpoint_save(ckpt_path, &run.cfg, &totals, run.algo, err);
             if (st == NEVO_OK) st = write_policy(&run, policy_path, err);
@@ -333,7 +337,6 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
         }
         if (hooks && hooks->on_generation) hooks->on_generation(hooks->ctx, &gs, &totals, &run.cfg);
     }
-    if (st == NEVO_OK && nevo_env_spec(run.env)->bc_dim > 0) st = write_behaviours(&run, bc_path, err);
     if (st == NEVO_OK) {
         float *theta = nevo_alloc_aligned(sizeof(float) * run.policy->nparams);
         nevo_algo_best(run.algo, theta);
