@@ -42,6 +42,7 @@ typedef struct Progress {
     long long frames_before;     /* total frames at the start of the current generation */
     double t0;
     int generations;
+    long long max_frames; /* the frame budget, 0 = none */
     NevoGenStats last;
     int have_last;
     atomic_llong gen_frames;
@@ -65,19 +66,38 @@ static void fmt_time(double s, char *buf, size_t n) {
     else snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
 }
 
+/* Human-readable frame counts: 950, 12.3k, 4.5M. */
+static void fmt_count(double x, char *buf, size_t n) {
+    if (x >= 1e9) snprintf(buf, n, "%.3gG", x / 1e9);
+    else if (x >= 1e6) snprintf(buf, n, "%.3gM", x / 1e6);
+    else if (x >= 1e3) snprintf(buf, n, "%.3gk", x / 1e3);
+    else snprintf(buf, n, "%.0f", x);
+}
+
 static void draw(Progress *p, int gen_done, long long frames, int final_line) {
     double el = now_s() - p->t0;
-    char elapsed[32], eta[32];
+    char elapsed[32], eta[32], budget[64] = "";
     fmt_time(el, elapsed, sizeof elapsed);
-    double per_gen = gen_done > 0 ? el / gen_done : NAN;
-    fmt_time(per_gen * (p->generations - gen_done), eta, sizeof eta);
+    /* the run ends at whichever comes first: its generations or its frame budget */
+    double left = gen_done > 0 ? el / gen_done * (p->generations - gen_done) : NAN;
+    if (p->max_frames > 0 && frames > 0) {
+        double by_frames = el / (double)frames * (double)(p->max_frames - frames);
+        if (!(left <= by_frames)) left = by_frames > 0 ? by_frames : 0;
+        char done_s[16], total_s[16];
+        fmt_count((double)frames, done_s, sizeof done_s);
+        fmt_count((double)p->max_frames, total_s, sizeof total_s);
+        snprintf(budget, sizeof budget, " | %s/%s frames", done_s, total_s);
+    }
+    fmt_time(left, eta, sizeof eta);
     double fps = el > 0 ? (double)frames / el : 0.0;
-    char fit[96] = "";
+    char fit[96] = "", gens[48];
     if (p->have_last)
         snprintf(fit, sizeof fit, " | best %.4g | mean %.4g | elite %.4g", p->last.best, p->last.mean,
                  p->last.elite_mean);
-    fprintf(stderr, "%sgen %d/%d | %.3gk frames/s%s | %s elapsed | ETA %s%s", p->tty ? "\r\033[K" : "",
-            gen_done, p->generations, fps / 1000.0, fit, elapsed, eta, p->tty && !final_line ? "" : "\n");
+    if (p->max_frames > 0) snprintf(gens, sizeof gens, "gen %d", gen_done);
+    else snprintf(gens, sizeof gens, "gen %d/%d", gen_done, p->generations);
+    fprintf(stderr, "%s%s%s | %.3gk frames/s%s | %s elapsed | ETA %s%s", p->tty ? "\r\033[K" : "", gens, budget,
+            fps / 1000.0, fit, elapsed, eta, p->tty && !final_line ? "" : "\n");
     fflush(stderr);
 }
 
@@ -98,12 +118,16 @@ static void on_frames(void *ctx, long long frames) {
 static void on_start(void *ctx, const NevoConfig *cfg, const NevoRunTotals *resumed) {
     Progress *p = ctx;
     p->generations = cfg->generations;
+    p->max_frames = cfg->max_frames;
     p->t0 = now_s() - (resumed ? resumed->wall_s : 0.0);
     p->frames_before = resumed ? resumed->frames : 0;
-    if (!p->quiet)
-        fprintf(stderr, "nevo: %s %s on %s, population %d, %d generations%s\n",
-                resumed ? "resuming" : "training", cfg->algo, cfg->env, cfg->population, cfg->generations,
-                resumed ? "" : "");
+    if (!p->quiet && cfg->max_frames > 0)
+        fprintf(stderr, "nevo: %s %s on %s, population %d, until %lld frames (at most %d generations)\n",
+                resumed ? "resuming" : "training", cfg->algo, cfg->env, cfg->population, cfg->max_frames,
+                cfg->generations);
+    else if (!p->quiet)
+        fprintf(stderr, "nevo: %s %s on %s, population %d, %d generations\n",
+                resumed ? "resuming" : "training", cfg->algo, cfg->env, cfg->population, cfg->generations);
 }
 
 static void on_generation(void *ctx, const NevoGenStats *g, const NevoRunTotals *t, const NevoConfig *cfg) {
@@ -113,7 +137,8 @@ static void on_generation(void *ctx, const NevoGenStats *g, const NevoRunTotals 
     p->have_last = 1;
     p->frames_before = t->frames;
     atomic_store(&p->gen_frames, 0);
-    if (!p->quiet) draw(p, t->generations, t->frames, t->generations == cfg->generations);
+    int last = t->generations == cfg->generations || (cfg->max_frames > 0 && t->frames >= cfg->max_frames);
+    if (!p->quiet) draw(p, t->generations, t->frames, last);
     pthread_mutex_unlock(&p->mu);
 }
 
