@@ -6,7 +6,9 @@
  * network at a time. The batched heterogeneous forward must match it to float rounding,
  * and each row must be bit-identical however it is batched. Initialisation and the
  * observation statistics are checked against their definitions (initial weights: slices
- * of the shared noise table, include/nevo/noise.h). */
+ * of the shared noise table, include/nevo/noise.h). The kernel implementations
+ * (generic, AVX2, AVX-512, src/nn/kernels.h) are checked against each other bit for bit
+ * and against a double-precision sum, on inputs full of exact zeros (which they skip). */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -15,6 +17,7 @@
 #include "nevo/noise.h"
 #include "nevo/policy.h"
 #include "nevo/rng.h"
+#include "nn/kernels.h"
 
 /* --- helpers ----------------------------------------------------------------------- */
 
@@ -334,6 +337,254 @@ TEST(policy_forward_propagates_nan) {
     }
     free_noise(noise);
     nevo_env_free(env);
+}
+
+/* --- kernel implementations --------------------------------------------------------- */
+
+/* The implementations this CPU and build have, the portable one first. */
+static int kernel_sets(const NevoKernels *ks[3]) {
+    static const char *const names[3] = {"generic", "avx2", "avx512"};
+    int n = 0;
+    for (int i = 0; i < 3; i++)
+        if ((ks[n] = nevo_kernels_named(names[i]))) n++;
+    CHECK(n >= 1 && strcmp(ks[0]->name, "generic") == 0);
+    return n;
+}
+
+/* Inputs as the kernels meet them: a fraction p_zero of exact zeros, half of them -0
+ * (ReLU of a -0 sum), the rest ones (binary image planes) or normal values. */
+static void fill_inputs(NevoRng *rng, float *x, size_t n, double p_zero, int binary) {
+    for (size_t i = 0; i < n; i++) {
+        double u = nevo_rng_uniform(rng);
+        x[i] = u < p_zero / 2 ? 0.0f : u < p_zero ? -0.0f : binary ? 1.0f : (float)nevo_rng_normal(rng);
+    }
+}
+
+static int same_bits(const float *a, const float *b, int n) { return memcmp(a, b, sizeof(float) * (size_t)n) == 0; }
+
+/* Y (rows, out) through each implementation on rows whose zeros fall differently: every
+ * one bit-identical to the portable kernel, every row the same alone as in the batch,
+ * nothing written between the rows, and the portable sums within float rounding of a
+ * double-precision sum. Rows have gaps (xs > in, ys > out) filled with NaN. */
+TEST(kernels_dense_implementations_bit_identical) {
+    const NevoKernels *ks[3];
+    int nk = kernel_sets(ks);
+    static const int shapes[][2] = {{1, 1},   {3, 2},    {4, 64},    {17, 15},   {64, 64},  {64, 2},
+                                    {100, 17}, {128, 6}, {33, 48},   {1024, 128}, {1100, 257}, {2100, 40}};
+    static const int row_counts[] = {1, 2, 3, 4, 5, 6, 9};
+    static const double p_zeros[] = {0.0, 0.5, 0.97};
+    NevoRng rng;
+    nevo_rng_init(&rng, 41, NEVO_RNG_USER, 0, 0, 0);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int in = shapes[s][0], out = shapes[s][1];
+        size_t xs = (size_t)in + 3, ys = (size_t)out + 2;
+        float *W = malloc(sizeof(float) * (size_t)in * out), *b = malloc(sizeof(float) * (size_t)out);
+        fill_gauss(&rng, W, (size_t)in * out, 0.3f);
+        fill_gauss(&rng, b, (size_t)out, 0.5f);
+        for (int j = 0; j < out; j += 5) b[j] = -0.0f; /* a -0 bias stays -0 while terms are skipped */
+        float *X = malloc(sizeof(float) * xs * 9), *Y = malloc(sizeof(float) * ys * 9);
+        float *ref = malloc(sizeof(float) * ys * 9), *one = malloc(sizeof(float) * (size_t)out);
+        for (size_t z = 0; z < sizeof p_zeros / sizeof p_zeros[0]; z++) {
+            for (size_t i = 0; i < xs * 9; i++) X[i] = NAN;
+            for (int r = 0; r < 9; r++) fill_inputs(&rng, X + r * xs, (size_t)in, p_zeros[z], 0);
+            for (size_t rc = 0; rc < sizeof row_counts / sizeof row_counts[0]; rc++) {
+                int rows = row_counts[rc];
+                for (int k = 0; k < nk; k++) {
+                    for (size_t i = 0; i < ys * 9; i++) Y[i] = NAN;
+                    ks[k]->dense(W, b, X, xs, rows, in, out, Y, ys);
+                    for (int r = 0; r < rows; r++) {
+                        for (int j = out; j < (int)ys; j++)
+                            CHECK_MSG(isnan(Y[r * ys + j]), "%s %d->%d: wrote past row %d", ks[k]->name, in, out, r);
+                        if (k == 0) {
+                            memcpy(ref + r * ys, Y + r * ys, sizeof(float) * (size_t)out);
+                            for (int j = 0; j < out; j++) {
+                                double sum = b[j], mag = fabs(b[j]);
+                                for (int i = 0; i < in; i++) {
+                                    sum += (double)X[r * xs + i] * W[(size_t)i * out + j];
+                                    mag += fabs((double)X[r * xs + i] * W[(size_t)i * out + j]);
+                                }
+                                /* a float sum of n terms: error within a few ulps of the magnitudes */
+                                CHECK_MSG(fabs(Y[r * ys + j] - sum) <= 2e-6 * mag + 1e-7,
+                                          "generic %d->%d row %d output %d: %.9g vs %.9g", in, out, r, j,
+                                          Y[r * ys + j], sum);
+                            }
+                        }
+                        CHECK_MSG(same_bits(Y + r * ys, ref + r * ys, out),
+                                  "%s %d->%d, %d rows, p_zero %.2f: row %d differs from generic", ks[k]->name, in,
+                                  out, rows, p_zeros[z], r);
+                        ks[k]->dense(W, b, X + r * xs, xs, 1, in, out, one, (size_t)out);
+                        CHECK_MSG(same_bits(one, ref + r * ys, out), "%s %d->%d: row %d alone differs from %d rows",
+                                  ks[k]->name, in, out, r, rows);
+                    }
+                }
+            }
+        }
+        free(W), free(b), free(X), free(Y), free(ref), free(one);
+    }
+}
+
+/* The one semantic difference from a plain chain of fmas (kernels.h): a zero input
+ * contributes nothing, even against an infinite or NaN weight, and a -0 sum is left
+ * alone by it; a NaN input is not zero and reaches every output it feeds. In blocks of
+ * rows, each row skips its own zeros. */
+TEST(kernels_dense_skip_zero_inputs) {
+    const NevoKernels *ks[3];
+    int nk = kernel_sets(ks);
+    enum { IN = 4, OUT = 20 };
+    float W[IN * OUT], b[OUT];
+    for (int j = 0; j < OUT; j++) {
+        W[0 * OUT + j] = INFINITY;
+        W[1 * OUT + j] = NAN;
+        W[2 * OUT + j] = 0.5f + (float)j;
+        W[3 * OUT + j] = -INFINITY;
+        b[j] = j % 2 ? -0.0f : 0.25f;
+    }
+    const float X[5][IN] = {
+        {0.0f, -0.0f, 1.5f, 0.0f}, /* only the finite weights count */
+        {1.0f, 0.0f, 0.0f, 0.0f},  /* inf */
+        {0.0f, 0.0f, 0.0f, 0.0f},  /* the bias, -0 included */
+        {NAN, 0.0f, 2.0f, 0.0f},   /* NaN input: NaN */
+        {0.0f, 0.0f, 0.0f, -1.0f}, /* +inf */
+    };
+    for (int k = 0; k < nk; k++) {
+        for (int rows = 1; rows <= 5; rows++) {
+            float Y[5][OUT];
+            /* rows 0..rows-1 together, so each one also sits in a block with the others */
+            ks[k]->dense(W, b, &X[0][0], IN, rows, IN, OUT, &Y[0][0], OUT);
+            for (int r = 0; r < rows; r++)
+                for (int j = 0; j < OUT; j++) {
+                    float y = Y[r][j];
+                    float want = r == 0 ? fmaf(1.5f, W[2 * OUT + j], b[j]) : r == 1 || r == 4 ? INFINITY : b[j];
+                    if (r == 3)
+                        CHECK_MSG(isnan(y), "%s: a NaN input gave %g", ks[k]->name, y);
+                    else
+                        CHECK_MSG(same_bits(&y, &want, 1), "%s, %d rows: row %d output %d is %g, want %g",
+                                  ks[k]->name, rows, r, j, y, want);
+                }
+        }
+    }
+}
+
+/* A conv layer's shape, as nevo_policy_new sets it. */
+static NevoLayer conv_layer(int h, int w, int c, int k, int s, int f) {
+    NevoLayer L;
+    memset(&L, 0, sizeof L);
+    L.kind = NEVO_LAYER_CONV;
+    L.in_h = h, L.in_w = w, L.in_c = c, L.kernel = k, L.stride = s;
+    L.out_h = (h - k) / s + 1, L.out_w = (w - k) / s + 1, L.out_c = f;
+    L.in_dim = h * w * c, L.out_dim = L.out_h * L.out_w * f;
+    return L;
+}
+
+/* Convolutions (the MinAtar one, strides that do not divide, filters beyond one vector,
+ * channels beyond a listing chunk) on sparse binary and dense inputs: every
+ * implementation bit-identical to the portable one, which is within float rounding of
+ * a double-precision sum; a NaN pixel reaches exactly the outputs whose windows hold it
+ * and a zero one adds nothing to an infinite weight. */
+TEST(kernels_conv_implementations_bit_identical) {
+    const NevoKernels *ks[3];
+    int nk = kernel_sets(ks);
+    static const int shapes[][6] = {
+        /* h, w, c, kernel, stride, filters */
+        {10, 10, 4, 3, 1, 16}, {10, 10, 10, 3, 1, 16}, {9, 7, 3, 3, 2, 5}, {8, 8, 16, 3, 2, 32},
+        {5, 6, 1, 1, 1, 3},    {6, 6, 2, 2, 3, 17},    {12, 11, 3, 4, 2, 33}, {4, 3, 1100, 2, 1, 3},
+    };
+    static const double p_zeros[] = {0.0, 0.6, 0.95};
+    NevoRng rng;
+    nevo_rng_init(&rng, 43, NEVO_RNG_USER, 0, 0, 0);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int *sh = shapes[s];
+        NevoLayer L = conv_layer(sh[0], sh[1], sh[2], sh[3], sh[4], sh[5]);
+        int K = L.kernel, C = L.in_c, F = L.out_c;
+        size_t nw = (size_t)K * K * C * F;
+        float *W = malloc(sizeof(float) * nw), *b = malloc(sizeof(float) * (size_t)F);
+        fill_gauss(&rng, W, nw, 0.3f);
+        fill_gauss(&rng, b, (size_t)F, 0.5f);
+        b[0] = -0.0f;
+        float *x = malloc(sizeof(float) * (size_t)L.in_dim);
+        float *ref = malloc(sizeof(float) * (size_t)L.out_dim), *y = malloc(sizeof(float) * (size_t)L.out_dim);
+        for (size_t z = 0; z < sizeof p_zeros / sizeof p_zeros[0]; z++) {
+            fill_inputs(&rng, x, (size_t)L.in_dim, p_zeros[z], z > 0);
+            for (int k = 0; k < nk; k++) {
+                for (int i = 0; i < L.out_dim; i++) y[i] = NAN;
+                ks[k]->conv(&L, W, b, x, y);
+                if (k == 0) {
+                    memcpy(ref, y, sizeof(float) * (size_t)L.out_dim);
+                    for (int oy = 0; oy < L.out_h; oy++)
+                        for (int ox = 0; ox < L.out_w; ox++)
+                            for (int f = 0; f < F; f++) {
+                                double sum = b[f], mag = fabs(b[f]);
+                                for (int ky = 0; ky < K; ky++)
+                                    for (int kx = 0; kx < K; kx++)
+                                        for (int c = 0; c < C; c++) {
+                                            double t = (double)x[((size_t)(oy * L.stride + ky) * L.in_w +
+                                                                  (ox * L.stride + kx)) * C + c] *
+                                                       W[(((size_t)ky * K + kx) * C + c) * F + f];
+                                            sum += t, mag += fabs(t);
+                                        }
+                                float got = y[((size_t)oy * L.out_w + ox) * F + f];
+                                CHECK_MSG(fabs(got - sum) <= 2e-6 * mag + 1e-7,
+                                          "generic conv %zu at (%d, %d, %d): %.9g vs %.9g", s, oy, ox, f, got, sum);
+                            }
+                }
+                CHECK_MSG(same_bits(y, ref, L.out_dim),
+                          "%s conv %dx%dx%d k%d s%d f%d, p_zero %.2f: differs from generic", ks[k]->name, sh[0],
+                          sh[1], sh[2], sh[3], sh[4], sh[5], p_zeros[z]);
+            }
+        }
+        free(W), free(b), free(x), free(ref), free(y);
+    }
+
+    /* 6x6x2, kernel 3, stride 1, 3 filters. Channel 0 is all zeros against infinite
+     * weights, channel 1 all nonzero (so the kernels take their dense path): each output
+     * is its bias, then one fma per window pixel of channel 1, in (ky, kx) order. */
+    {
+        NevoLayer L = conv_layer(6, 6, 2, 3, 1, 3);
+        float W[3 * 3 * 2 * 3], b[3] = {0.5f, -0.0f, -2.0f}, x[6 * 6 * 2], y[4 * 4 * 3];
+        for (int t = 0; t < 9; t++)
+            for (int f = 0; f < 3; f++) {
+                W[(t * 2 + 0) * 3 + f] = f == 1 ? -INFINITY : INFINITY;
+                W[(t * 2 + 1) * 3 + f] = 0.25f * (float)(t - 4) + 0.125f * (float)f;
+            }
+        for (int i = 0; i < 36; i++) x[2 * i] = i % 2 ? 0.0f : -0.0f, x[2 * i + 1] = 1.0f + 0.0625f * (float)i;
+        for (int k = 0; k < nk; k++) {
+            ks[k]->conv(&L, W, b, x, y);
+            for (int oy = 0; oy < 4; oy++)
+                for (int ox = 0; ox < 4; ox++)
+                    for (int f = 0; f < 3; f++) {
+                        float want = b[f];
+                        for (int ky = 0; ky < 3; ky++)
+                            for (int kx = 0; kx < 3; kx++)
+                                want = fmaf(x[((oy + ky) * 6 + ox + kx) * 2 + 1], W[((ky * 3 + kx) * 2 + 1) * 3 + f],
+                                            want);
+                        float v = y[(oy * 4 + ox) * 3 + f];
+                        CHECK_MSG(same_bits(&v, &want, 1), "%s: output (%d, %d, %d) is %.9g, want %.9g", ks[k]->name,
+                                  oy, ox, f, v, want);
+                    }
+        }
+    }
+
+    /* the same shape; infinite weights, zero inputs but one NaN pixel at (2, 4) */
+    NevoLayer L = conv_layer(6, 6, 2, 3, 1, 3);
+    float W[3 * 3 * 2 * 3], b[3] = {0.5f, -0.0f, -2.0f}, x[6 * 6 * 2], y[4 * 4 * 3];
+    for (int i = 0; i < 3 * 3 * 2 * 3; i++) W[i] = i % 2 ? INFINITY : -INFINITY;
+    for (int i = 0; i < 6 * 6 * 2; i++) x[i] = i % 3 ? 0.0f : -0.0f;
+    x[(2 * 6 + 4) * 2 + 1] = NAN;
+    for (int k = 0; k < nk; k++) {
+        ks[k]->conv(&L, W, b, x, y);
+        for (int oy = 0; oy < 4; oy++)
+            for (int ox = 0; ox < 4; ox++)
+                for (int f = 0; f < 3; f++) {
+                    float v = y[(oy * 4 + ox) * 3 + f];
+                    int holds = oy <= 2 && 2 <= oy + 2 && ox <= 4 && 4 <= ox + 2;
+                    if (holds)
+                        CHECK_MSG(isnan(v), "%s: output (%d, %d, %d) is %g, the NaN pixel is in its window",
+                                  ks[k]->name, oy, ox, f, v);
+                    else
+                        CHECK_MSG(same_bits(&v, &b[f], 1), "%s: output (%d, %d, %d) is %g, want the bias %g",
+                                  ks[k]->name, oy, ox, f, v, b[f]);
+                }
+    }
 }
 
 TEST(policy_nparams_and_flops) {

@@ -1,7 +1,9 @@
-/* Portable kernels, nevo's tanh, and the run-time choice of implementation. The dense
- * kernel is written in axpy form (for each input, add its scaled weight row to all
- * outputs) so each output's sum runs in ascending input order; fma gives one rounding
- * per term on every target, with or without hardware FMA. */
+/* Portable kernels, nevo's tanh, and the run-time choice of implementation. These are
+ * the reference the SIMD kernels reproduce bit for bit (kernels.h): the dense kernel
+ * is written in axpy form (for each nonzero input, add its scaled weight row to all
+ * outputs) so each output's sum runs in ascending input order, and the convolution
+ * sums each output's window in (ky, kx, c) order; fma gives one rounding per term on
+ * every target, with or without hardware FMA. Zero inputs are skipped (kernels.h). */
 #include "nn/kernels.h"
 
 #include <math.h>
@@ -19,6 +21,7 @@ static void dense_generic(const float *W, const float *b, const float *X, size_t
         memcpy(y, b, sizeof(float) * (size_t)out);
         for (int k = 0; k < in; k++) {
             float xk = x[k];
+            if (xk == 0.0f) continue; /* +0 and -0: the term is skipped */
             const float *w = W + (size_t)k * out;
             for (int j = 0; j < out; j++) y[j] = fmaf(xk, w[j], y[j]);
         }
@@ -38,6 +41,7 @@ static void conv_generic(const NevoLayer *L, const float *W, const float *b, con
                     const float *wp = W + ((size_t)(ky * K + kx) * C) * F;
                     for (int c = 0; c < C; c++) {
                         float xv = xp[c];
+                        if (xv == 0.0f) continue;
                         const float *w = wp + (size_t)c * F;
                         for (int f = 0; f < F; f++) o[f] = fmaf(xv, w[f], o[f]);
                     }
@@ -113,9 +117,14 @@ const NevoKernels *nevo_kernels(void) {
     return chosen;
 }
 
+NEVO_KERNEL_CLONES
+static void relu(float *y, int n) {
+    for (int i = 0; i < n; i++) y[i] = y[i] < 0.0f ? 0.0f : y[i]; /* NaN stays NaN */
+}
+
 void nevo_kernel_activate(NevoActivation act, float *y, int n) {
     if (act == NEVO_ACT_TANH)
         nevo_kernels()->tanh(y, n);
     else if (act == NEVO_ACT_RELU)
-        for (int i = 0; i < n; i++) y[i] = y[i] < 0.0f ? 0.0f : y[i]; /* NaN stays NaN */
+        relu(y, n);
 }

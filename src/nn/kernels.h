@@ -1,12 +1,25 @@
 /* Compute kernels behind nevo_policy_forward (internal).
  *
  * Every kernel accumulates each output in one fixed order — the bias first, then one
- * fused multiply-add per input in ascending index — and the tanh is nevo's own
- * (nevo_tanhf, built from IEEE operations only). So the portable C kernels and the
- * AVX2 and AVX-512 ones give bit-identical results, whatever the batch composition,
- * the SIMD width or the CPU, and the fast paths can be checked against the portable
- * one by memcmp. The ISA is chosen once at run time (NEVO_KERNELS=generic|avx2|avx512
- * forces one, for tests and benchmarks). */
+ * fused multiply-add per input in ascending index (for a convolution: the window's
+ * (ky, kx, c) terms in that order, which is ascending input index) — and the tanh is
+ * nevo's own (nevo_tanhf, built from IEEE operations only). So the portable C kernels
+ * and the AVX2 and AVX-512 ones give bit-identical results, whatever the batch
+ * composition, the SIMD width or the CPU, and the fast paths can be checked against
+ * the portable one by memcmp. The ISA is chosen once at run time
+ * (NEVO_KERNELS=generic|avx2|avx512 forces one, for tests and benchmarks).
+ *
+ * Zero inputs are skipped: a term whose input is exactly zero (+0 or -0) is not added
+ * at all, in every kernel, so they all skip the same terms and stay bit-identical.
+ * This is what makes ReLU activations and binary image planes (MinAtar observations
+ * are mostly zeros) cheap: the dense kernel reads only the weight rows of nonzero
+ * inputs, the convolution visits only nonzero pixels. It is the one difference from
+ * a plain chain of fused multiply-adds: (a) a zero input contributes nothing even
+ * against an infinite or NaN weight (a plain fma would give NaN), and (b) signed-zero
+ * results may differ: with a -0 bias, fma(0, w > 0, -0) would give +0 where the
+ * skipped term leaves -0. Every other result is unchanged, since x * w is then an
+ * exact zero and adding it returns the sum as it was. A NaN or infinite *input* is not
+ * zero and is never skipped, so it still reaches the outputs. */
 #ifndef NEVO_KERNELS_H
 #define NEVO_KERNELS_H
 

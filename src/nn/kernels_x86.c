@@ -1,8 +1,26 @@
 /* AVX2 and AVX-512 kernels. Each computes exactly what the portable kernels in
- * kernels.c compute (same operations, same order per output), only several outputs and
- * rows at a time: vectors run across outputs (filters), register blocks across rows
- * (conv positions), so weights are loaded once per block instead of once per row. The
- * binary is built for baseline x86-64; these functions carry their own target
+ * kernels.c compute — the same terms (zero inputs skipped), the same operations, the
+ * same order per output — only many outputs at a time, vectors across outputs:
+ *
+ * - dense, one row: the indices of the row's nonzero inputs are listed first (a
+ *   compress per 16 inputs), then the weight rows of just those inputs are streamed
+ *   through up to 16 accumulator vectors (256 outputs) held in registers;
+ * - dense, several rows sharing a network: register blocks of up to 4 rows x 4 vectors
+ *   over the inputs where any row of the block is nonzero; a row whose input is zero
+ *   leaves its accumulators unchanged (masked fused multiply-add), exactly as if the
+ *   term were skipped, so a row gives the same bits alone or in any block;
+ * - convolution of a sparse image (binary planes), input-stationary: each output
+ *   starts at its bias, then every nonzero input, in ascending input order, adds its
+ *   terms to the outputs whose windows hold it. An output's window terms, in (ky, kx,
+ *   c) order, are in ascending input order, so each output still sums its bias, then
+ *   its terms in that order;
+ * - convolution of a dense image, output-stationary: register blocks of up to 8
+ *   positions x 2 vectors of filters, zero inputs masked off as in the dense blocks.
+ *
+ * Every loop over vectors has a constant trip count once inlined and is unrolled
+ * (#pragma GCC unroll), so the accumulators live in registers, not on the stack.
+ *
+ * The binary is built for baseline x86-64; these functions carry their own target
  * attributes and are only called after __builtin_cpu_supports says the CPU has them. */
 #include "nn/kernels.h"
 
@@ -23,82 +41,312 @@ static const double exp_poly[12] = {
     1.0 / 362880, 1.0 / 3628800, 1.0 / 39916800,
 };
 
+/* Inputs are listed in chunks of at most CHUNK (a stack buffer), in ascending order;
+ * an output's partial sums carry over from one chunk to the next in Y. */
+#define CHUNK 1024
+
+static int min_int(int a, int b) { return a < b ? a : b; }
+
 /* ---------------------------------------------------------------- AVX-512 */
 
 #define T512 __attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma")))
 #define INLINE512 static inline __attribute__((always_inline, target("avx512f,avx512dq,avx512vl,avx2,fma")))
 
-T512 static __mmask16 mask16(int remaining) {
+INLINE512 __mmask16 mask16(int remaining) {
     return remaining >= 16 ? (__mmask16)0xFFFF : remaining <= 0 ? (__mmask16)0 : (__mmask16)((1u << remaining) - 1);
 }
 
-/* RB rows x VB vectors of 16 outputs, accumulators in registers. */
-INLINE512 void dense512_block(const float *W, const float *b, const float *X, size_t xs, int RB, int VB, int in,
-                              int out, float *Y, size_t ys) {
-    for (int j0 = 0; j0 < out; j0 += 16 * VB) {
-        __mmask16 m[8];
-        __m512 acc[4][8];
+/* Lists k0 + i (0 <= i < n, ascending) where any of the `rows` rows of X (stride xs)
+ * has x[k0 + i] != 0 — NaN counts as nonzero; returns the count. idx has n + 16 slots. */
+INLINE512 int nonzero512(const float *X, size_t xs, int rows, int k0, int n, int32_t *idx) {
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512 zero = _mm512_setzero_ps();
+    int cnt = 0;
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 lm = mask16(n - i), nz = 0;
+        for (int r = 0; r < rows; r++)
+            nz |= _mm512_mask_cmp_ps_mask(lm, _mm512_maskz_loadu_ps(lm, X + (size_t)r * xs + k0 + i), zero,
+                                          _CMP_NEQ_UQ);
+        __m512i id = _mm512_add_epi32(lane, _mm512_set1_epi32(k0 + i));
+        _mm512_storeu_si512(idx + cnt, _mm512_maskz_compress_epi32(nz, id));
+        cnt += __builtin_popcount(nz);
+    }
+    return cnt;
+}
+
+/* The sparse (input-stationary) convolution is used while nonzero inputs x
+ * CONV_SPARSE_COST < C x output positions x S^2 (conv512; measured on AMD Zen 5 for
+ * 3x3 and 4x4 kernels, 16 and 32 filters: the two break even at 10-20% nonzero). */
+#define CONV_SPARSE_COST 5.0
+
+/* A layer's weights of 256 KB or more are streamed from L3 or memory, once per row;
+ * for them the weight rows of the inputs listed a few ahead are prefetched (skipped
+ * inputs leave gaps that the hardware prefetcher does not follow). */
+#define PREFETCH_MIN_WEIGHTS (64 * 1024)
+#define PREFETCH_ROWS 8
+
+/* Vector v of VB at p: the last one masked by mt. */
+#define LOAD512(p, v, VB, mt) ((v) == (VB)-1 ? _mm512_maskz_loadu_ps((mt), (p)) : _mm512_loadu_ps(p))
+#define STORE512(p, v, VB, mt, a) \
+    ((v) == (VB)-1 ? _mm512_mask_storeu_ps((p), (mt), (a)) : _mm512_storeu_ps((p), (a)))
+
+/* One row, VB vectors of outputs: y = src + the listed terms x[k] W[k, :], in list
+ * order, accumulated in registers. W and src point at the tile's first output. */
+INLINE512 void row512_tile(const float *W, const float *src, const float *x, const int32_t *idx, int n, int out,
+                           const int VB, __mmask16 mt, float *y, int prefetch) {
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int v = 0; v < VB; v++) acc[v] = LOAD512(src + 16 * v, v, VB, mt);
+    for (int i = 0; i < n; i++) {
+        int k = idx[i];
+        const float *w = W + (size_t)k * out;
+        if (prefetch && i + PREFETCH_ROWS < n) {
+            const char *pw = (const char *)(W + (size_t)idx[i + PREFETCH_ROWS] * out);
+#pragma GCC unroll 16
+            for (int v = 0; v < VB; v++) _mm_prefetch(pw + 64 * v, _MM_HINT_T0);
+        }
+        __m512 xb = _mm512_set1_ps(x[k]);
+#pragma GCC unroll 16
+        for (int v = 0; v < VB; v++) acc[v] = _mm512_fmadd_ps(xb, LOAD512(w + 16 * v, v, VB, mt), acc[v]);
+    }
+#pragma GCC unroll 16
+    for (int v = 0; v < VB; v++) STORE512(y + 16 * v, v, VB, mt, acc[v]);
+}
+
+T512 static void row512(const float *W, const float *src, const float *x, const int32_t *idx, int n, int in,
+                        int out, float *y) {
+    int nvec = (out + 15) / 16;
+    int prefetch = (size_t)in * (size_t)out >= PREFETCH_MIN_WEIGHTS;
+    for (int v0 = 0; v0 < nvec; v0 += 16) {
+        int VB = min_int(16, nvec - v0);
+        __mmask16 mt = mask16(out - 16 * (v0 + VB - 1));
+        const float *w = W + 16 * v0, *s = src + 16 * v0;
+        float *yt = y + 16 * v0;
+        switch (VB) {
+#define ROW_CASE(N) \
+    case N: row512_tile(w, s, x, idx, n, out, N, mt, yt, prefetch); break;
+            ROW_CASE(1) ROW_CASE(2) ROW_CASE(3) ROW_CASE(4) ROW_CASE(5) ROW_CASE(6) ROW_CASE(7) ROW_CASE(8)
+            ROW_CASE(9) ROW_CASE(10) ROW_CASE(11) ROW_CASE(12) ROW_CASE(13) ROW_CASE(14) ROW_CASE(15)
+            ROW_CASE(16)
+#undef ROW_CASE
+        }
+    }
+}
+
+/* RB rows x VB vectors: Y rows = src rows (stride ss; 0 repeats the bias) + the listed
+ * terms, each row's term masked off where its own input is zero. */
+INLINE512 void block512_tile(const float *W, const float *src, size_t ss, const float *X, size_t xs,
+                             const int32_t *idx, int n, int out, const int RB, const int VB, __mmask16 mt, float *Y,
+                             size_t ys) {
+    __m512 acc[4][4];
+    const __m512 zero = _mm512_setzero_ps();
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < VB; v++) acc[r][v] = LOAD512(src + r * ss + 16 * v, v, VB, mt);
+    for (int i = 0; i < n; i++) {
+        int k = idx[i];
+        const float *w = W + (size_t)k * out;
+        __m512 xb[4];
+        __mmask16 m[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < RB; r++) {
+            xb[r] = _mm512_set1_ps(X[(size_t)r * xs + k]);
+            m[r] = _mm512_cmp_ps_mask(xb[r], zero, _CMP_NEQ_UQ);
+        }
+#pragma GCC unroll 4
         for (int v = 0; v < VB; v++) {
-            m[v] = mask16(out - j0 - 16 * v);
-            __m512 bv = _mm512_maskz_loadu_ps(m[v], b + j0 + 16 * v);
-            for (int r = 0; r < RB; r++) acc[r][v] = bv;
+            __m512 wv = LOAD512(w + 16 * v, v, VB, mt);
+#pragma GCC unroll 4
+            for (int r = 0; r < RB; r++) acc[r][v] = _mm512_mask3_fmadd_ps(xb[r], wv, acc[r][v], m[r]);
         }
-        for (int k = 0; k < in; k++) {
-            const float *w = W + (size_t)k * out + j0;
-            __m512 xr[4];
-            for (int r = 0; r < RB; r++) xr[r] = _mm512_set1_ps(X[(size_t)r * xs + k]);
-            for (int v = 0; v < VB; v++) {
-                __m512 wv = _mm512_maskz_loadu_ps(m[v], w + 16 * v);
-                for (int r = 0; r < RB; r++) acc[r][v] = _mm512_fmadd_ps(xr[r], wv, acc[r][v]);
-            }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < VB; v++) STORE512(Y + r * ys + 16 * v, v, VB, mt, acc[r][v]);
+}
+
+INLINE512 void block512(const float *W, const float *src, size_t ss, const float *X, size_t xs, const int32_t *idx,
+                        int n, int out, const int RB, float *Y, size_t ys) {
+    int nvec = (out + 15) / 16;
+    for (int v0 = 0; v0 < nvec; v0 += 4) {
+        int VB = min_int(4, nvec - v0);
+        __mmask16 mt = mask16(out - 16 * (v0 + VB - 1));
+        const float *w = W + 16 * v0, *s = src + 16 * v0;
+        float *yt = Y + 16 * v0;
+        switch (VB) {
+        case 1: block512_tile(w, s, ss, X, xs, idx, n, out, RB, 1, mt, yt, ys); break;
+        case 2: block512_tile(w, s, ss, X, xs, idx, n, out, RB, 2, mt, yt, ys); break;
+        case 3: block512_tile(w, s, ss, X, xs, idx, n, out, RB, 3, mt, yt, ys); break;
+        default: block512_tile(w, s, ss, X, xs, idx, n, out, RB, 4, mt, yt, ys); break;
         }
-        for (int r = 0; r < RB; r++)
-            for (int v = 0; v < VB; v++) _mm512_mask_storeu_ps(Y + (size_t)r * ys + j0 + 16 * v, m[v], acc[r][v]);
     }
 }
 
 T512 static void dense512(const float *W, const float *b, const float *X, size_t xs, int rows, int in, int out,
                           float *Y, size_t ys) {
-    int r = 0;
-    /* 4 rows x 4 vectors = 16 independent FMA chains; a lone row gets 8 vectors */
-    for (; r + 4 <= rows; r += 4)
-        dense512_block(W, b, X + (size_t)r * xs, xs, 4, 4, in, out, Y + (size_t)r * ys, ys);
-    for (; r + 2 <= rows; r += 2)
-        dense512_block(W, b, X + (size_t)r * xs, xs, 2, 4, in, out, Y + (size_t)r * ys, ys);
-    for (; r < rows; r++) dense512_block(W, b, X + (size_t)r * xs, xs, 1, 8, in, out, Y + (size_t)r * ys, ys);
+    int32_t idx[CHUNK + 16];
+    for (int r = 0; r < rows;) {
+        int RB = rows - r >= 4 ? 4 : rows - r; /* 4, then a block of the 3, 2 or 1 left */
+        const float *Xr = X + (size_t)r * xs;
+        float *Yr = Y + (size_t)r * ys;
+        if (in <= 0)
+            for (int q = 0; q < RB; q++) memcpy(Yr + (size_t)q * ys, b, sizeof(float) * (size_t)out);
+        for (int k0 = 0; k0 < in; k0 += CHUNK) {
+            int n = nonzero512(Xr, xs, RB, k0, min_int(CHUNK, in - k0), idx);
+            /* the first chunk starts from the bias, later ones from the sums so far */
+            const float *src = k0 == 0 ? b : Yr;
+            size_t ss = k0 == 0 ? 0 : ys;
+            switch (RB) {
+            case 1: row512(W, src, Xr, idx, n, in, out, Yr); break;
+            case 2: block512(W, src, ss, Xr, xs, idx, n, out, 2, Yr, ys); break;
+            case 3: block512(W, src, ss, Xr, xs, idx, n, out, 3, Yr, ys); break;
+            default: block512(W, src, ss, Xr, xs, idx, n, out, 4, Yr, ys); break;
+            }
+        }
+        r += RB;
+    }
 }
 
-/* PB output positions along a row, one vector of 16 filters. */
+/* Output-stationary convolution for inputs with many nonzeros: PB output positions
+ * along a row x VB vectors of 16 filters in registers, summing each window in (ky, kx,
+ * c) order; a position whose input is zero keeps its sums (masked fused multiply-add),
+ * exactly as if the term were skipped. */
 INLINE512 void conv512_block(const NevoLayer *L, const float *W, const float *b, const float *x, float *y, int oy,
-                             int ox0, int PB, int f0) {
+                             int ox0, const int PB, const int VB, int f0) {
     int K = L->kernel, S = L->stride, C = L->in_c, F = L->out_c;
-    __mmask16 m = mask16(F - f0);
-    __m512 acc[8];
-    __m512 bv = _mm512_maskz_loadu_ps(m, b + f0);
-    for (int p = 0; p < PB; p++) acc[p] = bv;
+    const __m512 zero = _mm512_setzero_ps();
+    __mmask16 mt = mask16(F - f0 - 16 * (VB - 1));
+    __m512 acc[8][2];
+#pragma GCC unroll 2
+    for (int v = 0; v < VB; v++) {
+        __m512 bv = LOAD512(b + f0 + 16 * v, v, VB, mt);
+#pragma GCC unroll 8
+        for (int p = 0; p < PB; p++) acc[p][v] = bv;
+    }
     for (int ky = 0; ky < K; ky++) {
         for (int kx = 0; kx < K; kx++) {
             const float *xrow = x + ((size_t)(oy * S + ky) * L->in_w + (size_t)(ox0 * S + kx)) * C;
             const float *wp = W + ((size_t)(ky * K + kx) * C) * F + f0;
             for (int c = 0; c < C; c++) {
-                __m512 wv = _mm512_maskz_loadu_ps(m, wp + (size_t)c * F);
-                for (int p = 0; p < PB; p++)
-                    acc[p] = _mm512_fmadd_ps(_mm512_set1_ps(xrow[(size_t)p * S * C + c]), wv, acc[p]);
+                __m512 wv[2];
+#pragma GCC unroll 2
+                for (int v = 0; v < VB; v++) wv[v] = LOAD512(wp + (size_t)c * F + 16 * v, v, VB, mt);
+#pragma GCC unroll 8
+                for (int p = 0; p < PB; p++) {
+                    __m512 xb = _mm512_set1_ps(xrow[(size_t)p * S * C + c]);
+                    __mmask16 nz = _mm512_cmp_ps_mask(xb, zero, _CMP_NEQ_UQ);
+#pragma GCC unroll 2
+                    for (int v = 0; v < VB; v++) acc[p][v] = _mm512_mask3_fmadd_ps(xb, wv[v], acc[p][v], nz);
+                }
             }
         }
     }
-    for (int p = 0; p < PB; p++) _mm512_mask_storeu_ps(y + ((size_t)oy * L->out_w + ox0 + p) * F + f0, m, acc[p]);
+#pragma GCC unroll 8
+    for (int p = 0; p < PB; p++)
+#pragma GCC unroll 2
+        for (int v = 0; v < VB; v++)
+            STORE512(y + ((size_t)oy * L->out_w + ox0 + p) * F + f0 + 16 * v, v, VB, mt, acc[p][v]);
 }
 
-T512 static void conv512(const NevoLayer *L, const float *W, const float *b, const float *x, float *y) {
+INLINE512 void conv512_row(const NevoLayer *L, const float *W, const float *b, const float *x, float *y, int oy,
+                           const int VB, int f0) {
+    int ox = 0;
+    for (; ox + 8 <= L->out_w; ox += 8) conv512_block(L, W, b, x, y, oy, ox, 8, VB, f0);
+    if (ox + 4 <= L->out_w) conv512_block(L, W, b, x, y, oy, ox, 4, VB, f0), ox += 4;
+    if (ox + 2 <= L->out_w) conv512_block(L, W, b, x, y, oy, ox, 2, VB, f0), ox += 2;
+    if (ox < L->out_w) conv512_block(L, W, b, x, y, oy, ox, 1, VB, f0);
+}
+
+T512 static void conv512_dense(const NevoLayer *L, const float *W, const float *b, const float *x, float *y) {
     for (int oy = 0; oy < L->out_h; oy++) {
-        for (int f0 = 0; f0 < L->out_c; f0 += 16) {
-            int ox = 0;
-            for (; ox + 8 <= L->out_w; ox += 8) conv512_block(L, W, b, x, y, oy, ox, 8, f0);
-            for (; ox + 4 <= L->out_w; ox += 4) conv512_block(L, W, b, x, y, oy, ox, 4, f0);
-            for (; ox < L->out_w; ox++) conv512_block(L, W, b, x, y, oy, ox, 1, f0);
+        /* filters two vectors at a time, then one */
+        int f0 = 0;
+        for (; f0 + 16 < L->out_c; f0 += 32) conv512_row(L, W, b, x, y, oy, 2, f0);
+        if (f0 < L->out_c) conv512_row(L, W, b, x, y, oy, 1, f0);
+    }
+}
+
+/* Input-stationary convolution for sparse inputs, F filters in vectors of 16: every
+ * output starts at the bias; then each nonzero input x[iy, ix, c], in ascending input
+ * order, adds x W[ky, kx, c, :] to each output (oy, ox) = ((iy - ky) / S, (ix - kx) / S)
+ * whose window holds it. Consecutive nonzero channels of one pixel go to an output in
+ * one pass (one load and store per output vector). */
+T512 static void conv512_sparse(const NevoLayer *L, const float *W, const float *b, const float *x, float *y) {
+    int K = L->kernel, S = L->stride, C = L->in_c, F = L->out_c, OH = L->out_h, OW = L->out_w, IW = L->in_w;
+    /* full vectors of 16 filters, then a masked one for the rest (plain loads and stores
+     * where possible: a load forwards from a plain store of the same vector) */
+    int nfull = F / 16;
+    __mmask16 mt = mask16(F - 16 * nfull);
+    for (int p = 0; p < OH * OW; p++) {
+        float *o = y + (size_t)p * F;
+        for (int v = 0; v < nfull; v++) _mm512_storeu_ps(o + 16 * v, _mm512_loadu_ps(b + 16 * v));
+        if (mt) _mm512_mask_storeu_ps(o + 16 * nfull, mt, _mm512_maskz_loadu_ps(mt, b + 16 * nfull));
+    }
+    /* input rows and columns past the last window add to nothing */
+    int used_h = (OH - 1) * S + K, used_w = (OW - 1) * S + K;
+    int in_dim = L->in_h * IW * C;
+    int32_t idx[CHUNK + 16];
+    for (int k0 = 0; k0 < in_dim; k0 += CHUNK) {
+        int n = nonzero512(x, 0, 1, k0, min_int(CHUNK, in_dim - k0), idx);
+        for (int i = 0; i < n;) {
+            /* the run idx[i, j) of one pixel's nonzero channels */
+            int pix = idx[i] / C, base = pix * C;
+            int j = i + 1;
+            while (j < n && idx[j] < base + C) j++;
+            int iy = pix / IW, ix = pix - iy * IW;
+            if (iy < used_h && ix < used_w) {
+                /* the outputs whose windows hold it: ky = iy - S oy in [0, K), oy in [0, OH) */
+                int oy0, oy1, ox0, ox1;
+                if (S == 1) { /* the common case, without divisions */
+                    oy0 = iy >= K ? iy - K + 1 : 0, oy1 = min_int(iy, OH - 1);
+                    ox0 = ix >= K ? ix - K + 1 : 0, ox1 = min_int(ix, OW - 1);
+                } else {
+                    oy0 = iy >= K ? (iy - K + S) / S : 0, oy1 = min_int(iy / S, OH - 1);
+                    ox0 = ix >= K ? (ix - K + S) / S : 0, ox1 = min_int(ix / S, OW - 1);
+                }
+                for (int oy = oy0; oy <= oy1; oy++) {
+                    for (int ox = ox0; ox <= ox1; ox++) {
+                        float *o = y + ((size_t)oy * OW + ox) * F;
+                        const float *wp = W + ((size_t)(iy - S * oy) * K + (ix - S * ox)) * C * F;
+                        for (int v = 0; v < nfull; v++) {
+                            __m512 acc = _mm512_loadu_ps(o + 16 * v);
+                            for (int q = i; q < j; q++)
+                                acc = _mm512_fmadd_ps(_mm512_set1_ps(x[idx[q]]),
+                                                      _mm512_loadu_ps(wp + (size_t)(idx[q] - base) * F + 16 * v), acc);
+                            _mm512_storeu_ps(o + 16 * v, acc);
+                        }
+                        if (mt) {
+                            __m512 acc = _mm512_maskz_loadu_ps(mt, o + 16 * nfull);
+                            for (int q = i; q < j; q++)
+                                acc = _mm512_fmadd_ps(
+                                    _mm512_set1_ps(x[idx[q]]),
+                                    _mm512_maskz_loadu_ps(mt, wp + (size_t)(idx[q] - base) * F + 16 * nfull), acc);
+                            _mm512_mask_storeu_ps(o + 16 * nfull, mt, acc);
+                        }
+                    }
+                }
+            }
+            i = j;
         }
     }
+}
+
+/* The nonzero inputs decide: each costs the input-stationary loop about a window's
+ * worth of loads, FMAs and stores (K^2 / S^2 outputs); the output-stationary one pays
+ * for every term, zero or not, at a higher rate. Both compute the same bits. */
+T512 static void conv512(const NevoLayer *L, const float *W, const float *b, const float *x, float *y) {
+    int in_dim = L->in_h * L->in_w * L->in_c, nnz = 0;
+    for (int i = 0; i < in_dim; i += 16) {
+        __mmask16 lm = mask16(in_dim - i);
+        nnz += __builtin_popcount(
+            _mm512_mask_cmp_ps_mask(lm, _mm512_maskz_loadu_ps(lm, x + i), _mm512_setzero_ps(), _CMP_NEQ_UQ));
+    }
+    if ((double)nnz * CONV_SPARSE_COST < (double)L->in_c * L->out_h * L->out_w * L->stride * L->stride)
+        conv512_sparse(L, W, b, x, y);
+    else
+        conv512_dense(L, W, b, x, y);
 }
 
 /* nevo_tanhf on 8 floats, operation for operation. */
@@ -147,73 +395,210 @@ const NevoKernels *nevo_kernels_avx512(void) {
 #define T256 __attribute__((target("avx2,fma")))
 #define INLINE256 static inline __attribute__((always_inline, target("avx2,fma")))
 
-T256 static __m256i mask8(int remaining) {
-    int32_t m[8];
-    for (int i = 0; i < 8; i++) m[i] = i < remaining ? -1 : 0;
-    return _mm256_loadu_si256((const __m256i *)m);
+/* all-ones in the first `remaining` of 8 lanes */
+INLINE256 __m256i mask8(int remaining) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(remaining), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-INLINE256 void dense256_block(const float *W, const float *b, const float *X, size_t xs, int RB, int VB, int in,
-                              int out, float *Y, size_t ys) {
-    for (int j0 = 0; j0 < out; j0 += 8 * VB) {
-        __m256i m[4];
-        __m256 acc[3][4];
-        for (int v = 0; v < VB; v++) {
-            m[v] = mask8(out - j0 - 8 * v);
-            __m256 bv = _mm256_maskload_ps(b + j0 + 8 * v, m[v]);
-            for (int r = 0; r < RB; r++) acc[r][v] = bv;
+/* nonzero512 for one row, without a compress instruction: each index is written and
+ * kept (the count advanced) only if its input is nonzero. */
+INLINE256 int nonzero256(const float *x, int k0, int n, int32_t *idx) {
+    int cnt = 0, i = 0;
+    for (; i + 8 <= n; i += 8) {
+        unsigned m = (unsigned)_mm256_movemask_ps(
+            _mm256_cmp_ps(_mm256_loadu_ps(x + k0 + i), _mm256_setzero_ps(), _CMP_NEQ_UQ));
+        if (!m) continue;
+        for (int l = 0; l < 8; l++) {
+            idx[cnt] = k0 + i + l;
+            cnt += (int)((m >> l) & 1u);
         }
-        for (int k = 0; k < in; k++) {
-            const float *w = W + (size_t)k * out + j0;
-            __m256 xr[3];
-            for (int r = 0; r < RB; r++) xr[r] = _mm256_set1_ps(X[(size_t)r * xs + k]);
-            for (int v = 0; v < VB; v++) {
-                __m256 wv = _mm256_maskload_ps(w + 8 * v, m[v]);
-                for (int r = 0; r < RB; r++) acc[r][v] = _mm256_fmadd_ps(xr[r], wv, acc[r][v]);
-            }
+    }
+    for (; i < n; i++) {
+        idx[cnt] = k0 + i;
+        cnt += x[k0 + i] != 0.0f; /* NaN != 0 */
+    }
+    return cnt;
+}
+
+#define LOAD256(p, v, VB, mt) ((v) == (VB)-1 ? _mm256_maskload_ps((p), (mt)) : _mm256_loadu_ps(p))
+#define STORE256(p, v, VB, mt, a) \
+    ((v) == (VB)-1 ? _mm256_maskstore_ps((p), (mt), (a)) : _mm256_storeu_ps((p), (a)))
+
+/* row512_tile with vectors of 8, up to 8 of them (16 registers) */
+INLINE256 void row256_tile(const float *W, const float *src, const float *x, const int32_t *idx, int n, int out,
+                           const int VB, __m256i mt, float *y) {
+    __m256 acc[8];
+#pragma GCC unroll 8
+    for (int v = 0; v < VB; v++) acc[v] = LOAD256(src + 8 * v, v, VB, mt);
+    for (int i = 0; i < n; i++) {
+        int k = idx[i];
+        const float *w = W + (size_t)k * out;
+        __m256 xb = _mm256_set1_ps(x[k]);
+#pragma GCC unroll 8
+        for (int v = 0; v < VB; v++) acc[v] = _mm256_fmadd_ps(xb, LOAD256(w + 8 * v, v, VB, mt), acc[v]);
+    }
+#pragma GCC unroll 8
+    for (int v = 0; v < VB; v++) STORE256(y + 8 * v, v, VB, mt, acc[v]);
+}
+
+T256 static void row256(const float *W, const float *src, const float *x, const int32_t *idx, int n, int out,
+                        float *y) {
+    int nvec = (out + 7) / 8;
+    for (int v0 = 0; v0 < nvec; v0 += 8) {
+        int VB = min_int(8, nvec - v0);
+        __m256i mt = mask8(out - 8 * (v0 + VB - 1));
+        const float *w = W + 8 * v0, *s = src + 8 * v0;
+        float *yt = y + 8 * v0;
+        switch (VB) {
+#define ROW_CASE(N) \
+    case N: row256_tile(w, s, x, idx, n, out, N, mt, yt); break;
+            ROW_CASE(1) ROW_CASE(2) ROW_CASE(3) ROW_CASE(4) ROW_CASE(5) ROW_CASE(6) ROW_CASE(7) ROW_CASE(8)
+#undef ROW_CASE
         }
-        for (int r = 0; r < RB; r++)
-            for (int v = 0; v < VB; v++) _mm256_maskstore_ps(Y + (size_t)r * ys + j0 + 8 * v, m[v], acc[r][v]);
     }
 }
 
+/* Rows one at a time (AVX2 has no masked FMA for a register block that skips each
+ * row's own zeros). */
 T256 static void dense256(const float *W, const float *b, const float *X, size_t xs, int rows, int in, int out,
                           float *Y, size_t ys) {
-    int r = 0;
-    for (; r + 3 <= rows; r += 3)
-        dense256_block(W, b, X + (size_t)r * xs, xs, 3, 4, in, out, Y + (size_t)r * ys, ys);
-    for (; r < rows; r++) dense256_block(W, b, X + (size_t)r * xs, xs, 1, 4, in, out, Y + (size_t)r * ys, ys);
+    int32_t idx[CHUNK + 16];
+    for (int r = 0; r < rows; r++) {
+        const float *x = X + (size_t)r * xs;
+        float *y = Y + (size_t)r * ys;
+        if (in <= 0) memcpy(y, b, sizeof(float) * (size_t)out);
+        for (int k0 = 0; k0 < in; k0 += CHUNK) {
+            int n = nonzero256(x, k0, min_int(CHUNK, in - k0), idx);
+            row256(W, k0 == 0 ? b : y, x, idx, n, out, y);
+        }
+    }
 }
 
+/* conv512_block with vectors of 8, PB positions x VB vectors; AVX2 has no masked FMA,
+ * so a position whose input is zero takes its old sums back (blend). */
 INLINE256 void conv256_block(const NevoLayer *L, const float *W, const float *b, const float *x, float *y, int oy,
-                             int ox0, int PB, int f0) {
+                             int ox0, const int PB, const int VB, int f0) {
     int K = L->kernel, S = L->stride, C = L->in_c, F = L->out_c;
-    __m256i m = mask8(F - f0);
-    __m256 acc[8];
-    __m256 bv = _mm256_maskload_ps(b + f0, m);
-    for (int p = 0; p < PB; p++) acc[p] = bv;
+    const __m256 zero = _mm256_setzero_ps();
+    __m256i mt = mask8(F - f0 - 8 * (VB - 1));
+    __m256 acc[4][2];
+#pragma GCC unroll 2
+    for (int v = 0; v < VB; v++) {
+        __m256 bv = LOAD256(b + f0 + 8 * v, v, VB, mt);
+#pragma GCC unroll 4
+        for (int p = 0; p < PB; p++) acc[p][v] = bv;
+    }
     for (int ky = 0; ky < K; ky++) {
         for (int kx = 0; kx < K; kx++) {
             const float *xrow = x + ((size_t)(oy * S + ky) * L->in_w + (size_t)(ox0 * S + kx)) * C;
             const float *wp = W + ((size_t)(ky * K + kx) * C) * F + f0;
             for (int c = 0; c < C; c++) {
-                __m256 wv = _mm256_maskload_ps(wp + (size_t)c * F, m);
-                for (int p = 0; p < PB; p++)
-                    acc[p] = _mm256_fmadd_ps(_mm256_set1_ps(xrow[(size_t)p * S * C + c]), wv, acc[p]);
+                __m256 wv[2];
+#pragma GCC unroll 2
+                for (int v = 0; v < VB; v++) wv[v] = LOAD256(wp + (size_t)c * F + 8 * v, v, VB, mt);
+#pragma GCC unroll 4
+                for (int p = 0; p < PB; p++) {
+                    __m256 xb = _mm256_set1_ps(xrow[(size_t)p * S * C + c]);
+                    __m256 nz = _mm256_cmp_ps(xb, zero, _CMP_NEQ_UQ);
+#pragma GCC unroll 2
+                    for (int v = 0; v < VB; v++)
+                        acc[p][v] = _mm256_blendv_ps(acc[p][v], _mm256_fmadd_ps(xb, wv[v], acc[p][v]), nz);
+                }
             }
         }
     }
-    for (int p = 0; p < PB; p++) _mm256_maskstore_ps(y + ((size_t)oy * L->out_w + ox0 + p) * F + f0, m, acc[p]);
+#pragma GCC unroll 4
+    for (int p = 0; p < PB; p++)
+#pragma GCC unroll 2
+        for (int v = 0; v < VB; v++)
+            STORE256(y + ((size_t)oy * L->out_w + ox0 + p) * F + f0 + 8 * v, v, VB, mt, acc[p][v]);
 }
 
-T256 static void conv256(const NevoLayer *L, const float *W, const float *b, const float *x, float *y) {
+INLINE256 void conv256_row(const NevoLayer *L, const float *W, const float *b, const float *x, float *y, int oy,
+                           const int VB, int f0) {
+    int ox = 0;
+    for (; ox + 4 <= L->out_w; ox += 4) conv256_block(L, W, b, x, y, oy, ox, 4, VB, f0);
+    if (ox + 2 <= L->out_w) conv256_block(L, W, b, x, y, oy, ox, 2, VB, f0), ox += 2;
+    if (ox < L->out_w) conv256_block(L, W, b, x, y, oy, ox, 1, VB, f0);
+}
+
+T256 static void conv256_dense(const NevoLayer *L, const float *W, const float *b, const float *x, float *y) {
     for (int oy = 0; oy < L->out_h; oy++) {
-        for (int f0 = 0; f0 < L->out_c; f0 += 8) {
-            int ox = 0;
-            for (; ox + 8 <= L->out_w; ox += 8) conv256_block(L, W, b, x, y, oy, ox, 8, f0);
-            for (; ox < L->out_w; ox++) conv256_block(L, W, b, x, y, oy, ox, 1, f0);
+        int f0 = 0;
+        for (; f0 + 8 < L->out_c; f0 += 16) conv256_row(L, W, b, x, y, oy, 2, f0);
+        if (f0 < L->out_c) conv256_row(L, W, b, x, y, oy, 1, f0);
+    }
+}
+
+/* conv512_sparse with vectors of 8 */
+T256 static void conv256_sparse(const NevoLayer *L, const float *W, const float *b, const float *x, float *y) {
+    int K = L->kernel, S = L->stride, C = L->in_c, F = L->out_c, OH = L->out_h, OW = L->out_w, IW = L->in_w;
+    int nfull = F / 8;
+    const __m256i mt = mask8(F - 8 * nfull);
+    for (int p = 0; p < OH * OW; p++) {
+        float *o = y + (size_t)p * F;
+        for (int v = 0; v < nfull; v++) _mm256_storeu_ps(o + 8 * v, _mm256_loadu_ps(b + 8 * v));
+        if (F > 8 * nfull) _mm256_maskstore_ps(o + 8 * nfull, mt, _mm256_maskload_ps(b + 8 * nfull, mt));
+    }
+    int used_h = (OH - 1) * S + K, used_w = (OW - 1) * S + K;
+    int in_dim = L->in_h * IW * C;
+    int32_t idx[CHUNK + 16];
+    for (int k0 = 0; k0 < in_dim; k0 += CHUNK) {
+        int n = nonzero256(x, k0, min_int(CHUNK, in_dim - k0), idx);
+        for (int i = 0; i < n;) {
+            /* the run idx[i, j) of one pixel's nonzero channels */
+            int pix = idx[i] / C, base = pix * C;
+            int j = i + 1;
+            while (j < n && idx[j] < base + C) j++;
+            int iy = pix / IW, ix = pix - iy * IW;
+            if (iy < used_h && ix < used_w) {
+                /* the outputs whose windows hold it: ky = iy - S oy in [0, K), oy in [0, OH) */
+                int oy0, oy1, ox0, ox1;
+                if (S == 1) { /* the common case, without divisions */
+                    oy0 = iy >= K ? iy - K + 1 : 0, oy1 = min_int(iy, OH - 1);
+                    ox0 = ix >= K ? ix - K + 1 : 0, ox1 = min_int(ix, OW - 1);
+                } else {
+                    oy0 = iy >= K ? (iy - K + S) / S : 0, oy1 = min_int(iy / S, OH - 1);
+                    ox0 = ix >= K ? (ix - K + S) / S : 0, ox1 = min_int(ix / S, OW - 1);
+                }
+                for (int oy = oy0; oy <= oy1; oy++) {
+                    for (int ox = ox0; ox <= ox1; ox++) {
+                        float *o = y + ((size_t)oy * OW + ox) * F;
+                        const float *wp = W + ((size_t)(iy - S * oy) * K + (ix - S * ox)) * C * F;
+                        for (int v = 0; v < nfull; v++) {
+                            __m256 acc = _mm256_loadu_ps(o + 8 * v);
+                            for (int q = i; q < j; q++)
+                                acc = _mm256_fmadd_ps(_mm256_set1_ps(x[idx[q]]),
+                                                      _mm256_loadu_ps(wp + (size_t)(idx[q] - base) * F + 8 * v), acc);
+                            _mm256_storeu_ps(o + 8 * v, acc);
+                        }
+                        if (F > 8 * nfull) {
+                            __m256 acc = _mm256_maskload_ps(o + 8 * nfull, mt);
+                            for (int q = i; q < j; q++)
+                                acc = _mm256_fmadd_ps(
+                                    _mm256_set1_ps(x[idx[q]]),
+                                    _mm256_maskload_ps(wp + (size_t)(idx[q] - base) * F + 8 * nfull, mt), acc);
+                            _mm256_maskstore_ps(o + 8 * nfull, mt, acc);
+                        }
+                    }
+                }
+            }
+            i = j;
         }
     }
+}
+
+/* conv512's choice, counted without a mask register */
+T256 static void conv256(const NevoLayer *L, const float *W, const float *b, const float *x, float *y) {
+    int in_dim = L->in_h * L->in_w * L->in_c, nnz = 0, i = 0;
+    for (; i + 8 <= in_dim; i += 8)
+        nnz += __builtin_popcount(
+            (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), _mm256_setzero_ps(), _CMP_NEQ_UQ)));
+    for (; i < in_dim; i++) nnz += x[i] != 0.0f;
+    if ((double)nnz * CONV_SPARSE_COST < (double)L->in_c * L->out_h * L->out_w * L->stride * L->stride)
+        conv256_sparse(L, W, b, x, y);
+    else
+        conv256_dense(L, W, b, x, y);
 }
 
 T256 static __m128 tanh256_4(__m128 x) {

@@ -130,15 +130,17 @@ size_t nevo_policy_scratch_floats(const NevoPolicy *p, int n) {
     return 2 * (size_t)p->max_width * (size_t)n + 64;
 }
 
+/* how much of the next network's parameters nevo_policy_forward prefetches */
+#define PREFETCH_NEXT_BYTES 16384
+
 void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride, const int *net,
                          const float *obs, int n, float *out, float *scratch) {
-    float *a = scratch;
-    float *b = scratch + (size_t)p->max_width * n;
     size_t W = (size_t)p->max_width;
-    /* rows are laid out at stride max_width in the ping-pong buffers */
+    /* rows are laid out at stride max_width in two ping-pong buffers */
+    float *in = scratch;
     for (int i = 0; i < n; i++) {
         const float *x = obs + (size_t)i * p->obs_dim;
-        float *dst = a + i * W;
+        float *dst = in + i * W;
         if (p->obs_norm) {
             for (int j = 0; j < p->obs_dim; j++) {
                 float v = (x[j] - p->obs_mean[j]) / p->obs_std[j];
@@ -149,30 +151,39 @@ void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride
         }
     }
     const NevoKernels *K = nevo_kernels();
-    for (int l = 0; l < p->n_layers; l++) {
-        const NevoLayer *L = &p->layers[l];
-        int last = l == p->n_layers - 1;
-        float *dst = last ? out : b;
-        size_t ds = last ? (size_t)p->n_out : W;
-        /* runs of rows that share a network go through the kernel together, so its
-         * weights are read once per run rather than once per row */
-        for (int i = 0; i < n;) {
-            int j = i + 1;
-            while (j < n && net[j] == net[i]) j++;
-            const float *theta = params + (size_t)net[i] * stride;
-            if (L->kind == NEVO_LAYER_DENSE) {
-                K->dense(theta + L->w_off, theta + L->b_off, a + i * W, W, j - i, L->in_dim, L->out_dim,
-                         dst + i * ds, ds);
-            } else {
-                for (int r = i; r < j; r++) K->conv(L, theta + L->w_off, theta + L->b_off, a + r * W, dst + r * ds);
-            }
-            i = j;
+    /* A run of rows that share a network goes through all its layers together, so its
+     * weights are read once per run rather than once per row, in the order they lie in
+     * memory, and its activations stay in cache from one layer to the next. */
+    for (int i = 0; i < n;) {
+        int j = i + 1;
+        while (j < n && net[j] == net[i]) j++;
+        const float *theta = params + (size_t)net[i] * stride;
+        if (j < n) {
+            /* the next network's first weights start on their way to L2 while this one
+             * computes: the hardware prefetcher would only start after the first misses */
+            const char *next = (const char *)(params + (size_t)net[j] * stride);
+            size_t bytes = sizeof(float) * p->nparams;
+            if (bytes > PREFETCH_NEXT_BYTES) bytes = PREFETCH_NEXT_BYTES;
+            for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(next + o, 0, 2);
         }
-        if (L->act != NEVO_ACT_NONE)
-            for (int i = 0; i < n; i++) nevo_kernel_activate(L->act, dst + i * ds, L->out_dim);
-        float *t = a;
-        a = b;
-        b = t;
+        float *a = scratch, *b = scratch + W * n;
+        for (int l = 0; l < p->n_layers; l++) {
+            const NevoLayer *L = &p->layers[l];
+            int last = l == p->n_layers - 1;
+            float *dst = last ? out : b;
+            size_t ds = last ? (size_t)p->n_out : W;
+            if (L->kind == NEVO_LAYER_DENSE)
+                K->dense(theta + L->w_off, theta + L->b_off, a + i * W, W, j - i, L->in_dim, L->out_dim, dst + i * ds,
+                         ds);
+            else
+                for (int r = i; r < j; r++) K->conv(L, theta + L->w_off, theta + L->b_off, a + r * W, dst + r * ds);
+            if (L->act != NEVO_ACT_NONE)
+                for (int r = i; r < j; r++) nevo_kernel_activate(L->act, dst + r * ds, L->out_dim);
+            float *t = a;
+            a = b;
+            b = t;
+        }
+        i = j;
     }
 }
 
