@@ -21,7 +21,7 @@ for c in $configs; do for s in $(seq 1 "$seeds"); do echo "$c $s"; done; done |
         if [ -f "$d/summary.json" ]; then exit 0; fi
         if [ -f "$d/checkpoint.bin" ]; then '"$nevo"' train --resume "$d" --threads 1 >"$d.log" 2>&1
         else '"$nevo"' train configs/$0.json seed=$1 --out "$d" --threads 1 >"$d.log" 2>&1; fi
-        echo "$d: $(tail -c 200 "$d.log" | grep -o "\"best_fitness\": [-0-9.e]*")"'
+        echo "$d: $(grep -o "\"best_fitness\": [-0-9.e]*" "$d/summary.json")"'
 
 # frames at which a run first evaluated an individual within 10 units of the goal
 first_success() {
@@ -47,6 +47,9 @@ for c in $configs; do
     echo "| $algo | $ok / $n | $(med $frames) | $(med $dists) |"
 done
 runs=""
-for c in $configs; do runs="$runs runs/maze/${c}_s1"; done
-"$nevo" plot behaviours $runs --out runs/maze/behaviours.png >/dev/null 2>&1 &&
-    echo && echo "final populations of seed 1: runs/maze/behaviours.png" || true
+for c in $configs; do
+    label=$(grep -o '"algo": "[a-z-]*"' configs/$c.json | cut -d'"' -f4 | tr a-z A-Z)
+    runs="$runs runs/maze/${c}_s1=$label"
+done
+"$nevo" plot behaviours $runs --size 360 --out runs/maze/behaviours.png >/dev/null &&
+    echo && echo "final populations of seed 1: runs/maze/behaviours.png"
