@@ -156,3 +156,83 @@ TEST(bench_groups_and_cli) {
     rc = test_run(out, sizeof out, "%s bench --only nope", test_nevo_bin());
     CHECK_EQ_INT(rc, 2);
 }
+
+/* The mujoco group: for every MuJoCo env a bare-loop row, an env row compared with it
+ * and a 2-thread row compared with twice the 1-thread rate, all positive and finite;
+ * the bare loop adds mj_rnePostConstraint exactly for the robots that read contact
+ * forces, and it simulates the very states the env did (every replayed episode ends
+ * where the env's did, bit for bit). */
+typedef struct MjRows {
+    int bare, env, env2, rne;
+    double last_bare, last_env;
+    char bad[256];
+} MjRows;
+
+static void collect_mujoco(void *vctx, const NevoBenchResult *r) {
+    MjRows *c = vctx;
+    if (c->bad[0]) return;
+    if (strcmp(r->group, "mujoco") != 0 || !(r->value > 0 && isfinite(r->value)) ||
+        strcmp(r->unit, "ksteps/s") != 0 || !strstr(r->extra, "\"env\": \"mujoco/")) {
+        snprintf(c->bad, sizeof c->bad, "row '%s' (%s): %g %s", r->name, r->group, r->value, r->unit);
+        return;
+    }
+    if (strstr(r->extra, "\"loop\": \"bare\"")) {
+        c->bare++;
+        c->last_bare = r->value;
+        int rne = strstr(r->extra, "\"rne_post\": true") != NULL;
+        int wants = strstr(r->extra, "mujoco/ant\"") || strstr(r->extra, "mujoco/humanoid\"") ||
+                    strstr(r->extra, "mujoco/humanoid_trap\"");
+        c->rne += rne;
+        if (rne != wants) snprintf(c->bad, sizeof c->bad, "%s: rne_post %d", r->name, rne);
+        if (!strstr(r->extra, "\"replay_mismatches\": 0,"))
+            snprintf(c->bad, sizeof c->bad, "%s: the bare loop did not replay the env's episodes", r->name);
+    } else if (strstr(r->extra, "\"threads\": 2")) {
+        c->env2++;
+        if (!strstr(r->extra, "\"scaling_efficiency\"") || fabs(r->limit - 2 * c->last_env) > 1e-9 * r->limit ||
+            fabs(r->ratio - r->value / r->limit) > 1e-12)
+            snprintf(c->bad, sizeof c->bad, "%s: limit %g ratio %g", r->name, r->limit, r->ratio);
+    } else {
+        c->env++;
+        c->last_env = r->value;
+        if (!strstr(r->extra, "\"env_over_bare\"") || !strstr(r->extra, "\"reset_us\"") ||
+            r->limit != c->last_bare || fabs(r->ratio - r->value / r->limit) > 1e-12)
+            snprintf(c->bad, sizeof c->bad, "%s: limit %g (bare %g) ratio %g", r->name, r->limit, c->last_bare,
+                     r->ratio);
+    }
+}
+
+TEST(bench_mujoco_group) {
+    CHECK(nevo_bench_group_bit("mujoco") == NEVO_BENCH_MUJOCO);
+    CHECK(NEVO_BENCH_ALL & NEVO_BENCH_MUJOCO);
+    NevoBenchOptions o = quick_options();
+    o.min_time_s = 0.001;
+    o.reps = 1;
+    o.threads = 2;
+    int n_mujoco = 0;
+    for (int i = 0; i < nevo_env_count(); i++) n_mujoco += nevo_bench_is_mujoco(nevo_env_class_at(i)->spec.name);
+    CHECK(n_mujoco >= 8);
+    MjRows rows = {0};
+    NevoError err = {0};
+    CHECK_MSG(nevo_bench_run(&o, NEVO_BENCH_MUJOCO, collect_mujoco, &rows, &err) == NEVO_OK, "%s", err.msg);
+    CHECK_MSG(!rows.bad[0], "%s", rows.bad);
+    CHECK_EQ_INT(rows.bare, n_mujoco);
+    CHECK_EQ_INT(rows.env, n_mujoco);
+    CHECK_EQ_INT(rows.env2, n_mujoco);
+    CHECK_EQ_INT(rows.rne, 3);
+
+    /* one env directly, long enough for many episodes: the counts behind the rows */
+    o.min_time_s = 0.01;
+    o.threads = 1;
+    NevoBenchMujocoResult r;
+    CHECK_MSG(nevo_bench_mujoco(&o, "mujoco/hopper", &r, &err) == NEVO_OK, "%s", err.msg);
+    CHECK_EQ_INT(r.frame_skip, 4);
+    CHECK(r.rne_post == 0);
+    CHECK(r.episode_length >= 1 && r.episode_length < 1000); /* random hoppers fall */
+    CHECK(r.env_reset_us > 0 && r.bare_reset_us > 0 && r.rne_us > 0);
+    CHECK(r.threads2 == 0); /* one thread asked for: no scaling row */
+    /* the bare loop replayed the env's episodes state for state (hopper's random-action
+     * episodes last ~20 steps, so both loops finish many) */
+    CHECK(r.env_episodes > 0 && r.bare_episodes > 0);
+    CHECK_EQ_INT(r.replay_mismatches, 0);
+    CHECK(nevo_bench_mujoco(&o, "CartPole-v1", &r, &err) == NEVO_ERR_INVALID);
+}

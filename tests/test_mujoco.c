@@ -13,7 +13,10 @@
  * - determinism (seeds, get/set_state continuation, moved instances, the evaluator at
  *   any thread and slot count) and resource ownership (no mjData leaked);
  * - random-policy returns within bands derived from the reward terms;
- * - failures: a missing, broken or wrong model file, bad options, a diverging state. */
+ * - failures: a missing, broken or wrong model file, bad options, a diverging state;
+ * - pictures (mujoco_render.c, EGL + MuJoCo's renderer): a hopper frame shows the body
+ *   against floor and sky, the body's pixels move when its joints do, drawing leaves
+ *   the simulation untouched and repeats exactly, also after another model was drawn. */
 #include <malloc.h>
 #include <math.h>
 #include <stdbool.h>
@@ -1030,4 +1033,123 @@ TEST(mujoco_divergence_does_not_crash) {
     free_instance(env, inst);
     nevo_env_free(env);
     CHECK(chdir(cwd) == 0);
+}
+
+/* Pixels of the robots' body colour (rgba 0.75 0.55 0.35, lit and shaded): red over
+ * green over blue by clear margins; floor (pale green), floor lines and sky (blue) are
+ * not. */
+static int body_mask(const uint8_t *rgb, int n, uint8_t *mask) {
+    int count = 0;
+    for (int i = 0; i < n; i++) {
+        int r = rgb[3 * i], g = rgb[3 * i + 1], b = rgb[3 * i + 2];
+        mask[i] = r > g + 20 && g > b + 20 && r > 60;
+        count += mask[i];
+    }
+    return count;
+}
+
+static void render_checked(const NevoEnv *env, const void *inst, uint8_t *rgb) {
+    CHECK_MSG(nevo_env_render(env, inst, rgb), "%s cannot draw", nevo_env_spec(env)->name);
+}
+
+TEST(mujoco_render_hopper) {
+    char why[512];
+    if (!nevo_mj_render_available(why, sizeof why)) {
+        printf("skip: no OpenGL context for MuJoCo's renderer: %s\n", why);
+        return;
+    }
+    printf("renderer: %s\n", why);
+    NevoEnv *env = open_env("mujoco/hopper");
+    const NevoEnvSpec *s = nevo_env_spec(env);
+    int w, h;
+    nevo_env_render_size(env, &w, &h);
+    CHECK_EQ_INT(w, NEVO_MJ_RENDER_W);
+    CHECK_EQ_INT(h, NEVO_MJ_RENDER_H);
+    int n = w * h;
+    uint8_t *a = malloc((size_t)n * 3), *b = malloc((size_t)n * 3), *c = malloc((size_t)n * 3);
+    uint8_t *ma = malloc((size_t)n), *mb = malloc((size_t)n);
+    void *inst = new_instance(env);
+    float obs[11];
+    nevo_env_reset(env, inst, 1, obs);
+    /* [time, qpos (x, z, pitch, thigh, leg, foot), qvel (6), warm start (6), ref_x] */
+    enum { SD = 1 + 6 + 6 + 6 + 1 };
+    CHECK_EQ_INT(s->state_dim, SD);
+    double st[SD], after[SD], bent[SD];
+    nevo_env_get_state(env, inst, st);
+    render_checked(env, inst, a);
+    /* drawing does not touch the simulation */
+    nevo_env_get_state(env, inst, after);
+    CHECK(memcmp(st, after, sizeof st) == 0);
+
+    /* not uniform: sky above (blue over red), floor below, the upright body between */
+    int distinct = 0;
+    for (int i = 1; i < n && distinct < 50; i++) distinct += memcmp(a + 3 * i, a, 3) != 0;
+    CHECK_MSG(distinct >= 50, "the picture is (nearly) one colour");
+    const uint8_t *top = a + 3 * (w / 2);
+    CHECK_MSG(top[2] > top[0] + 30, "top centre %d,%d,%d is not sky", top[0], top[1], top[2]);
+    double sum[3] = {0, 0, 0};
+    for (int x = 0; x < w; x++)
+        for (int k = 0; k < 3; k++) sum[k] += a[3 * ((size_t)(h - 1) * w + x) + k];
+    CHECK_MSG(sum[1] > sum[0] + 5 * w && sum[1] > sum[2] + 5 * w && sum[1] > 120.0 * w,
+              "bottom row (mean %.0f,%.0f,%.0f) is not the pale green floor", sum[0] / w, sum[1] / w,
+              sum[2] / w);
+    int na = body_mask(a, n, ma);
+    CHECK_MSG(na > 500 && na < n / 4, "%d body pixels", na);
+    /* the camera follows the torso: the body is centred left to right */
+    double cx = 0;
+    for (int i = 0; i < n; i++) cx += ma[i] * (i % w);
+    cx /= na;
+    CHECK_MSG(fabs(cx - w / 2.0) < w / 8.0, "body centred at x = %.1f of %d", cx, w);
+
+    /* the same state draws the same picture */
+    render_checked(env, inst, b);
+    CHECK(memcmp(a, b, (size_t)n * 3) == 0);
+
+    /* thigh and leg folded, torso pitched: the body's pixels move */
+    memcpy(bent, st, sizeof bent);
+    bent[1 + 2] = 0.15;  /* pitch */
+    bent[1 + 3] = -1.2;  /* thigh */
+    bent[1 + 4] = -1.4;  /* leg */
+    NevoError err = {0};
+    CHECK(nevo_env_set_state(env, inst, bent, 0, obs, &err) == NEVO_OK);
+    render_checked(env, inst, b);
+    int nb = body_mask(b, n, mb), moved = 0;
+    for (int i = 0; i < n; i++) moved += ma[i] != mb[i];
+    CHECK_MSG(nb > 300, "%d body pixels when bent", nb);
+    CHECK_MSG(moved > na / 3, "only %d of %d body pixels changed", moved, na);
+
+    /* another model drawn in between does not disturb the hopper's next picture */
+    NevoEnv *sw = open_env("mujoco/swimmer");
+    void *si = new_instance(sw);
+    float sobs[8];
+    nevo_env_reset(sw, si, 1, sobs);
+    render_checked(sw, si, c);
+    CHECK(body_mask(c, n, mb) > 300);
+    CHECK(nevo_env_set_state(env, inst, st, 0, obs, &err) == NEVO_OK);
+    render_checked(env, inst, c);
+    CHECK_MSG(memcmp(a, c, (size_t)n * 3) == 0, "hopper drawn differently after the swimmer");
+    free_instance(sw, si);
+    nevo_env_free(sw);
+
+    free_instance(env, inst);
+    free(a), free(b), free(c), free(ma), free(mb);
+    nevo_env_free(env);
+}
+
+/* nevo eval --gif works for a MuJoCo env (the random reference policy). */
+TEST(mujoco_render_eval_gif) {
+    char why[512];
+    if (!nevo_mj_render_available(why, sizeof why)) {
+        printf("skip: no OpenGL context for MuJoCo's renderer: %s\n", why);
+        return;
+    }
+    char out[4096], gif[1100];
+    snprintf(gif, sizeof gif, "%s/hopper.gif", test_tmpdir());
+    int rc = test_run(out, sizeof out, "%s eval --env mujoco/hopper --policy random --episodes 1 --gif %s",
+                      test_nevo_bin(), gif);
+    CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
+    size_t len = 0;
+    char *data = test_read_file(gif, &len);
+    CHECK_MSG(data && len > 1000 && memcmp(data, "GIF89a", 6) == 0, "%s: not a GIF (%zu bytes)", gif, len);
+    free(data);
 }

@@ -57,7 +57,8 @@ unsigned nevo_bench_group_bit(const char *name) {
                   {"memory", NEVO_BENCH_MEMORY},
                   {"envs", NEVO_BENCH_ENVS},
                   {"forward", NEVO_BENCH_FORWARD},
-                  {"ga", NEVO_BENCH_GA}};
+                  {"ga", NEVO_BENCH_GA},
+                  {"mujoco", NEVO_BENCH_MUJOCO}};
     for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++)
         if (strcmp(name, groups[i].name) == 0) return groups[i].bit;
     return 0;
@@ -71,16 +72,8 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Runs `iters` iterations of some work; returns the work units done (flops, bytes,
- * steps, rows). Must not allocate. */
-typedef double (*WorkFn)(void *ctx, long iters);
-
-/* Rates in work units per second. */
-typedef struct Timing {
-    double best, median;
-    double cpu_share; /* CPU time this process got / (threads x wall), best repetition */
-    long iters;
-} Timing;
+typedef NevoBenchWorkFn WorkFn;
+typedef NevoBenchTiming Timing;
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -133,6 +126,11 @@ static Timing measure(const NevoBenchOptions *o, WorkFn fn, void *ctx, int threa
     }
     t.median = median_of(rates, reps);
     return t;
+}
+
+NevoBenchTiming nevo_bench_measure(const NevoBenchOptions *o, NevoBenchWorkFn fn, void *ctx,
+                                   int threads) {
+    return measure(o, fn, ctx, threads);
 }
 
 static void result_init(NevoBenchResult *r, const char *group, const char *unit) {
@@ -1045,6 +1043,62 @@ NevoStatus nevo_bench_run(const NevoBenchOptions *o, unsigned groups, NevoBenchE
                 snprintf(r.extra + used, sizeof r.extra - used, "%.4g", r.ratio);
             }
             emit_row(emit, ctx, &r);
+        }
+    }
+    if (groups & NEVO_BENCH_MUJOCO) {
+        for (int i = 0; i < nevo_env_count(); i++) {
+            const char *name = nevo_env_class_at(i)->spec.name;
+            if (!nevo_bench_is_mujoco(name)) continue;
+            NevoBenchMujocoResult mr;
+            if ((st = nevo_bench_mujoco(o, name, &mr, err)) != NEVO_OK) goto done;
+            NevoBenchResult r;
+            result_init(&r, "mujoco", "ksteps/s");
+            const char *robot = name + strlen("mujoco/"); /* the group column says mujoco */
+            snprintf(r.name, sizeof r.name, "%s bare mj_step x%d%s, 1 core", robot, mr.frame_skip,
+                     mr.rne_post ? "+rnePost" : "");
+            r.value = mr.bare_steps_per_s * 1e-3;
+            r.median = mr.bare_median * 1e-3;
+            r.cpu_share = mr.bare_cpu_share;
+            snprintf(r.extra, sizeof r.extra,
+                     "\"env\": \"%s\", \"loop\": \"bare\", \"threads\": 1, \"steps_per_s\": %.6g, "
+                     "\"frame_skip\": %d, \"rne_post\": %s, \"instances\": %d, \"episodes\": %lld, "
+                     "\"replay_mismatches\": %lld, \"reset_us\": %.4g",
+                     name, mr.bare_steps_per_s, mr.frame_skip, mr.rne_post ? "true" : "false", mr.instances,
+                     mr.bare_episodes, mr.replay_mismatches, mr.bare_reset_us);
+            emit_row(emit, ctx, &r);
+
+            double env1 = mr.env_steps_per_s * 1e-3;
+            char ep_len[32] = "null"; /* no episode ended */
+            if (isfinite(mr.episode_length)) snprintf(ep_len, sizeof ep_len, "%.4g", mr.episode_length);
+            result_init(&r, "mujoco", "ksteps/s");
+            snprintf(r.name, sizeof r.name, "%s nevo_env_step, 1 core", robot);
+            r.value = env1;
+            r.median = mr.env_median * 1e-3;
+            r.cpu_share = mr.env_cpu_share;
+            result_limit(&r, mr.bare_steps_per_s * 1e-3, "bare mj_step loop, 1 core");
+            snprintf(r.extra, sizeof r.extra,
+                     "\"env\": \"%s\", \"loop\": \"env\", \"threads\": 1, \"steps_per_s\": %.6g, "
+                     "\"bare_steps_per_s\": %.6g, \"env_over_bare\": %.4g, \"instances\": %d, "
+                     "\"episodes\": %lld, \"episode_length\": %s, \"reset_us\": %.4g, "
+                     "\"bare_reset_us\": %.4g, \"rne_post_us\": %.4g, \"rne_post_needed\": %s",
+                     name, mr.env_steps_per_s, mr.bare_steps_per_s, r.ratio, mr.instances, mr.env_episodes,
+                     ep_len, mr.env_reset_us, mr.bare_reset_us, mr.rne_us,
+                     mr.rne_post ? "true" : "false");
+            emit_row(emit, ctx, &r);
+
+            if (mr.threads2 == 2) {
+                result_init(&r, "mujoco", "ksteps/s");
+                snprintf(r.name, sizeof r.name, "%s nevo_env_step, 2 threads", robot);
+                r.value = mr.env2_steps_per_s * 1e-3;
+                r.median = mr.env2_median * 1e-3;
+                r.cpu_share = mr.env2_cpu_share;
+                result_limit(&r, 2 * env1, "2 x 1-thread env steps/s");
+                snprintf(r.extra, sizeof r.extra,
+                         "\"env\": \"%s\", \"loop\": \"env\", \"threads\": 2, \"steps_per_s\": %.6g, "
+                         "\"instances_per_thread\": %d, \"scaling_efficiency\": %.4g",
+                         name, mr.env2_steps_per_s, mr.instances, r.ratio);
+                emit_row(emit, ctx, &r);
+            }
         }
     }
 done:

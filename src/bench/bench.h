@@ -10,7 +10,10 @@
  *   forward  nevo_policy_forward on a population of different MLPs, as GFLOP/s against
  *            the peak and as weight bytes/s against the read bandwidth measured over a
  *            buffer of the weights' own size (the roofline of that working set);
- *   ga       end-to-end Deep GA frames/s on CartPole-v1 at 1 and N threads.
+ *   ga       end-to-end Deep GA frames/s on CartPole-v1 at 1 and N threads;
+ *   mujoco   for every MuJoCo env, nevo_env_step against a bare mj_step loop that
+ *            replays the same episodes on the same model (the env layer's overhead),
+ *            and the env loop on 2 threads against 1 (bench_mujoco.c).
  *
  * Method: each measurement is calibrated until one repetition takes at least
  * min_time_s (the calibration runs double as warm-up), then repeated `reps` times; the
@@ -40,9 +43,11 @@ enum {
     NEVO_BENCH_ENVS = 1u << 2,
     NEVO_BENCH_FORWARD = 1u << 3,
     NEVO_BENCH_GA = 1u << 4,
-    NEVO_BENCH_ALL = (1u << 5) - 1,
+    NEVO_BENCH_MUJOCO = 1u << 5,
+    NEVO_BENCH_ALL = (1u << 6) - 1,
 };
-/* Group bit of a name ("peak", "memory", "envs", "forward", "ga"); 0 if unknown. */
+/* Group bit of a name ("peak", "memory", "envs", "forward", "ga", "mujoco"); 0 if
+ * unknown. */
 unsigned nevo_bench_group_bit(const char *name);
 
 #define NEVO_BENCH_EXTRA_SIZE 640
@@ -64,6 +69,24 @@ typedef struct NevoBenchResult {
 } NevoBenchResult;
 
 typedef void (*NevoBenchEmit)(void *ctx, const NevoBenchResult *r);
+
+/* ---- timing (shared by the bench files) ----------------------------------------- */
+
+/* Runs `iters` iterations of some work; returns the work units done (flops, bytes,
+ * steps, rows). Must not allocate. */
+typedef double (*NevoBenchWorkFn)(void *ctx, long iters);
+
+/* Rates in work units per second. */
+typedef struct NevoBenchTiming {
+    double best, median;
+    double cpu_share; /* CPU time this process got / (threads x wall), best repetition */
+    long iters;       /* iterations of each timed repetition */
+} NevoBenchTiming;
+
+/* Calibrates iters until one run takes min_time_s (the warm-up), then times o->reps
+ * runs; threads: how many threads the work keeps busy, for the CPU share. */
+NevoBenchTiming nevo_bench_measure(const NevoBenchOptions *o, NevoBenchWorkFn fn, void *ctx,
+                                   int threads);
 
 /* ---- FMA peak ------------------------------------------------------------------- */
 
@@ -176,6 +199,49 @@ typedef struct NevoBenchGAResult {
  * repetition, so every repetition does the same work. */
 NevoStatus nevo_bench_ga(const NevoBenchOptions *o, int threads, int generations,
                          NevoBenchGAResult *out, NevoError *err);
+
+/* ---- MuJoCo: the env layer against a bare simulation loop ---------------------- */
+
+typedef struct NevoBenchMujocoResult {
+    int frame_skip;          /* mj_step calls per env step */
+    int instances;           /* simulations stepped in turn by each loop (per thread) */
+    int rne_post;            /* 1 if the bare loop calls mj_rnePostConstraint after each
+                                step: the robot reads contact forces (cfrc_ext) */
+    double episode_length;   /* mean length of the env loop's finished episodes under
+                                the random actions; NaN if none finished */
+    long long env_episodes;  /* episodes the 1-thread env loop finished */
+    long long bare_episodes; /* episodes the bare loop replayed to their end */
+    long long replay_mismatches; /* replayed episodes whose final qpos[0] differs from
+                                    the env's (0: both loops simulated the same states) */
+    double env_steps_per_s, env_median, env_cpu_share;    /* nevo_env_step, 1 thread */
+    double bare_steps_per_s, bare_median, bare_cpu_share; /* bare loop, 1 thread */
+    int threads2;            /* 2, or 0 when the machine has one CPU (not measured) */
+    double env2_steps_per_s, env2_median, env2_cpu_share; /* nevo_env_step, 2 threads */
+    double env_reset_us;     /* one nevo_env_reset */
+    double bare_reset_us;    /* one bare reset: mj_resetData, noise, mj_forward */
+    double rne_us;           /* one mj_rnePostConstraint (every env step calls it) */
+} NevoBenchMujocoResult;
+
+/* 1 if `name` is a MuJoCo env (the mujoco group's envs). */
+int nevo_bench_is_mujoco(const char *name);
+
+/* Measures the MuJoCo env `name` (default options) three ways, on one core unless
+ * said (bench_mujoco.c has the details):
+ *   env   `instances` instances stepped in turn with nevo_env_step, pre-drawn uniform
+ *         random controls in the control range (step t of the episode with seed s
+ *         takes row (t + 17 s) mod 64: an episode is a function of its seed), the next
+ *         seed's nevo_env_reset when an episode ends; each finished episode's length
+ *         and final qpos[0] are recorded;
+ *   bare  as many mjData on the env's own mjModel replay the same episodes, seed by
+ *         seed: nevo_mj_reset's draws, ctrl = action, frame_skip x mj_step,
+ *         mj_rnePostConstraint only if the robot needs contact forces, each episode
+ *         cut at its recorded length; no observation, reward or health;
+ *   env2  the env loop on 2 threads, each with its own instances (when the machine
+ *         has 2 CPUs or more).
+ * Rates count env steps only; resets fall inside the env and bare loops equally
+ * often, and their cost is measured on its own too. */
+NevoStatus nevo_bench_mujoco(const NevoBenchOptions *o, const char *name, NevoBenchMujocoResult *out,
+                             NevoError *err);
 
 /* ---- everything ----------------------------------------------------------------- */
 

@@ -18,12 +18,16 @@ static const char *help =
     "  forward  nevo_policy_forward on populations of different MLPs: GFLOP/s against the\n"
     "           FMA peak, weight bytes/s against the read bandwidth over the weights\n"
     "  ga       Deep GA frames/s on CartPole-v1 at 1 and all threads, scaling efficiency\n"
+    "  mujoco   every MuJoCo env: nevo_env_step with random controls against a bare\n"
+    "           mj_step loop replaying the same episodes on the same model (the env\n"
+    "           layer's overhead; steps counted, resets in both, their cost in --json),\n"
+    "           and the env loop on 2 threads against 1\n"
     "\n"
     "Each number is the best of several repetitions of at least 0.2 s after warm-up (the\n"
     "median is in --json). Columns: achieved, its unit, the limit it is compared with\n"
     "(same unit), achieved/limit, and what the limit is. [cpu X] marks a number whose\n"
     "threads got only X of their cores' time (other programs ran): it is a floor. The\n"
-    "whole run takes about a minute on 2 cores.\n"
+    "whole run takes about two minutes on 2 cores (the mujoco group about one).\n"
     "\n"
     "options:\n"
     "  --json         one JSON object per line: first the machine, then one per number\n"
@@ -128,7 +132,7 @@ int nevo_cmd_bench(int argc, char **argv) {
             if (!v) return cli_usage_error("bench", "--only needs a list of groups");
             groups = parse_groups(v, &ok);
             if (!ok)
-                return cli_usage_error("bench", "--only '%s': expected names from peak, memory, envs, forward, ga",
+                return cli_usage_error("bench", "--only '%s': expected names from peak, memory, envs, forward, ga, mujoco",
                                        v);
         } else {
             return cli_usage_error("bench", "unknown option '%s'", argv[i]);

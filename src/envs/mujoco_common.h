@@ -130,13 +130,24 @@ NevoStatus nevo_mj_set_state(const NevoEnv *env, void *state, const double *valu
                              NevoError *err);
 void nevo_mj_bc(const NevoEnv *env, const void *state, float *bc);
 
+/* Pictures (mujoco_render.c): MuJoCo's renderer in an offscreen OpenGL context from
+ * EGL (Mesa's software llvmpipe where there is no GPU), a camera following the torso.
+ * Where no context can be made, the picture is black and one message goes to stderr. */
+#define NEVO_MJ_RENDER_W 320
+#define NEVO_MJ_RENDER_H 240
+void nevo_mj_render(const NevoEnv *env, const void *state, uint8_t *rgb);
+/* Whether pictures can be drawn in this process (makes the context on first call);
+ * writes the GL renderer's name, or why not, into why. */
+bool nevo_mj_render_available(char *why, size_t why_size);
+
 /* The hook fields of a robot's NevoEnvClass (the robot adds spec, option_names and its
  * configure wrapper). */
 #define NEVO_MJ_CLASS_HOOKS                                                                \
     .state_size = sizeof(MjState), .params_size = sizeof(MjParams),                       \
     .release = nevo_mj_release, .instance_free = nevo_mj_instance_free,                   \
     .reset = nevo_mj_reset, .step = nevo_mj_step,                                         \
-    .get_state = nevo_mj_get_state, .set_state = nevo_mj_set_state, .bc = nevo_mj_bc
+    .get_state = nevo_mj_get_state, .set_state = nevo_mj_set_state, .bc = nevo_mj_bc,     \
+    .render = nevo_mj_render, .render_w = NEVO_MJ_RENDER_W, .render_h = NEVO_MJ_RENDER_H
 
 /* Observation helpers: write n values as floats and return the position after them. */
 float *nevo_mj_put(float *obs, const mjtNum *x, int n);
