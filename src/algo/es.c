@@ -116,6 +116,51 @@ static void update_best(ES *es) {
         if (es->agents[m].reward > es->agents[es->best_agent].reward) es->best_agent = m;
 }
 
+/* Perturbation pair i: theta +- sigma * eps_i, rows 2i and 2i + 1 (pairs in parallel). */
+typedef struct PairJob {
+    const ES *es;
+    const Agent *ag;
+    uint32_t gen;
+    float sigma;
+} PairJob;
+
+static void build_pair(void *vctx, int i, int worker) {
+    const PairJob *job = vctx;
+    const ES *es = job->es;
+    size_t np = es->np;
+    const float *eps = noise_for(es, job->gen, i);
+    float *plus = es->pop + (size_t)(2 * i) * np;
+    float *minus = plus + np;
+    for (size_t k = 0; k < np; k++) {
+        float d = job->sigma * eps[k];
+        plus[k] = job->ag->theta[k] + d;
+        minus[k] = job->ag->theta[k] - d;
+    }
+}
+
+/* grad[k] = sum_i (w+_i - w-_i) eps_i[k], over parameter chunks in parallel; each
+ * element still sums over i in ascending order, so the result does not depend on the
+ * thread count. */
+#define GRAD_CHUNK 4096
+typedef struct GradJob {
+    ES *es;
+    uint32_t gen;
+} GradJob;
+
+static void grad_chunk(void *vctx, int c, int worker) {
+    const GradJob *job = vctx;
+    ES *es = job->es;
+    size_t k0 = (size_t)c * GRAD_CHUNK, k1 = k0 + GRAD_CHUNK < es->np ? k0 + GRAD_CHUNK : es->np;
+    double *g = es->grad;
+    for (size_t k = k0; k < k1; k++) g[k] = 0.0;
+    for (int i = 0; i < es->n_pairs; i++) {
+        double wi = es->weights[2 * i] - es->weights[2 * i + 1];
+        if (wi == 0.0) continue;
+        const float *eps = noise_for(es, job->gen, i);
+        for (size_t k = k0; k < k1; k++) g[k] += wi * eps[k];
+    }
+}
+
 static NevoStatus es_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err) {
     ES *es = (ES *)a;
     const NevoConfig *cfg = a->cfg;
@@ -140,16 +185,8 @@ static NevoStatus es_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
     int chosen = pick_agent(es, gen);
     Agent *ag = &es->agents[chosen];
 
-    for (int i = 0; i < n; i++) {
-        const float *eps = noise_for(es, gen, i);
-        float *plus = es->pop + (size_t)(2 * i) * np;
-        float *minus = plus + np;
-        for (size_t k = 0; k < np; k++) {
-            float d = sigma * eps[k];
-            plus[k] = ag->theta[k] + d;
-            minus[k] = ag->theta[k] - d;
-        }
-    }
+    PairJob pj = {es, ag, gen, sigma};
+    nevo_pool_run(nevo_evaluator_pool(a->ev), n, build_pair, &pj);
     uint32_t *ids = nevo_alloc(sizeof(uint32_t) * (size_t)(2 * n));
     for (int i = 0; i < 2 * n; i++) ids[i] = (uint32_t)(i / 2);
     NevoObsStats gathered;
@@ -185,13 +222,8 @@ static NevoStatus es_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
     }
     for (int i = 0; i < 2 * n; i++)
         es->weights[i] = es->mode == MODE_ES ? es->ranks[i] : w * es->ranks[i] + (1.0 - w) * es->nranks[i];
-    memset(es->grad, 0, sizeof(double) * np);
-    for (int i = 0; i < n; i++) {
-        double wi = es->weights[2 * i] - es->weights[2 * i + 1];
-        if (wi == 0.0) continue;
-        const float *eps = noise_for(es, gen, i);
-        for (size_t k = 0; k < np; k++) es->grad[k] += wi * eps[k];
-    }
+    GradJob gj = {es, gen};
+    nevo_pool_run(nevo_evaluator_pool(a->ev), (int)((np + GRAD_CHUNK - 1) / GRAD_CHUNK), grad_chunk, &gj);
     optimiser_step(es, ag);
     if (cfg->es.obs_norm) {
         nevo_obs_stats_merge(&es->obs, &gathered);

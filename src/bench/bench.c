@@ -58,7 +58,8 @@ unsigned nevo_bench_group_bit(const char *name) {
                   {"envs", NEVO_BENCH_ENVS},
                   {"forward", NEVO_BENCH_FORWARD},
                   {"ga", NEVO_BENCH_GA},
-                  {"mujoco", NEVO_BENCH_MUJOCO}};
+                  {"mujoco", NEVO_BENCH_MUJOCO},
+                  {"novelty", NEVO_BENCH_NOVELTY}};
     for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++)
         if (strcmp(name, groups[i].name) == 0) return groups[i].bit;
     return 0;
@@ -867,6 +868,71 @@ done:
     return st;
 }
 
+static void emit_forward_minatar(const NevoBenchLimits *lim, const char *game, int P,
+                                 const NevoBenchForwardResult *fr, NevoBenchEmit emit, void *ctx) {
+    NevoBenchResult r;
+    result_init(&r, "forward", "GFLOP/s");
+    snprintf(r.name, sizeof r.name, "forward P=%d MinAtar net, %s obs", P, game + strlen("minatar/"));
+    r.value = fr->gflops;
+    r.median = fr->gflops_median;
+    r.cpu_share = fr->cpu_share;
+    char ln[64];
+    snprintf(ln, sizeof ln, "fma peak, 1 core (%s)", nevo_bench_isa_name(lim->isa));
+    result_limit(&r, lim->peak_1c, ln);
+    snprintf(r.extra, sizeof r.extra,
+             "\"kernels\": \"%s\", \"env\": \"%s\", \"P\": %d, \"B\": 1, \"nparams\": %zu, "
+             "\"dense_equivalent_flops_per_row\": %.0f, \"rows_per_s\": %.6g, \"input_density\": %.4g, "
+             "\"weight_bytes\": %.0f",
+             nevo_bench_kernels_name(), game, P, fr->nparams, fr->flops_per_row, fr->gflops * 1e9 / fr->flops_per_row,
+             fr->input_density, fr->weight_bytes);
+    emit_row(emit, ctx, &r);
+    result_init(&r, "forward", "GB/s");
+    snprintf(r.name, sizeof r.name, "forward P=%d MinAtar net, %s obs, weights", P, game + strlen("minatar/"));
+    r.value = fr->weight_gbs;
+    r.median = fr->weight_gbs * fr->gflops_median / fr->gflops;
+    r.cpu_share = fr->cpu_share;
+    snprintf(ln, sizeof ln, "read bw over the %.3g MiB weights", fr->weight_bytes / (1024.0 * 1024.0));
+    result_limit(&r, fr->bw_gbs, ln);
+    snprintf(r.extra, sizeof r.extra, "\"P\": %d, \"weight_bytes\": %.0f", P, fr->weight_bytes);
+    emit_row(emit, ctx, &r);
+}
+
+/* Two rows per run: frames/s (against threads x the 1-thread rate), and the share of
+ * threads x wall spent in inference and env steps (against all of it). */
+static void emit_train(const char *algo, const char *env, const NevoBenchTrainResult *tr, double fps1_k,
+                       NevoBenchEmit emit, void *ctx) {
+    NevoBenchResult r;
+    result_init(&r, "ga", "kframes/s");
+    snprintf(r.name, sizeof r.name, "%s %s, %d thread%s", algo, env, tr->threads, tr->threads > 1 ? "s" : "");
+    r.value = tr->frames_per_s * 1e-3;
+    r.median = NAN;
+    if (tr->threads == 1) r.cpu_share = tr->cpu_share;
+    if (tr->threads > 1) {
+        char ln[64];
+        snprintf(ln, sizeof ln, "%d x 1-thread frames/s", tr->threads);
+        result_limit(&r, tr->threads * fps1_k, ln);
+    }
+    double tw = tr->threads * tr->seconds;
+    snprintf(r.extra, sizeof r.extra,
+             "\"algo\": \"%s\", \"env\": \"%s\", \"threads\": %d, \"generations\": %d, \"frames\": %lld, "
+             "\"seconds\": %.4g, \"frames_per_s\": %.6g, \"cores_busy\": %.3g, \"forward_share\": %.4g, "
+             "\"env_share\": %.4g, \"evaluator_other_share\": %.4g, \"outside_evaluator_share\": %.4g",
+             algo, env, tr->threads, tr->generations, tr->frames, tr->seconds, tr->frames_per_s,
+             tr->cpu_share * tr->threads, tr->forward_s / tw, tr->env_s / tw,
+             (tr->threads * tr->eval_s - tr->forward_s - tr->env_s) / tw, (tr->seconds - tr->eval_s) / tr->seconds);
+    emit_row(emit, ctx, &r);
+    result_init(&r, "ga", "% busy");
+    snprintf(r.name, sizeof r.name, "%s %s, %d thread%s: inference + env", algo, env, tr->threads,
+             tr->threads > 1 ? "s" : "");
+    r.value = 100.0 * (tr->forward_s + tr->env_s) / tw;
+    r.median = NAN;
+    result_limit(&r, 100.0, "threads x wall time");
+    snprintf(r.extra, sizeof r.extra,
+             "\"forward_pct\": %.3g, \"env_pct\": %.3g, \"materialise_select_update_pct\": %.3g",
+             100.0 * tr->forward_s / tw, 100.0 * tr->env_s / tw, 100.0 * (tr->seconds - tr->eval_s) / tr->seconds);
+    emit_row(emit, ctx, &r);
+}
+
 /* ---- machine and the whole run -------------------------------------------------- */
 
 void nevo_bench_machine(NevoBenchMachine *m) {
@@ -1002,13 +1068,21 @@ NevoStatus nevo_bench_run(const NevoBenchOptions *o, unsigned groups, NevoBenchE
         emit_row(emit, ctx, &r);
         int big_p = o->quick ? 64 : 1024;
         const NevoBenchForwardCase cases[] = {
-            {256, 1, 4, 2, 64},   {256, 16, 4, 2, 64},      {256, 1, 64, 8, 64},
-            {256, 16, 64, 8, 64}, {big_p, 1, 64, 8, 256},   {big_p, 16, 64, 8, 256},
+            {256, 1, 4, 2, 64},   {256, 16, 4, 2, 64},    {64, 1, 64, 8, 64},     {256, 1, 64, 8, 64},
+            {256, 16, 64, 8, 64}, {big_p, 1, 64, 8, 64},  {64, 1, 64, 8, 256},    {big_p, 1, 64, 8, 256},
+            {big_p, 16, 64, 8, 256},
         };
         for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
             NevoBenchForwardResult fr;
             if ((st = nevo_bench_forward(o, &cases[k], tanh_rate, &fr, err)) != NEVO_OK) goto done;
             emit_forward(&lim, &cases[k], &fr, emit, ctx);
+        }
+        static const char *const minatar_games[] = {"minatar/breakout", "minatar/seaquest"};
+        for (int k = 0; k < 2; k++) {
+            NevoBenchForwardResult fr;
+            int P = o->quick ? 32 : 256;
+            if ((st = nevo_bench_forward_minatar(o, minatar_games[k], P, &fr, err)) != NEVO_OK) goto done;
+            emit_forward_minatar(&lim, minatar_games[k], P, &fr, emit, ctx);
         }
     }
 
@@ -1045,6 +1119,49 @@ NevoStatus nevo_bench_run(const NevoBenchOptions *o, unsigned groups, NevoBenchE
             emit_row(emit, ctx, &r);
         }
     }
+    if (groups & NEVO_BENCH_GA) {
+        /* the MinAtar training configs, end to end, with where the time goes */
+        static const char *const train_cfgs[2][2] = {
+            {"ga", "{\"env\": \"minatar/breakout\", \"algo\": \"ga\", \"seed\": 1, \"population\": 256,"
+                   " \"episodes\": 1, \"max_episode_steps\": 2000,"
+                   " \"policy\": {\"conv_filters\": [16], \"hidden\": [128], \"activation\": \"relu\", \"init\": \"scaled\"},"
+                   " \"ga\": {\"sigma\": 0.02, \"truncation\": 20, \"validation_candidates\": 10, \"validation_episodes\": 5}}"},
+            {"es", "{\"env\": \"minatar/breakout\", \"algo\": \"es\", \"seed\": 1, \"population\": 256,"
+                   " \"episodes\": 1, \"max_episode_steps\": 2000,"
+                   " \"policy\": {\"conv_filters\": [16], \"hidden\": [128], \"activation\": \"relu\", \"init\": \"normc\"},"
+                   " \"es\": {\"sigma\": 0.02, \"lr\": 0.01, \"obs_norm\": false, \"center_episodes\": 5}}"},
+        };
+        for (int a = 0; a < 2; a++) {
+            int gens = o->quick ? 1 : 12;
+            int tcounts[2] = {1, o->threads > 1 ? o->threads : 0};
+            double fps1 = 0.0;
+            for (int k = 0; k < 2 && tcounts[k] > 0; k++) {
+                NevoBenchTrainResult tr;
+                if ((st = nevo_bench_train(o, train_cfgs[a][1], tcounts[k], gens, &tr, err)) != NEVO_OK) goto done;
+                if (k == 0) fps1 = tr.frames_per_s * 1e-3;
+                emit_train(train_cfgs[a][0], "minatar/breakout", &tr, fps1, emit, ctx);
+            }
+        }
+    }
+
+    if (groups & NEVO_BENCH_NOVELTY) {
+        int sizes[2] = {o->quick ? 1000 : 10000, o->quick ? 10000 : 100000};
+        for (int k = 0; k < 2; k++) {
+            NevoBenchNoveltyResult nr;
+            if ((st = nevo_bench_novelty(o, sizes[k], 1000, 2, &nr, err)) != NEVO_OK) goto done;
+            NevoBenchResult r;
+            result_init(&r, "novelty", "Mdist/s");
+            snprintf(r.name, sizeof r.name, "k-NN k=10, archive %d x 2-D, 1000 queries, 1 core", sizes[k]);
+            r.value = nr.distances_per_s * 1e-6;
+            r.median = NAN;
+            r.cpu_share = nr.cpu_share;
+            snprintf(r.extra, sizeof r.extra,
+                     "\"archive\": %d, \"queries\": 1000, \"dim\": 2, \"k\": 10, \"seconds_per_generation\": %.4g",
+                     sizes[k], nr.seconds_per_call);
+            emit_row(emit, ctx, &r);
+        }
+    }
+
     if (groups & NEVO_BENCH_MUJOCO) {
         for (int i = 0; i < nevo_env_count(); i++) {
             const char *name = nevo_env_class_at(i)->spec.name;

@@ -44,10 +44,11 @@ enum {
     NEVO_BENCH_FORWARD = 1u << 3,
     NEVO_BENCH_GA = 1u << 4,
     NEVO_BENCH_MUJOCO = 1u << 5,
-    NEVO_BENCH_ALL = (1u << 6) - 1,
+    NEVO_BENCH_NOVELTY = 1u << 6,
+    NEVO_BENCH_ALL = (1u << 7) - 1,
 };
-/* Group bit of a name ("peak", "memory", "envs", "forward", "ga", "mujoco"); 0 if
- * unknown. */
+/* Group bit of a name ("peak", "memory", "envs", "forward", "ga", "mujoco",
+ * "novelty"); 0 if unknown. */
 unsigned nevo_bench_group_bit(const char *name);
 
 #define NEVO_BENCH_EXTRA_SIZE 640
@@ -171,6 +172,7 @@ typedef struct NevoBenchForwardResult {
     double bw_gbs;         /* read bandwidth over a buffer of weight_bytes (the weights) */
     double tanh_share;     /* estimated share of the time spent in the tanh activation */
     double cpu_share;
+    double input_density;  /* MinAtar case: fraction of nonzero observation values */
 } NevoBenchForwardResult;
 
 /* Times nevo_policy_forward for one case on one core. tanh_melems: the tanh rate
@@ -199,6 +201,38 @@ typedef struct NevoBenchGAResult {
  * repetition, so every repetition does the same work. */
 NevoStatus nevo_bench_ga(const NevoBenchOptions *o, int threads, int generations,
                          NevoBenchGAResult *out, NevoError *err);
+
+/* ---- engine (bench_engine.c) ---------------------------------------------------- */
+
+typedef struct NevoBenchTrainResult {
+    int threads, generations;
+    long long frames;        /* env steps of the timed run (validation included) */
+    double seconds;          /* wall time of the generations (best repetition) */
+    double frames_per_s;
+    double cpu_share;        /* process CPU time / (threads x wall) */
+    double eval_s;           /* wall time inside nevo_evaluate; the rest of `seconds` is
+                                materialisation, selection, updates, novelty */
+    double forward_s, env_s; /* thread-seconds in batched inference and in env steps */
+} NevoBenchTrainResult;
+
+/* Runs `generations` generations of the config (JSON text; any algo) on `threads`
+ * threads, twice (once with --quick), keeping the faster; the evaluator's timing is on. */
+NevoStatus nevo_bench_train(const NevoBenchOptions *o, const char *config_json, int threads,
+                            int generations, NevoBenchTrainResult *out, NevoError *err);
+/* The MinAtar network (conv 3x3x16, ReLU, dense 128, ReLU) of P different networks, one
+ * row each, on observations of `game` from random play: one core. */
+NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *game, int P,
+                                      NevoBenchForwardResult *out, NevoError *err);
+
+typedef struct NevoBenchNoveltyResult {
+    double seconds_per_call; /* novelty of all queries against the archive, k = 10 */
+    double distances_per_s;
+    double cpu_share;
+} NevoBenchNoveltyResult;
+/* k-NN novelty of `queries` points against an archive of `archive` uniform points in
+ * [0, 200]^dim, one core. */
+NevoStatus nevo_bench_novelty(const NevoBenchOptions *o, int archive, int queries, int dim,
+                              NevoBenchNoveltyResult *out, NevoError *err);
 
 /* ---- MuJoCo: the env layer against a bare simulation loop ---------------------- */
 

@@ -15,9 +15,15 @@ static const char *help =
     "           one core and all cores\n"
     "  memory   read-only sum and triad bandwidth over arrays far larger than the caches\n"
     "  envs     raw steps/s of every registered environment on one core (no policy)\n"
-    "  forward  nevo_policy_forward on populations of different MLPs: GFLOP/s against the\n"
-    "           FMA peak, weight bytes/s against the read bandwidth over the weights\n"
-    "  ga       Deep GA frames/s on CartPole-v1 at 1 and all threads, scaling efficiency\n"
+    "  forward  nevo_policy_forward on populations of different MLPs and of the MinAtar\n"
+    "           conv net (on real MinAtar observations; FLOPs counted dense): GFLOP/s\n"
+    "           against the FMA peak, weight bytes/s against the read bandwidth over the\n"
+    "           weights\n"
+    "  ga       Deep GA frames/s on CartPole-v1, and GA and ES on MinAtar Breakout with the\n"
+    "           MinAtar network, at 1 and all threads: scaling efficiency, and the share\n"
+    "           of threads x wall time in batched inference and env steps (the rest:\n"
+    "           queue handling, waiting, materialising children, selection, updates)\n"
+    "  novelty  k-NN novelty (k = 10) of 1000 queries against archives of 1e4 and 1e5\n"
     "  mujoco   every MuJoCo env: nevo_env_step with random controls against a bare\n"
     "           mj_step loop replaying the same episodes on the same model (the env\n"
     "           layer's overhead; steps counted, resets in both, their cost in --json),\n"
@@ -132,7 +138,7 @@ int nevo_cmd_bench(int argc, char **argv) {
             if (!v) return cli_usage_error("bench", "--only needs a list of groups");
             groups = parse_groups(v, &ok);
             if (!ok)
-                return cli_usage_error("bench", "--only '%s': expected names from peak, memory, envs, forward, ga, mujoco",
+                return cli_usage_error("bench", "--only '%s': expected names from peak, memory, envs, forward, ga, mujoco, novelty",
                                        v);
         } else {
             return cli_usage_error("bench", "unknown option '%s'", argv[i]);

@@ -1,0 +1,234 @@
+/* Benchmarks of the engine as training uses it: whole generations of a config (with
+ * where the time goes: batched inference, env stepping, and everything outside the
+ * evaluator — materialising children or perturbations, selection, novelty), the
+ * MinAtar network's forward pass on real MinAtar observations, and k-NN novelty over a
+ * large archive. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench/bench.h"
+#include "nevo/algo.h"
+#include "nevo/config.h"
+#include "nevo/env.h"
+#include "nevo/eval.h"
+#include "nevo/noise.h"
+#include "nevo/novelty.h"
+#include "nevo/policy.h"
+#include "nevo/rng.h"
+
+static double wall_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double process_cpu(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+NevoStatus nevo_bench_train(const NevoBenchOptions *o, const char *config_json, int threads,
+                            int generations, NevoBenchTrainResult *out, NevoError *err) {
+    memset(out, 0, sizeof *out);
+    out->threads = threads;
+    out->generations = generations;
+    NevoConfig cfg;
+    nevo_config_defaults(&cfg);
+    NevoStatus st = nevo_config_apply_json(&cfg, config_json, "bench config", err);
+    if (st != NEVO_OK) return st;
+    cfg.generations = generations;
+    cfg.threads = threads;
+    if ((st = nevo_config_check(&cfg, err)) != NEVO_OK) return st;
+    NevoEnv *env = NULL;
+    NevoPolicy *policy = NULL;
+    NevoPool *pool = NULL;
+    NevoNoise *noise = NULL;
+    if ((st = nevo_env_new(cfg.env, cfg.env_options, cfg.n_env_options, &env, err)) != NEVO_OK) return st;
+    nevo_env_set_max_steps(env, cfg.max_episode_steps);
+    if ((st = nevo_policy_new(nevo_env_spec(env), &cfg.policy, 0, &policy, err)) != NEVO_OK) goto done;
+    pool = nevo_pool_new(threads);
+    /* the shared noise table, as nevo_train_run sizes it; built once, outside the timing */
+    size_t table = cfg.noise_table_floats > 0 ? (size_t)cfg.noise_table_floats : nevo_noise_auto_size(policy->nparams);
+    noise = nevo_noise_new(table, pool);
+    int reps = o->quick ? 1 : 2;
+    for (int r = 0; r < reps; r++) {
+        NevoEvaluator *ev = nevo_evaluator_new(env, policy, pool, 0);
+        NevoAlgo *algo = NULL;
+        if ((st = nevo_algo_new(&cfg, env, policy, noise, ev, &algo, err)) != NEVO_OK) {
+            nevo_evaluator_free(ev);
+            goto done;
+        }
+        nevo_evaluator_set_timing(ev, 1);
+        long long frames = 0;
+        double c0 = process_cpu(), t0 = wall_now();
+        for (int g = 0; g < generations && st == NEVO_OK; g++) {
+            NevoGenStats gs;
+            st = nevo_algo_generation(algo, &gs, err);
+            frames += gs.frames;
+        }
+        double dt = wall_now() - t0, dc = process_cpu() - c0;
+        NevoEvalTimes et;
+        nevo_evaluator_times(ev, &et);
+        nevo_algo_free(algo);
+        nevo_evaluator_free(ev);
+        if (st != NEVO_OK) goto done;
+        /* every repetition does the same work (same seed, thread-count independent) */
+        NEVO_ASSERT(r == 0 || frames == out->frames);
+        out->frames = frames;
+        if (r == 0 || dt < out->seconds) {
+            out->seconds = dt;
+            out->cpu_share = dc / (threads * dt);
+            out->eval_s = et.wall_s;
+            out->forward_s = et.forward_s;
+            out->env_s = et.env_s;
+        }
+    }
+    out->frames_per_s = (double)out->frames / out->seconds;
+done:
+    nevo_noise_free(noise);
+    nevo_pool_free(pool);
+    nevo_policy_free(policy);
+    nevo_env_free(env);
+    return st;
+}
+
+/* ---- the MinAtar network on MinAtar observations -------------------------------- */
+
+typedef struct ConvCtx {
+    const NevoPolicy *p;
+    const float *params;
+    const int *net;
+    const float *obs;
+    int rows;
+    float *out, *scratch;
+} ConvCtx;
+
+static double conv_work(void *vctx, long iters) {
+    ConvCtx *c = vctx;
+    for (long i = 0; i < iters; i++)
+        nevo_policy_forward(c->p, c->params, c->p->nparams, c->net, c->obs, c->rows, c->out, c->scratch);
+    return (double)iters * c->rows;
+}
+
+NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *game, int P,
+                                      NevoBenchForwardResult *out, NevoError *err) {
+    memset(out, 0, sizeof *out);
+    NevoEnv *env = NULL;
+    NevoStatus st = nevo_env_new(game, NULL, 0, &env, err);
+    if (st != NEVO_OK) return st;
+    const NevoEnvSpec *spec = nevo_env_spec(env);
+    NevoPolicyConfig pc = {0};
+    pc.n_conv = 1;
+    pc.conv_filters[0] = 16;
+    pc.conv_kernels[0] = 3;
+    pc.conv_strides[0] = 1;
+    pc.n_hidden = 1;
+    pc.hidden[0] = 128;
+    snprintf(pc.activation, sizeof pc.activation, "relu");
+    snprintf(pc.init, sizeof pc.init, "scaled");
+    NevoPolicy *p = NULL;
+    if ((st = nevo_policy_new(spec, &pc, 0, &p, err)) != NEVO_OK) {
+        nevo_env_free(env);
+        return st;
+    }
+    size_t np = p->nparams;
+    float *params = nevo_alloc_aligned(sizeof(float) * np * (size_t)P);
+    NevoPool *pool = nevo_pool_new(1);
+    NevoNoise *noise = nevo_noise_new(nevo_noise_auto_size(np), pool);
+    for (int j = 0; j < P; j++) nevo_policy_init_params(p, noise, 5, 0, (uint32_t)j, params + (size_t)j * np);
+    /* one observation per network, from random play at a random depth of an episode:
+     * the planes' real sparsity is what the kernels see in training */
+    int odim = spec->obs_dim;
+    float *obs = nevo_alloc_aligned(sizeof(float) * (size_t)P * odim);
+    void *inst = nevo_alloc_aligned(nevo_env_instance_size(env));
+    NevoRng rng;
+    nevo_rng_init(&rng, 7, NEVO_RNG_USER, 0, 0, 0);
+    long long nonzero = 0;
+    for (int j = 0; j < P; j++) {
+        float *x = obs + (size_t)j * odim;
+        nevo_env_forget(env, inst);
+        nevo_env_reset(env, inst, nevo_rng_derive(7, NEVO_RNG_ENV_SEED, 0, (uint32_t)j, 0), x);
+        int depth = (int)nevo_rng_below(&rng, 60);
+        NevoStepResult sr = {0};
+        for (int t = 0; t < depth && !sr.terminated; t++) {
+            float a = (float)nevo_rng_below(&rng, (uint32_t)spec->n_actions);
+            nevo_env_step(env, inst, &a, x, &sr);
+        }
+        for (int k = 0; k < odim; k++) nonzero += x[k] != 0.0f;
+    }
+    nevo_env_instance_free(env, inst);
+    free(inst);
+    int *net = nevo_alloc(sizeof(int) * (size_t)P);
+    for (int i = 0; i < P; i++) net[i] = i;
+    float *outb = nevo_alloc_aligned(sizeof(float) * (size_t)P * p->n_out);
+    float *scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(p, P));
+    ConvCtx c = {p, params, net, obs, P, outb, scratch};
+    NevoBenchTiming t = nevo_bench_measure(o, conv_work, &c, 1);
+    out->nparams = np;
+    out->flops_per_row = nevo_policy_flops(p);
+    out->rows = P;
+    out->weight_bytes = 4.0 * (double)np * P;
+    out->gflops = t.best * out->flops_per_row * 1e-9;
+    out->gflops_median = t.median * out->flops_per_row * 1e-9;
+    out->cpu_share = t.cpu_share;
+    out->weight_gbs = t.best * 4.0 * (double)np * 1e-9;
+    out->bw_gbs = nevo_bench_read_bandwidth(o, params, np * (size_t)P);
+    out->tanh_share = NAN;
+    out->input_density = (double)nonzero / ((double)P * odim);
+    free(params);
+    free(net);
+    free(obs);
+    free(outb);
+    free(scratch);
+    nevo_noise_free(noise);
+    nevo_pool_free(pool);
+    nevo_policy_free(p);
+    nevo_env_free(env);
+    return NEVO_OK;
+}
+
+/* ---- k-NN novelty ---------------------------------------------------------------- */
+
+typedef struct KnnCtx {
+    const NevoArchive *a;
+    const float *q;
+    int n_q, k;
+    double *nov;
+} KnnCtx;
+
+static double knn_work(void *vctx, long iters) {
+    KnnCtx *c = vctx;
+    for (long i = 0; i < iters; i++) nevo_novelty(c->a, NULL, 0, c->q, NULL, c->n_q, c->k, NULL, c->nov);
+    return (double)iters;
+}
+
+NevoStatus nevo_bench_novelty(const NevoBenchOptions *o, int archive, int queries, int dim,
+                              NevoBenchNoveltyResult *out, NevoError *err) {
+    memset(out, 0, sizeof *out);
+    NevoArchive a;
+    nevo_archive_init(&a, dim);
+    NevoRng rng;
+    nevo_rng_init(&rng, 11, NEVO_RNG_USER, 0, 0, 0);
+    float bc[NEVO_ENV_MAX_BC];
+    for (int i = 0; i < archive; i++) {
+        for (int d = 0; d < dim; d++) bc[d] = (float)(200.0 * nevo_rng_uniform(&rng));
+        nevo_archive_add(&a, bc);
+    }
+    float *q = nevo_alloc(sizeof(float) * (size_t)queries * dim);
+    for (int i = 0; i < queries * dim; i++) q[i] = (float)(200.0 * nevo_rng_uniform(&rng));
+    double *nov = nevo_alloc(sizeof(double) * (size_t)queries);
+    KnnCtx c = {&a, q, queries, 10, nov};
+    NevoBenchTiming t = nevo_bench_measure(o, knn_work, &c, 1);
+    out->seconds_per_call = 1.0 / t.best;
+    out->distances_per_s = t.best * (double)archive * queries;
+    out->cpu_share = t.cpu_share;
+    free(q);
+    free(nov);
+    nevo_archive_free(&a);
+    (void)err;
+    return NEVO_OK;
+}
