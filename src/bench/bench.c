@@ -811,60 +811,15 @@ static const char *ga_config_json =
 
 NevoStatus nevo_bench_ga(const NevoBenchOptions *o, int threads, int generations,
                          NevoBenchGAResult *out, NevoError *err) {
+    NevoBenchTrainResult tr;
+    NevoStatus st = nevo_bench_train(o, ga_config_json, threads, generations, &tr, err);
     memset(out, 0, sizeof *out);
-    out->threads = threads;
-    out->generations = generations;
-    NevoConfig cfg;
-    nevo_config_defaults(&cfg);
-    NevoStatus st = nevo_config_apply_json(&cfg, ga_config_json, "bench GA config", err);
-    if (st != NEVO_OK) return st;
-    cfg.generations = generations;
-    cfg.threads = threads;
-    if ((st = nevo_config_check(&cfg, err)) != NEVO_OK) return st;
-    NevoEnv *env = NULL;
-    NevoPolicy *policy = NULL;
-    NevoPool *pool = NULL;
-    NevoNoise *noise = NULL;
-    if ((st = nevo_env_new(cfg.env, cfg.env_options, cfg.n_env_options, &env, err)) != NEVO_OK) return st;
-    nevo_env_set_max_steps(env, cfg.max_episode_steps);
-    if ((st = nevo_policy_new(nevo_env_spec(env), &cfg.policy, 0, &policy, err)) != NEVO_OK) goto done;
-    pool = nevo_pool_new(threads);
-    /* the shared noise table, as nevo_train_run sizes it; built once, outside the timing */
-    size_t table = cfg.noise_table_floats > 0 ? (size_t)cfg.noise_table_floats : nevo_noise_auto_size(policy->nparams);
-    noise = nevo_noise_new(table, pool);
-    int reps = o->quick ? 1 : 2;
-    for (int r = 0; r < reps; r++) {
-        NevoEvaluator *ev = nevo_evaluator_new(env, policy, pool, 0);
-        NevoAlgo *algo = NULL;
-        if ((st = nevo_algo_new(&cfg, env, policy, noise, ev, &algo, err)) != NEVO_OK) {
-            nevo_evaluator_free(ev);
-            goto done;
-        }
-        long long frames = 0;
-        double c0 = cpu_s(threads), t0 = now_s();
-        for (int g = 0; g < generations && st == NEVO_OK; g++) {
-            NevoGenStats gs;
-            st = nevo_algo_generation(algo, &gs, err);
-            frames += gs.frames;
-        }
-        double dt = now_s() - t0, dc = cpu_s(threads) - c0;
-        nevo_algo_free(algo);
-        nevo_evaluator_free(ev);
-        if (st != NEVO_OK) goto done;
-        /* every repetition does the same work (same seed, thread-count independent) */
-        NEVO_ASSERT(r == 0 || frames == out->frames);
-        out->frames = frames;
-        if (r == 0 || dt < out->seconds) {
-            out->seconds = dt;
-            out->cpu_share = dc / (threads * dt);
-        }
-    }
-    out->frames_per_s = (double)out->frames / out->seconds;
-done:
-    nevo_noise_free(noise);
-    nevo_pool_free(pool);
-    nevo_policy_free(policy);
-    nevo_env_free(env);
+    out->threads = tr.threads;
+    out->generations = tr.generations;
+    out->frames = tr.frames;
+    out->seconds = tr.seconds;
+    out->frames_per_s = tr.frames_per_s;
+    out->cpu_share = tr.cpu_share;
     return st;
 }
 
