@@ -108,3 +108,61 @@ TEST(algo_es_pendulum_better_than_minus_300) {
     NevoTrainSummary s = train(&cfg, "pendulum");
     CHECK_MSG(s.eval.return_mean > -300.0, "ES on Pendulum: %.2f", s.eval.return_mean);
 }
+
+/* ARS's top-b selection with reward-std shaping (es.top_directions = 1,
+ * es.shaping = reward_std): one generation moves theta along exactly one perturbation,
+ * and by a known amount. With b = 1 the rewards used are the chosen pair's r+ and r-,
+ * whose std is |r+ - r-| / 2, so the pair's weight difference is +-2 whatever the
+ * rewards, and plain SGD (no momentum, no L2) steps lr / (1 * sigma) * 2 * eps_j. */
+TEST(algo_es_top_directions_step_by_hand) {
+    NevoConfig cfg;
+    nevo_config_defaults(&cfg);
+    NevoError err = {0};
+    CHECK_MSG(nevo_config_apply_json(&cfg,
+                                     "{\"env\": \"CartPole-v1\", \"algo\": \"es\", \"seed\": 3, \"population\": 8,"
+                                     " \"policy\": {\"hidden\": [], \"init\": \"normc\"},"
+                                     " \"es\": {\"sigma\": 0.1, \"optimizer\": \"sgd\", \"lr\": 0.01, \"momentum\": 0.0,"
+                                     " \"l2\": 0.0, \"obs_norm\": false, \"center_episodes\": 1,"
+                                     " \"shaping\": \"reward_std\", \"top_directions\": 1}}",
+                                     "test", &err) == NEVO_OK, "%s", err.msg);
+    CHECK_MSG(nevo_config_check(&cfg, &err) == NEVO_OK, "%s", err.msg);
+    NevoEnv *env = NULL;
+    CHECK(nevo_env_new(cfg.env, NULL, 0, &env, &err) == NEVO_OK);
+    NevoPolicy *p = NULL;
+    CHECK(nevo_policy_new(nevo_env_spec(env), &cfg.policy, 0, &p, &err) == NEVO_OK);
+    NevoPool *pool = nevo_pool_new(2);
+    NevoNoise *noise = nevo_noise_new((size_t)1 << 16, pool);
+    NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, 0);
+    NevoAlgo *algo = NULL;
+    CHECK_MSG(nevo_algo_new(&cfg, env, p, noise, ev, &algo, &err) == NEVO_OK, "%s", err.msg);
+    size_t np = p->nparams;
+    float theta0[64], theta1[64];
+    CHECK(np <= 64);
+    nevo_algo_best(algo, theta0);
+    NevoGenStats gs;
+    CHECK(nevo_algo_generation(algo, &gs, &err) == NEVO_OK);
+    nevo_algo_best(algo, theta1);
+    int matched = 0;
+    for (int j = 0; j < cfg.population / 2; j++) {
+        const float *eps = nevo_noise_slice(noise, np, cfg.seed, NEVO_RNG_ES_NOISE, 0, (uint32_t)j, 0);
+        for (int sign = -1; sign <= 1; sign += 2) {
+            double worst = 0.0;
+            for (size_t k = 0; k < np; k++) {
+                double want = (double)theta0[k] + sign * cfg.es.lr / cfg.es.sigma * 2.0 * eps[k];
+                double d = fabs((double)theta1[k] - (float)want);
+                if (d > worst) worst = d;
+            }
+            if (worst < 1e-6) matched++;
+        }
+    }
+    CHECK_MSG(matched == 1, "theta moved along %d of the perturbations by 2 lr / sigma (want exactly 1)", matched);
+    /* top_directions above the number of pairs is refused */
+    cfg.es.top_directions = 5;
+    CHECK(nevo_config_check(&cfg, &err) == NEVO_ERR_INVALID);
+    nevo_algo_free(algo);
+    nevo_evaluator_free(ev);
+    nevo_noise_free(noise);
+    nevo_pool_free(pool);
+    nevo_policy_free(p);
+    nevo_env_free(env);
+}

@@ -45,6 +45,11 @@ typedef struct NevoESConfig {
     int obs_norm;         /* observation normalisation on (1) / off (0) */
     double obs_norm_prob; /* fraction of rollouts whose observations update the statistics */
     int center_episodes;  /* episodes evaluating the current mean each generation (reporting) */
+    char shaping[12];     /* "ranks" (centred ranks, OpenAI ES) or "reward_std" (raw
+                           * rewards over their std, Mania et al.'s ARS) */
+    int top_directions;   /* ARS's b: only the b pairs with the best max(r+, r-) step (0 = all) */
+    double reward_shift;  /* ARS: subtracted per step from the perturbations' returns (the
+                           * alive bonus of Hopper, Walker2d, Ant, Humanoid); 0 = none */
 } NevoESConfig;
 
 typedef struct NevoNSConfig {

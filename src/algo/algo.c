@@ -9,7 +9,7 @@
 NevoStatus nevo_algo_new(const NevoConfig *cfg, const NevoEnv *env, NevoPolicy *policy,
                          const NevoNoise *noise, NevoEvaluator *ev, NevoAlgo **out, NevoError *err) {
     *out = NULL;
-    NevoAlgo base = {NULL, cfg, env, policy, noise, ev, 0};
+    NevoAlgo base = {NULL, cfg, env, policy, noise, ev, 0, 0.0};
     if (noise->size <= policy->nparams)
         return nevo_error(err, NEVO_ERR_INVALID,
                           "noise_table_floats (%zu) must exceed the network's %zu parameters", noise->size,
@@ -88,7 +88,7 @@ NevoStatus nevo_algo_rollouts(NevoAlgo *a, const float *params, int n, int episo
             double sum = 0.0;
             for (int e = 0; e < episodes; e++) {
                 const NevoEpisode *r = &results[i * episodes + e];
-                sum += r->ret;
+                sum += r->ret - a->reward_shift * r->length;
                 stats->frames += r->length;
             }
             fitness[i] = sum / episodes;

@@ -31,6 +31,10 @@ struct NevoAlgo {
     const NevoNoise *noise;
     NevoEvaluator *ev;
     int generation; /* generations completed */
+    /* Subtracted per step from the returns nevo_algo_rollouts reports (ARS's removal of
+     * the alive bonus, es.reward_shift); ES sets it around its perturbation rollouts
+     * only, so centre evaluations, reports and the final evaluation see true returns. */
+    double reward_shift;
 };
 
 /* Each fills the NevoAlgo header from `base` (which nevo_algo_new prepares). */

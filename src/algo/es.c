@@ -41,6 +41,9 @@ typedef struct ES {
     NevoAlgo base;
     Mode mode;
     int n_pairs, M, bc_dim;
+    int used_pairs;     /* pairs in this generation's step (ARS top-b: b; else n_pairs) */
+    int *pair_order;    /* (n_pairs) scratch for the top-b selection */
+    double *pair_score; /* (n_pairs) */
     size_t np;
     Agent *agents;      /* (M) */
     int initialised;    /* NS family: agents evaluated and archived once */
@@ -90,7 +93,7 @@ static int pick_agent(ES *es, uint32_t gen) {
 
 static void optimiser_step(ES *es, Agent *ag) {
     const NevoConfig *cfg = es->base.cfg;
-    double scale = 1.0 / (es->n_pairs * cfg->es.sigma);
+    double scale = 1.0 / (es->used_pairs * cfg->es.sigma);
     ag->t++;
     if (strcmp(cfg->es.optimizer, "adam") == 0) {
         double b1 = cfg->es.beta1, b2 = cfg->es.beta2;
@@ -161,6 +164,38 @@ static void grad_chunk(void *vctx, int c, int worker) {
     }
 }
 
+/* ARS's refinements on the rollout weights (Mania et al. 2018): with top_directions b,
+ * only the b pairs whose better rollout scores highest step (the others' weights are
+ * zeroed); with raw rewards, the weights are divided by the standard deviation of the
+ * rewards of the pairs used. Returns the number of pairs used. */
+static int select_directions(ES *es, int raw) {
+    const NevoConfig *cfg = es->base.cfg;
+    int n = es->n_pairs, b = cfg->es.top_directions > 0 ? cfg->es.top_directions : n;
+    if (b < n) {
+        for (int i = 0; i < n; i++)
+            es->pair_score[i] = fmax(es->weights[2 * i], es->weights[2 * i + 1]);
+        nevo_rank_desc(es->pair_score, n, es->pair_order);
+        for (int j = b; j < n; j++) es->weights[2 * es->pair_order[j]] = es->weights[2 * es->pair_order[j] + 1] = 0.0;
+    }
+    if (raw) {
+        double sum = 0.0, sq = 0.0;
+        for (int j = 0; j < b; j++) {
+            int i = b < n ? es->pair_order[j] : j;
+            sum += es->fitness[2 * i] + es->fitness[2 * i + 1];
+        }
+        double mean = sum / (2 * b);
+        for (int j = 0; j < b; j++) {
+            int i = b < n ? es->pair_order[j] : j;
+            double d0 = es->fitness[2 * i] - mean, d1 = es->fitness[2 * i + 1] - mean;
+            sq += d0 * d0 + d1 * d1;
+        }
+        double sd = sqrt(sq / (2 * b));
+        if (sd > 0.0)
+            for (int i = 0; i < 2 * n; i++) es->weights[i] /= sd;
+    }
+    return b;
+}
+
 static NevoStatus es_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err) {
     ES *es = (ES *)a;
     const NevoConfig *cfg = a->cfg;
@@ -191,9 +226,11 @@ static NevoStatus es_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
     for (int i = 0; i < 2 * n; i++) ids[i] = (uint32_t)(i / 2);
     NevoObsStats gathered;
     if (cfg->es.obs_norm) nevo_obs_stats_init(&gathered, es->obs.dim);
+    a->reward_shift = cfg->es.reward_shift;
     st = nevo_algo_rollouts(a, es->pop, 2 * n, cfg->episodes, gen, ids, es->fitness,
                             es->bc_dim > 0 ? es->bcs : NULL, stats, cfg->es.obs_norm ? &gathered : NULL,
                             cfg->es.obs_norm_prob, err);
+    a->reward_shift = 0.0;
     free(ids);
     if (st) {
         if (cfg->es.obs_norm) nevo_obs_stats_free(&gathered);
@@ -220,8 +257,12 @@ static NevoStatus es_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
         for (int i = 0; i < 2 * n; i++) ns_sum += es->novelty[i];
         stats->novelty_mean = ns_sum / (2 * n);
     }
-    for (int i = 0; i < 2 * n; i++)
-        es->weights[i] = es->mode == MODE_ES ? es->ranks[i] : w * es->ranks[i] + (1.0 - w) * es->nranks[i];
+    int raw = strcmp(cfg->es.shaping, "reward_std") == 0;
+    for (int i = 0; i < 2 * n; i++) {
+        double r = raw ? es->fitness[i] : es->ranks[i];
+        es->weights[i] = es->mode == MODE_ES ? r : w * r + (1.0 - w) * es->nranks[i];
+    }
+    es->used_pairs = select_directions(es, raw);
     GradJob gj = {es, gen};
     nevo_pool_run(nevo_evaluator_pool(a->ev), (int)((np + GRAD_CHUNK - 1) / GRAD_CHUNK), grad_chunk, &gj);
     optimiser_step(es, ag);
@@ -337,6 +378,8 @@ static void es_free(NevoAlgo *a) {
     free(es->novelty);
     free(es->nranks);
     free(es->weights);
+    free(es->pair_order);
+    free(es->pair_score);
     nevo_archive_free(&es->archive);
     nevo_obs_stats_free(&es->obs);
     free(es);
@@ -388,6 +431,9 @@ NevoStatus nevo_es_new(const NevoAlgo *base, NevoAlgo **out, NevoError *err) {
     es->novelty = nevo_alloc(n2);
     es->nranks = nevo_alloc(n2);
     es->weights = nevo_alloc(n2);
+    es->pair_order = nevo_alloc(sizeof(int) * (size_t)es->n_pairs);
+    es->pair_score = nevo_alloc(sizeof(double) * (size_t)es->n_pairs);
+    es->used_pairs = es->n_pairs;
     nevo_archive_init(&es->archive, es->bc_dim);
     nevo_obs_stats_init(&es->obs, policy->obs_dim);
     (void)err;

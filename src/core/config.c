@@ -79,6 +79,13 @@ static const Key schema[] = {
     {"es.obs_norm", T_BOOL, OFF(es.obs_norm), 0, 1, NULL, 0, 0, "normalise observations by running mean/std"},
     {"es.obs_norm_prob", T_DOUBLE, OFF(es.obs_norm_prob), 0, 1, NULL, 0, 0,
      "fraction of rollouts that update the observation statistics"},
+    {"es.shaping", T_STRING, OFF(es.shaping), 0, 0, "ranks|reward_std", sizeof(((NevoConfig *)0)->es.shaping), 0,
+     "fitness shaping: centred ranks (OpenAI ES) or rewards divided by their std (ARS)"},
+    {"es.top_directions", T_INT, OFF(es.top_directions), 0, 1e7, NULL, 0, 0,
+     "ARS: step along only the b perturbation pairs with the best max(r+, r-) (0 = all pairs)"},
+    {"es.reward_shift", T_DOUBLE, OFF(es.reward_shift), 0, 1e6, NULL, 0, 0,
+     "ARS: subtracted per step from the perturbed rollouts' returns used for the update (e.g. 1, the "
+     "alive bonus); reports and evaluations use true returns"},
     {"es.center_episodes", T_INT, OFF(es.center_episodes), 0, 1e6, NULL, 0, 0,
      "episodes evaluating the current mean parameters each generation (reporting; for the NS-ES "
      "family also the agent's behaviour)"},
@@ -127,6 +134,8 @@ void nevo_config_defaults(NevoConfig *cfg) {
     cfg->es.obs_norm = 1;
     cfg->es.obs_norm_prob = 0.01;
     cfg->es.center_episodes = 10;
+    strcpy(cfg->es.shaping, "ranks");
+    cfg->es.top_directions = 0;
     cfg->ns.k = 10;
     cfg->ns.archive_add = 5;
     cfg->ns.meta_population = 5;
@@ -429,6 +438,14 @@ NevoStatus nevo_config_check(const NevoConfig *cfg, NevoError *err) {
         return nevo_error(err, NEVO_ERR_INVALID,
                           "es evaluates antithetic pairs, so population must be even and >= 2 (got %d)",
                           cfg->population);
+    if (strcmp(cfg->es.shaping, "reward_std") == 0 && strcmp(cfg->algo, "es") != 0)
+        return nevo_error(err, NEVO_ERR_INVALID,
+                          "es.shaping=reward_std is for algo es (ARS); %s mixes reward and novelty ranks, "
+                          "so keep es.shaping=ranks", cfg->algo);
+    if (es_family && cfg->es.top_directions > cfg->population / 2)
+        return nevo_error(err, NEVO_ERR_INVALID,
+                          "es.top_directions (%d) must not exceed the number of perturbation pairs, population / 2 (%d)",
+                          cfg->es.top_directions, cfg->population / 2);
     return NEVO_OK;
 }
 
