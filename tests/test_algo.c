@@ -166,3 +166,43 @@ TEST(algo_es_top_directions_step_by_hand) {
     nevo_policy_free(p);
     nevo_env_free(env);
 }
+
+/* es.reward_shift: CartPole pays exactly 1 per step, so with a shift of 1 every shaped
+ * return is 0: with reward-std shaping the weights are all 0 and theta must not move,
+ * while the reported fitness stays the true returns (episode lengths). */
+TEST(algo_es_reward_shift_shapes_only_the_update) {
+    NevoConfig cfg;
+    nevo_config_defaults(&cfg);
+    NevoError err = {0};
+    CHECK_MSG(nevo_config_apply_json(&cfg,
+                                     "{\"env\": \"CartPole-v1\", \"algo\": \"es\", \"seed\": 4, \"population\": 8,"
+                                     " \"policy\": {\"hidden\": [], \"init\": \"normc\"},"
+                                     " \"es\": {\"sigma\": 0.1, \"optimizer\": \"sgd\", \"lr\": 0.01, \"momentum\": 0.0,"
+                                     " \"l2\": 0.0, \"obs_norm\": false, \"center_episodes\": 1,"
+                                     " \"shaping\": \"reward_std\", \"reward_shift\": 1.0}}",
+                                     "test", &err) == NEVO_OK, "%s", err.msg);
+    NevoEnv *env = NULL;
+    CHECK(nevo_env_new(cfg.env, NULL, 0, &env, &err) == NEVO_OK);
+    NevoPolicy *p = NULL;
+    CHECK(nevo_policy_new(nevo_env_spec(env), &cfg.policy, 0, &p, &err) == NEVO_OK);
+    NevoPool *pool = nevo_pool_new(2);
+    NevoNoise *noise = nevo_noise_new((size_t)1 << 16, pool);
+    NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, 0);
+    NevoAlgo *algo = NULL;
+    CHECK_MSG(nevo_algo_new(&cfg, env, p, noise, ev, &algo, &err) == NEVO_OK, "%s", err.msg);
+    float theta0[64], theta1[64];
+    CHECK(p->nparams <= 64);
+    nevo_algo_best(algo, theta0);
+    NevoGenStats gs = {0};
+    CHECK(nevo_algo_generation(algo, &gs, &err) == NEVO_OK);
+    nevo_algo_best(algo, theta1);
+    CHECK_MSG(memcmp(theta0, theta1, sizeof(float) * p->nparams) == 0, "theta moved on all-zero shaped returns");
+    /* true returns: 8 episodes of 8+ steps each, best = longest, frames = their sum plus the centre's */
+    CHECK_MSG(gs.best >= 8.0 && gs.mean >= 8.0 && gs.best <= 500.0, "best %g mean %g", gs.best, gs.mean);
+    nevo_algo_free(algo);
+    nevo_evaluator_free(ev);
+    nevo_noise_free(noise);
+    nevo_pool_free(pool);
+    nevo_policy_free(p);
+    nevo_env_free(env);
+}

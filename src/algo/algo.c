@@ -9,7 +9,7 @@
 NevoStatus nevo_algo_new(const NevoConfig *cfg, const NevoEnv *env, NevoPolicy *policy,
                          const NevoNoise *noise, NevoEvaluator *ev, NevoAlgo **out, NevoError *err) {
     *out = NULL;
-    NevoAlgo base = {NULL, cfg, env, policy, noise, ev, 0, 0.0};
+    NevoAlgo base = {NULL, cfg, env, policy, noise, ev, 0, 0.0, NULL};
     if (noise->size <= policy->nparams)
         return nevo_error(err, NEVO_ERR_INVALID,
                           "noise_table_floats (%zu) must exceed the network's %zu parameters", noise->size,
@@ -85,13 +85,15 @@ NevoStatus nevo_algo_rollouts(NevoAlgo *a, const float *params, int n, int episo
                                   task_stats, err);
     if (st == NEVO_OK) {
         for (int i = 0; i < n; i++) {
-            double sum = 0.0;
+            double sum = 0.0, steps = 0.0;
             for (int e = 0; e < episodes; e++) {
                 const NevoEpisode *r = &results[i * episodes + e];
-                sum += r->ret - a->reward_shift * r->length;
+                sum += r->ret;
+                steps += r->length;
                 stats->frames += r->length;
             }
             fitness[i] = sum / episodes;
+            if (a->shaped) a->shaped[i] = (sum - a->reward_shift * steps) / episodes;
             if (bc) {
                 int d = nevo_env_spec(a->env)->bc_dim;
                 for (int c = 0; c < d; c++) {

@@ -31,10 +31,11 @@ struct NevoAlgo {
     const NevoNoise *noise;
     NevoEvaluator *ev;
     int generation; /* generations completed */
-    /* Subtracted per step from the returns nevo_algo_rollouts reports (ARS's removal of
-     * the alive bonus, es.reward_shift); ES sets it around its perturbation rollouts
-     * only, so centre evaluations, reports and the final evaluation see true returns. */
+    /* ARS's removal of the alive bonus (es.reward_shift): while `shaped` is set,
+     * nevo_algo_rollouts also writes there each individual's mean of (return - shift x
+     * length), for the update alone; `fitness` and every report keep true returns. */
     double reward_shift;
+    double *shaped;
 };
 
 /* Each fills the NevoAlgo header from `base` (which nevo_algo_new prepares). */

@@ -43,6 +43,7 @@ typedef struct ES {
     int n_pairs, M, bc_dim;
     int used_pairs;     /* pairs in this generation's step (ARS top-b: b; else n_pairs) */
     int *pair_order;    /* (n_pairs) scratch for the top-b selection */
+    double *shaped;     /* (2 n) returns minus es.reward_shift per step, for the update */
     double *pair_score; /* (n_pairs) */
     size_t np;
     Agent *agents;      /* (M) */
@@ -181,12 +182,12 @@ static int select_directions(ES *es, int raw) {
         double sum = 0.0, sq = 0.0;
         for (int j = 0; j < b; j++) {
             int i = b < n ? es->pair_order[j] : j;
-            sum += es->fitness[2 * i] + es->fitness[2 * i + 1];
+            sum += es->weights[2 * i] + es->weights[2 * i + 1];
         }
         double mean = sum / (2 * b);
         for (int j = 0; j < b; j++) {
             int i = b < n ? es->pair_order[j] : j;
-            double d0 = es->fitness[2 * i] - mean, d1 = es->fitness[2 * i + 1] - mean;
+            double d0 = es->weights[2 * i] - mean, d1 = es->weights[2 * i + 1] - mean;
             sq += d0 * d0 + d1 * d1;
         }
         double sd = sqrt(sq / (2 * b));
@@ -226,11 +227,14 @@ static NevoStatus es_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
     for (int i = 0; i < 2 * n; i++) ids[i] = (uint32_t)(i / 2);
     NevoObsStats gathered;
     if (cfg->es.obs_norm) nevo_obs_stats_init(&gathered, es->obs.dim);
+    int shift = cfg->es.reward_shift != 0.0;
     a->reward_shift = cfg->es.reward_shift;
+    a->shaped = shift ? es->shaped : NULL;
     st = nevo_algo_rollouts(a, es->pop, 2 * n, cfg->episodes, gen, ids, es->fitness,
                             es->bc_dim > 0 ? es->bcs : NULL, stats, cfg->es.obs_norm ? &gathered : NULL,
                             cfg->es.obs_norm_prob, err);
     a->reward_shift = 0.0;
+    a->shaped = NULL;
     free(ids);
     if (st) {
         if (cfg->es.obs_norm) nevo_obs_stats_free(&gathered);
@@ -248,7 +252,8 @@ static NevoStatus es_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
     stats->median = nevo_median(es->fitness, 2 * n);
 
     /* weights from centred ranks of reward and (NS family) novelty */
-    nevo_centered_ranks(es->fitness, 2 * n, es->ranks);
+    const double *train = shift ? es->shaped : es->fitness; /* what the update sees */
+    nevo_centered_ranks(train, 2 * n, es->ranks);
     double w = es->mode == MODE_ES ? 1.0 : es->mode == MODE_NS ? 0.0 : es->mode == MODE_NSR ? 0.5 : es->w;
     if (es->mode != MODE_ES) {
         nevo_novelty(&es->archive, NULL, 0, es->bcs, NULL, 2 * n, cfg->ns.k, nevo_evaluator_pool(a->ev), es->novelty);
@@ -259,7 +264,7 @@ static NevoStatus es_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
     }
     int raw = strcmp(cfg->es.shaping, "reward_std") == 0;
     for (int i = 0; i < 2 * n; i++) {
-        double r = raw ? es->fitness[i] : es->ranks[i];
+        double r = raw ? train[i] : es->ranks[i];
         es->weights[i] = es->mode == MODE_ES ? r : w * r + (1.0 - w) * es->nranks[i];
     }
     es->used_pairs = select_directions(es, raw);
@@ -379,6 +384,7 @@ static void es_free(NevoAlgo *a) {
     free(es->nranks);
     free(es->weights);
     free(es->pair_order);
+    free(es->shaped);
     free(es->pair_score);
     nevo_archive_free(&es->archive);
     nevo_obs_stats_free(&es->obs);
@@ -432,6 +438,7 @@ NevoStatus nevo_es_new(const NevoAlgo *base, NevoAlgo **out, NevoError *err) {
     es->nranks = nevo_alloc(n2);
     es->weights = nevo_alloc(n2);
     es->pair_order = nevo_alloc(sizeof(int) * (size_t)es->n_pairs);
+    es->shaped = nevo_alloc(n2);
     es->pair_score = nevo_alloc(sizeof(double) * (size_t)es->n_pairs);
     es->used_pairs = es->n_pairs;
     nevo_archive_init(&es->archive, es->bc_dim);

@@ -672,6 +672,7 @@ NevoStatus nevo_bench_env(const NevoBenchOptions *o, const char *name, NevoBench
     out->cpu_share = t.cpu_share;
     out->steps = c.steps;
     out->episodes = c.episodes;
+    for (int i = 0; i < c.n; i++) nevo_env_instance_free(env, c.insts + (size_t)i * c.isz); /* MuJoCo's mjData */
     free(c.insts);
     free(c.obs);
     free(c.rewards);

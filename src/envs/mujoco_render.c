@@ -203,12 +203,15 @@ static bool egl_start(void) {
     const char *exts = get_string ? (const char *)get_string(NEVO_GL_EXTENSIONS) : NULL;
     const char *renderer = get_string ? (const char *)get_string(NEVO_GL_RENDERER) : NULL;
     int gl_major = 0, gl_minor = 0;
-    if (!version || sscanf(version, "%d.%d", &gl_major, &gl_minor) != 2)
-        return fail("the OpenGL context reports no version (%s)", version ? version : "null");
-    if (gl_major * 10 + gl_minor < 15 || !has_word(exts, "GL_ARB_framebuffer_object"))
-        return fail("OpenGL %s lacks what MuJoCo's renderer needs (1.5 and "
-                    "GL_ARB_framebuffer_object)",
-                    version);
+    int have_version = version && sscanf(version, "%d.%d", &gl_major, &gl_minor) == 2;
+    if (!have_version || gl_major * 10 + gl_minor < 15 || !has_word(exts, "GL_ARB_framebuffer_object")) {
+        /* unusable: release the context rather than leave it current on this thread */
+        e->MakeCurrent(R.dpy, EGL_NO_SURFACE, EGL_NO_SURFACE, EGL_NO_CONTEXT);
+        e->DestroyContext(R.dpy, R.ctx);
+        R.ctx = EGL_NO_CONTEXT;
+        if (!have_version) return fail("the OpenGL context reports no version (%s)", version ? version : "null");
+        return fail("OpenGL %s lacks what MuJoCo's renderer needs (1.5 and GL_ARB_framebuffer_object)", version);
+    }
     snprintf(R.renderer, sizeof R.renderer, "%s", renderer ? renderer : "?");
     return true;
 }
