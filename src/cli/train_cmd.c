@@ -96,8 +96,10 @@ static void draw(Progress *p, int gen_done, long long frames, int final_line) {
                  p->last.elite_mean);
     if (p->max_frames > 0) snprintf(gens, sizeof gens, "gen %d", gen_done);
     else snprintf(gens, sizeof gens, "gen %d/%d", gen_done, p->generations);
-    fprintf(stderr, "%s%s%s | %.3gk frames/s%s | %s elapsed | ETA %s%s", p->tty ? "\r\033[K" : "", gens, budget,
-            fps / 1000.0, fit, elapsed, eta, p->tty && !final_line ? "" : "\n");
+    char rate[16];
+    fmt_count(fps, rate, sizeof rate);
+    fprintf(stderr, "%s%s%s | %s frames/s%s | %s elapsed | ETA %s%s", p->tty ? "\r\033[K" : "", gens, budget,
+            rate, fit, elapsed, eta, p->tty && !final_line ? "" : "\n");
     fflush(stderr);
 }
 
