@@ -589,9 +589,17 @@ static int covered(const Frame *fr, const Group *groups, int n_groups, const Ref
             }
         }
     }
-    for (int r = 0; r < n_refs; r++)
+    for (int r = 0; r < n_refs; r++) {
         for (int k = 0; k <= 64; k++)
             count += INSIDE(fr->x0 + (fr->x1 - fr->x0) * k / 64.0, frame_y(fr, refs[r].value));
+        /* the reference's label (drawn at the left end, above the line; its width
+         * estimated at 7 px a character) must never be hidden */
+        double f = fr->f, y = frame_y(fr, refs[r].value);
+        double lx = fr->x0 + 4 * f, lw = 7 * f * (double)strlen(refs[r].label) + 4 * f;
+        double ly = y - 3 * f - 12 * f * 0.72 - 2 * f, lh = 12 * f * 0.72 + 4 * f;
+        if (ly < fr->y0 + 2 * f) ly = y + 2 * f;
+        if (lx < rx + rw && rx < lx + lw && ly < ry + rh && ry < ly + lh) count += 100000;
+    }
 #undef INSIDE
     return count;
 }
