@@ -51,6 +51,30 @@ void minatar_reset_common(MinatarCommon *c, uint64_t seed);
 /* The class's forget hook: the next episode starts with last_action 0. */
 void minatar_forget(const NevoEnv *env, void *state);
 
+/* The class table of a game: every game file defines N_CH, STATE_DIM and the static
+ * hooks configure, reset, step, get_state, set_state and render; the rest (the
+ * [10, 10, N_CH] observation, the 6 discrete actions, no time limit, the options, the
+ * forget hook that clears the sticky action) is the same for all five. */
+#define MINATAR_CLASS(NAME, SUMMARY, STATE_TYPE)                                           \
+    {                                                                                      \
+        .spec = {.name = NAME,                                                             \
+                 .summary = SUMMARY,                                                       \
+                 .obs_rank = 3,                                                            \
+                 .obs_shape = {MINATAR_N, MINATAR_N, N_CH},                                \
+                 .obs_dim = MINATAR_N * MINATAR_N * N_CH,                                  \
+                 .action_kind = NEVO_SPACE_DISCRETE,                                       \
+                 .n_actions = 6,                                                           \
+                 .action_dim = 1,                                                          \
+                 .max_steps = 0,                                                           \
+                 .state_dim = STATE_DIM},                                                  \
+        .state_size = sizeof(STATE_TYPE), .params_size = sizeof(MinatarParams),            \
+        .option_names = minatar_option_names, .configure = configure,                      \
+        .forget = minatar_forget, .reset = reset, .step = step, .get_state = get_state,    \
+        .set_state = set_state, .render = render, .render_w = MINATAR_N,                   \
+        .render_h = MINATAR_N,                                                             \
+    }
+
+
 /* Maps the agent's action (an index into the configured set) to the full set and
  * applies the sticky rule; returns the full-set action to execute. */
 int minatar_action(const MinatarParams *p, MinatarCommon *c, const float *action);

@@ -267,30 +267,7 @@ static NevoStatus configure(NevoEnvSpec *spec, void *params, const NevoEnvOption
     return minatar_configure(spec, params, opts, n_opts, err, minimal, 5);
 }
 
-const NevoEnvClass nevo_env_minatar_asterix = {
-    .spec =
-        {
-            .name = "minatar/asterix",
-            .summary = "MinAtar Asterix: collect gold, dodge enemies crossing the rows",
-            .obs_rank = 3,
-            .obs_shape = {MINATAR_N, MINATAR_N, N_CH},
-            .obs_dim = MINATAR_N * MINATAR_N * N_CH,
-            .action_kind = NEVO_SPACE_DISCRETE,
-            .n_actions = 6,
-            .action_dim = 1,
-            .max_steps = 0,
-            .state_dim = STATE_DIM,
-        },
-    .state_size = sizeof(Asterix),
-    .params_size = sizeof(MinatarParams),
-    .option_names = minatar_option_names,
-    .configure = configure,
-    .forget = minatar_forget,
-    .reset = reset,
-    .step = step,
-    .get_state = get_state,
-    .set_state = set_state,
-    .render = render,
-    .render_w = MINATAR_N,
-    .render_h = MINATAR_N,
-};
+const NevoEnvClass nevo_env_minatar_asterix =
+    MINATAR_CLASS("minatar/asterix",
+                  "MinAtar Asterix: collect gold, dodge enemies crossing the rows",
+                  Asterix);

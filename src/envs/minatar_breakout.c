@@ -228,30 +228,7 @@ static NevoStatus configure(NevoEnvSpec *spec, void *params, const NevoEnvOption
     return minatar_configure(spec, params, opts, n_opts, err, minimal, 3);
 }
 
-const NevoEnvClass nevo_env_minatar_breakout = {
-    .spec =
-        {
-            .name = "minatar/breakout",
-            .summary = "MinAtar Breakout: bounce the ball off the paddle to break bricks",
-            .obs_rank = 3,
-            .obs_shape = {MINATAR_N, MINATAR_N, N_CH},
-            .obs_dim = MINATAR_N * MINATAR_N * N_CH,
-            .action_kind = NEVO_SPACE_DISCRETE,
-            .n_actions = 6,
-            .action_dim = 1,
-            .max_steps = 0,
-            .state_dim = STATE_DIM,
-        },
-    .state_size = sizeof(Breakout),
-    .params_size = sizeof(MinatarParams),
-    .option_names = minatar_option_names,
-    .configure = configure,
-    .forget = minatar_forget,
-    .reset = reset,
-    .step = step,
-    .get_state = get_state,
-    .set_state = set_state,
-    .render = render,
-    .render_w = MINATAR_N,
-    .render_h = MINATAR_N,
-};
+const NevoEnvClass nevo_env_minatar_breakout =
+    MINATAR_CLASS("minatar/breakout",
+                  "MinAtar Breakout: bounce the ball off the paddle to break bricks",
+                  Breakout);

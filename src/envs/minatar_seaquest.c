@@ -576,31 +576,7 @@ static void render(const NevoEnv *env, const void *state, uint8_t *rgb) {
     minatar_render_obs(obs, N_CH, rgb);
 }
 
-const NevoEnvClass nevo_env_minatar_seaquest = {
-    .spec =
-        {
-            .name = "minatar/seaquest",
-            .summary = "MinAtar Seaquest: shoot fish and subs, rescue divers, surface for oxygen",
-            .obs_rank = 3,
-            .obs_shape = {MINATAR_N, MINATAR_N, N_CH},
-            .obs_dim = MINATAR_N * MINATAR_N * N_CH,
-            .action_kind = NEVO_SPACE_DISCRETE,
-            .n_actions = 6,
-            .action_dim = 1,
-            .max_steps = 0,
-            .has_reward_threshold = false,
-            .state_dim = STATE_DIM,
-        },
-    .state_size = sizeof(Seaquest),
-    .params_size = sizeof(MinatarParams),
-    .option_names = minatar_option_names,
-    .configure = configure,
-    .forget = minatar_forget,
-    .reset = reset,
-    .step = step,
-    .get_state = get_state,
-    .set_state = set_state,
-    .render = render,
-    .render_w = MINATAR_N,
-    .render_h = MINATAR_N,
-};
+const NevoEnvClass nevo_env_minatar_seaquest =
+    MINATAR_CLASS("minatar/seaquest",
+                  "MinAtar Seaquest: shoot fish and subs, rescue divers, surface for oxygen",
+                  Seaquest);

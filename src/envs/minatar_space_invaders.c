@@ -265,31 +265,7 @@ static void render(const NevoEnv *env, const void *state, uint8_t *rgb) {
     minatar_render_obs(obs, N_CH, rgb);
 }
 
-const NevoEnvClass nevo_env_minatar_space_invaders = {
-    .spec =
-        {
-            .name = "minatar/space_invaders",
-            .summary = "MinAtar Space Invaders: shoot the descending aliens, dodge their fire",
-            .obs_rank = 3,
-            .obs_shape = {MINATAR_N, MINATAR_N, N_CH},
-            .obs_dim = MINATAR_N * MINATAR_N * N_CH,
-            .action_kind = NEVO_SPACE_DISCRETE,
-            .n_actions = 6,
-            .action_dim = 1,
-            .max_steps = 0,
-            .has_reward_threshold = false,
-            .state_dim = STATE_DIM,
-        },
-    .state_size = sizeof(SpaceInvaders),
-    .params_size = sizeof(MinatarParams),
-    .option_names = minatar_option_names,
-    .configure = configure,
-    .forget = minatar_forget,
-    .reset = reset,
-    .step = step,
-    .get_state = get_state,
-    .set_state = set_state,
-    .render = render,
-    .render_w = MINATAR_N,
-    .render_h = MINATAR_N,
-};
+const NevoEnvClass nevo_env_minatar_space_invaders =
+    MINATAR_CLASS("minatar/space_invaders",
+                  "MinAtar Space Invaders: shoot the descending aliens, dodge their fire",
+                  SpaceInvaders);
