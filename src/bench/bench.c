@@ -67,7 +67,7 @@ unsigned nevo_bench_group_bit(const char *name) {
 
 /* ---- timing --------------------------------------------------------------------- */
 
-static double now_s(void) {
+double nevo_bench_wall_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
@@ -88,7 +88,7 @@ static double median_of(double *v, int n) {
 
 /* CPU time of the calling thread (threads == 1) or of the whole process. Below the
  * wall time when something else shared our cores: the number is then a floor. */
-static double cpu_s(int threads) {
+double nevo_bench_cpu_s(int threads) {
     struct timespec ts;
     if (clock_gettime(threads == 1 ? CLOCK_THREAD_CPUTIME_ID : CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return NAN;
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
@@ -100,9 +100,9 @@ static double cpu_s(int threads) {
 static Timing measure(const NevoBenchOptions *o, WorkFn fn, void *ctx, int threads) {
     long iters = 1;
     for (;;) {
-        double t0 = now_s();
+        double t0 = nevo_bench_wall_s();
         fn(ctx, iters);
-        double dt = now_s() - t0;
+        double dt = nevo_bench_wall_s() - t0;
         if (dt >= 0.25 * o->min_time_s) {
             if (dt < o->min_time_s) iters = (long)ceil((double)iters * 1.1 * o->min_time_s / dt);
             break;
@@ -116,9 +116,9 @@ static Timing measure(const NevoBenchOptions *o, WorkFn fn, void *ctx, int threa
     Timing t = {0};
     t.iters = iters;
     for (int r = 0; r < reps; r++) {
-        double c0 = cpu_s(threads), t0 = now_s();
+        double c0 = nevo_bench_cpu_s(threads), t0 = nevo_bench_wall_s();
         double work = fn(ctx, iters);
-        double dt = now_s() - t0, dc = cpu_s(threads) - c0;
+        double dt = nevo_bench_wall_s() - t0, dc = nevo_bench_cpu_s(threads) - c0;
         rates[r] = work / dt;
         if (r == 0 || rates[r] > t.best) {
             t.best = rates[r];

@@ -84,6 +84,11 @@ typedef struct NevoBenchTiming {
     long iters;       /* iterations of each timed repetition */
 } NevoBenchTiming;
 
+/* Monotonic wall clock, and CPU seconds of this thread (threads == 1) or of the whole
+ * process (threads > 1), for CPU shares. */
+double nevo_bench_wall_s(void);
+double nevo_bench_cpu_s(int threads);
+
 /* Calibrates iters until one run takes min_time_s (the warm-up), then times o->reps
  * runs; threads: how many threads the work keeps busy, for the CPU share. */
 NevoBenchTiming nevo_bench_measure(const NevoBenchOptions *o, NevoBenchWorkFn fn, void *ctx,

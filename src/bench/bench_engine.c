@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bench/bench.h"
 #include "nevo/algo.h"
@@ -18,18 +17,6 @@
 #include "nevo/novelty.h"
 #include "nevo/policy.h"
 #include "nevo/rng.h"
-
-static double wall_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static double process_cpu(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 NevoStatus nevo_bench_train(const NevoBenchOptions *o, const char *config_json, int threads,
                             int generations, NevoBenchTrainResult *out, NevoError *err) {
@@ -64,13 +51,13 @@ NevoStatus nevo_bench_train(const NevoBenchOptions *o, const char *config_json, 
         }
         nevo_evaluator_set_timing(ev, 1);
         long long frames = 0;
-        double c0 = process_cpu(), t0 = wall_now();
+        double c0 = nevo_bench_cpu_s(threads), t0 = nevo_bench_wall_s();
         for (int g = 0; g < generations && st == NEVO_OK; g++) {
             NevoGenStats gs;
             st = nevo_algo_generation(algo, &gs, err);
             frames += gs.frames;
         }
-        double dt = wall_now() - t0, dc = process_cpu() - c0;
+        double dt = nevo_bench_wall_s() - t0, dc = nevo_bench_cpu_s(threads) - c0;
         NevoEvalTimes et;
         nevo_evaluator_times(ev, &et);
         nevo_algo_free(algo);
