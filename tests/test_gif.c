@@ -65,6 +65,44 @@ TEST(gif_round_trip_matches_rendered_frames) {
     nevo_env_free(env);
 }
 
+/* Frames that together use more than 256 colours: the ones recorded before the palette
+ * overflowed are re-quantised, so every frame decodes to the 6x7x6 cube's colour of its
+ * pixel, as if the cube had been chosen from the start. */
+TEST(gif_palette_overflow_quantises_every_frame) {
+    enum { W = 16, H = 16, FRAMES = 3 };
+    static uint8_t frames[FRAMES][W * H * 3];
+    for (int f = 0; f < FRAMES; f++)
+        for (int i = 0; i < W * H; i++) { /* 200 colours in frame 0, 256 new ones after */
+            int k = f == 0 ? i % 200 : 200 + (f - 1) * 256 + i;
+            frames[f][3 * i] = (uint8_t)(k * 37);
+            frames[f][3 * i + 1] = (uint8_t)(k * 11 + f);
+            frames[f][3 * i + 2] = (uint8_t)(k / 3);
+        }
+    NevoGif *gif = nevo_gif_new(W, H, 1, 5);
+    for (int f = 0; f < FRAMES; f++) nevo_gif_add(gif, frames[f]);
+    CHECK_EQ_INT(nevo_gif_frames(gif), FRAMES);
+    char path[600];
+    NevoError err;
+    snprintf(path, sizeof path, "%s/cube.gif", test_tmpdir());
+    CHECK(nevo_gif_write(gif, path, &err) == NEVO_OK);
+    nevo_gif_free(gif);
+    int gerr;
+    GifFileType *g = DGifOpenFileName(path, &gerr);
+    CHECK(g != NULL && DGifSlurp(g) == GIF_OK);
+    CHECK_EQ_INT(g->ImageCount, FRAMES);
+    for (int f = 0; f < FRAMES; f++)
+        for (int i = 0; i < W * H; i++) {
+            SavedImage *im = &g->SavedImages[f];
+            ColorMapObject *map = im->ImageDesc.ColorMap ? im->ImageDesc.ColorMap : g->SColorMap;
+            GifColorType c = map->Colors[im->RasterBits[i]];
+            const uint8_t *want = frames[f] + 3 * i;
+            CHECK_MSG(c.Red == (want[0] * 6 / 256) * 51 && c.Green == (want[1] * 7 / 256) * 42 &&
+                          c.Blue == (want[2] * 6 / 256) * 51,
+                      "frame %d pixel %d is not its cube colour", f, i);
+        }
+    DGifCloseFile(g, &gerr);
+}
+
 TEST(gif_from_eval_command) {
     char out[4096];
     int rc = test_run(out, sizeof out, "%s eval --env minatar/breakout --policy random --episodes 4 --gif %s/r.gif --gif-episodes 2",

@@ -660,6 +660,10 @@ TEST(novelty_archive_insertion) {
         CHECK_EQ_INT(P, 16);
         CHECK_EQ_INT(n, 3 * (int)(g + 1));
         CHECK_EQ_INT(gs.archive_size, n);
+        int fittest = -1; /* the reported behaviour is one child's: the fittest's */
+        for (int i = 0; i < P && fittest < 0; i++)
+            if (memcmp(gs.bc, bcs + (size_t)i * dim, sizeof(float) * dim) == 0) fittest = i;
+        CHECK(gs.bc_dim == dim && fittest >= 0);
         CHECK(n_prev == 0 || memcmp(arch, prev, sizeof(float) * (size_t)n_prev * dim) == 0); /* only appended */
         for (int j = 0; j < 3; j++) {
             NevoRng rng;
@@ -721,6 +725,8 @@ TEST(novelty_archive_insertion) {
         CHECK_EQ_INT(gs.archive_size, after.arch_n);
         const float *arch = nevo_algo_archive(s.algo, &n);
         CHECK(n == after.arch_n && memcmp(arch, after.arch, sizeof(float) * (size_t)n * 2) == 0);
+        /* the reported behaviour is the updated agent's, the one just archived */
+        CHECK(gs.bc_dim == 2 && memcmp(gs.bc, arch + (size_t)(n - 1) * 2, sizeof gs.bc[0] * 2) == 0);
         if (g == 0) {
             for (int m = 0; m < 3; m++) {
                 /* the initial agents are the inits (0, m), measured on generation 0's centre episodes */
@@ -1167,6 +1173,7 @@ TEST(novelty_nsra_weight_adaptation) {
         CHECK_EQ_INT((int)field(line, "generation"), n);
         rewards[n] = field(line, "elite_validation_mean");
         got[n] = field(line, "reward_weight");
+        CHECK_MSG(strstr(line, "\"behaviour\": [") != NULL, "no behaviour in %s", line);
         line = nl + 1;
     }
     free(metrics);

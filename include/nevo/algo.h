@@ -20,6 +20,8 @@ typedef struct NevoGenStats {
     int archive_size;      /* novelty search: archive entries after this generation */
     double novelty_mean;   /* novelty search: mean novelty of the scored behaviours */
     double reward_weight;  /* NSRA-ES: current reward weight w */
+    int bc_dim;            /* > 0 when bc holds the behaviour of the reported policy: */
+    float bc[NEVO_ENV_MAX_BC]; /* ES the updated mean's, GA the fittest child's */
 } NevoGenStats;
 
 typedef struct NevoAlgo NevoAlgo;

@@ -71,7 +71,7 @@ static NevoStatus evaluate_agent(ES *es, int m, uint32_t gen, NevoGenStats *stat
     uint32_t id = NEVO_STREAM_CENTER;
     Agent *ag = &es->agents[m];
     return nevo_algo_rollouts(&es->base, ag->theta, 1, es->base.cfg->es.center_episodes, gen, &id, &ag->reward,
-                              es->mode == MODE_ES ? NULL : ag->bc, stats, NULL, 0.0, err);
+                              es->bc_dim > 0 ? ag->bc : NULL, stats, NULL, 0.0, err);
 }
 
 static int pick_agent(ES *es, uint32_t gen) {
@@ -281,6 +281,8 @@ static NevoStatus es_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
     if (cfg->es.center_episodes > 0) {
         if ((st = evaluate_agent(es, chosen, gen, stats, err))) return st;
         stats->elite_mean = ag->reward;
+        stats->bc_dim = es->bc_dim;
+        if (es->bc_dim > 0) memcpy(stats->bc, ag->bc, sizeof(float) * (size_t)es->bc_dim);
     } else {
         ag->reward = stats->mean;
         stats->elite_mean = stats->mean;

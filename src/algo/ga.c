@@ -187,6 +187,10 @@ static NevoStatus ga_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
         stats->archive_size = ga->archive.n;
     }
     stats->best = ga->fitness[ga->order[0]];
+    if (ga->bcs) {
+        stats->bc_dim = ga->bc_dim;
+        memcpy(stats->bc, ga->bcs + (size_t)ga->order[0] * ga->bc_dim, sizeof(float) * (size_t)ga->bc_dim);
+    }
     double sum = 0.0;
     for (int i = 0; i < ga->P; i++) sum += ga->fitness[i];
     stats->mean = sum / ga->P;

@@ -313,10 +313,15 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
         totals.episodes += gs.episodes;
         totals.wall_s = now_s() - t_start;
         if (gs.best > totals.best_fitness) totals.best_fitness = gs.best;
-        char line[1024], extra[256] = "";
+        char line[1024], extra[512] = "";
+        size_t used = 0;
         if (strstr(run.cfg.algo, "ns"))
-            snprintf(extra, sizeof extra, ", \"archive_size\": %d, \"novelty_mean\": %.17g, \"reward_weight\": %.17g",
-                     gs.archive_size, gs.novelty_mean, gs.reward_weight);
+            used += (size_t)snprintf(extra, sizeof extra,
+                                     ", \"archive_size\": %d, \"novelty_mean\": %.17g, \"reward_weight\": %.17g",
+                                     gs.archive_size, gs.novelty_mean, gs.reward_weight);
+        for (int d = 0; d < gs.bc_dim; d++) /* at most 8 x 18 characters */
+            used += (size_t)snprintf(extra + used, sizeof extra - used, "%s%.9g%s", d ? ", " : ", \"behaviour\": [",
+                                     (double)gs.bc[d], d == gs.bc_dim - 1 ? "]" : "");
         snprintf(line, sizeof line,
                  "{\"generation\": %d, \"frames\": %lld, \"episodes\": %lld, \"wall_s\": %.3f, "
                  "\"best_fitness\": %.17g, \"mean_fitness\": %.17g, \"median_fitness\": %.17g, "

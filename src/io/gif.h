@@ -1,9 +1,10 @@
 /* Animated GIFs of episodes (internal), encoded with giflib.
  *
- * Frames are kept at the env's own resolution and scaled up (nearest neighbour) when
- * the file is written, so long episodes cost little memory. The palette holds every
- * colour the frames use when there are at most 256 (MinAtar, the maze), otherwise a
- * fixed 6x7x6 colour cube. The file is written atomically. */
+ * Frames are kept at the env's own resolution, one palette index a pixel, and scaled
+ * up (nearest neighbour) when the file is written, so long episodes cost little
+ * memory. The palette holds every colour the frames use while there are at most 256
+ * (MinAtar, the maze); past that, every frame is quantised to a fixed 6x7x6 colour
+ * cube (MuJoCo's shaded pictures). The file is written atomically. */
 #ifndef NEVO_GIF_H
 #define NEVO_GIF_H
 
