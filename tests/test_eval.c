@@ -125,23 +125,28 @@ static void check_env_against_reference(const char *name, int max_steps, int wan
             terminated++;
         }
     }
-    static const int threads[3] = {1, 2, 3}, slots[3] = {1, 3, 16};
+    static const int threads[3] = {1, 2, 3}, slots[3] = {1, 3, 16}, depths[3] = {1, 2, 4};
     for (int a = 0; a < 3; a++) {
         NevoPool *pool = nevo_pool_new(threads[a]);
         for (int b = 0; b < 3; b++) {
             NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, slots[b]);
-            NevoEpisode res[N_TASKS];
-            memset(res, 0xCD, sizeof res);
-            NevoError err = {0};
-            CHECK_MSG(nevo_evaluate(ev, params, stride, tasks, N_TASKS, res, NULL, &err) == NEVO_OK,
-                      "%s: %s", name, err.msg);
-            char what[96];
-            snprintf(what, sizeof what, "%s, %d threads, %d slots", name, threads[a], slots[b]);
-            for (int i = 0; i < N_TASKS; i++) check_same_episode(&res[i], &ref[i], i, what);
-            /* a second call on the same evaluator gives the same results */
-            memset(res, 0xCD, sizeof res);
-            CHECK(nevo_evaluate(ev, params, stride, tasks, N_TASKS, res, NULL, &err) == NEVO_OK);
-            for (int i = 0; i < N_TASKS; i++) check_same_episode(&res[i], &ref[i], i, what);
+            for (int c = 0; c < 3; c++) {
+                if (depths[c] > 1 && slots[b] != 3) continue; /* pipelined: one slot count */
+                nevo_evaluator_set_pipeline(ev, depths[c]);
+                NevoEpisode res[N_TASKS];
+                memset(res, 0xCD, sizeof res);
+                NevoError err = {0};
+                CHECK_MSG(nevo_evaluate(ev, params, stride, tasks, N_TASKS, res, NULL, &err) == NEVO_OK,
+                          "%s: %s", name, err.msg);
+                char what[128];
+                snprintf(what, sizeof what, "%s, %d threads, %d slots, pipeline depth %d", name, threads[a],
+                         slots[b], depths[c]);
+                for (int i = 0; i < N_TASKS; i++) check_same_episode(&res[i], &ref[i], i, what);
+                /* a second call on the same evaluator gives the same results */
+                memset(res, 0xCD, sizeof res);
+                CHECK(nevo_evaluate(ev, params, stride, tasks, N_TASKS, res, NULL, &err) == NEVO_OK);
+                for (int i = 0; i < N_TASKS; i++) check_same_episode(&res[i], &ref[i], i, what);
+            }
             nevo_evaluator_free(ev);
         }
         nevo_pool_free(pool);
@@ -321,8 +326,11 @@ static NevoEnv *broken_env(int nan_step, int bad_reward) {
     return env;
 }
 
-/* Evaluates n tasks of networks 0.. on env; returns the status, message in err. */
+/* Evaluates n tasks of networks 0.. on env (pipeline depth 1, or 2 when slots is
+ * negative); returns the status, message in err. */
 static NevoStatus run_tasks(NevoEnv *env, int threads, int slots, int n, NevoError *err) {
+    int depth = slots < 0 ? 2 : 1;
+    slots = abs(slots);
     NevoPolicy *p = small_policy(env);
     size_t stride;
     float *params = population(p, &stride);
@@ -331,6 +339,7 @@ static NevoStatus run_tasks(NevoEnv *env, int threads, int slots, int n, NevoErr
     tasks[0].seed = 1234; /* the task a single-task run names */
     NevoPool *pool = nevo_pool_new(threads);
     NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, slots);
+    nevo_evaluator_set_pipeline(ev, depth);
     NevoEpisode res[N_TASKS];
     memset(err, 0, sizeof *err);
     NevoStatus st = nevo_evaluate(ev, params, stride, tasks, n, res, NULL, err);
@@ -357,11 +366,12 @@ TEST(eval_nan_observation_is_numeric_error) {
     CHECK_CONTAINS(err.msg, "seed 1234");
     CHECK_CONTAINS(err.msg, "step 5");
     /* many tasks on several threads: still one clean error */
-    for (int threads = 1; threads <= 3; threads++) {
-        CHECK(run_tasks(env, threads, 3, N_TASKS, &err) == NEVO_ERR_NUMERIC);
-        CHECK_CONTAINS(err.msg, "Broken-v0");
-        CHECK_CONTAINS(err.msg, "step 5");
-    }
+    for (int threads = 1; threads <= 3; threads++)
+        for (int slots = 3; slots >= -3; slots -= 6) { /* fused and pipelined */
+            CHECK(run_tasks(env, threads, slots, N_TASKS, &err) == NEVO_ERR_NUMERIC);
+            CHECK_CONTAINS(err.msg, "Broken-v0");
+            CHECK_CONTAINS(err.msg, "step 5");
+        }
     nevo_env_free(env);
 
     /* at reset */
@@ -370,6 +380,8 @@ TEST(eval_nan_observation_is_numeric_error) {
     CHECK_CONTAINS(err.msg, "Broken-v0");
     CHECK_CONTAINS(err.msg, "reset");
     CHECK(run_tasks(env, 3, 16, N_TASKS, &err) == NEVO_ERR_NUMERIC);
+    CHECK(run_tasks(env, 2, -4, N_TASKS, &err) == NEVO_ERR_NUMERIC);
+    CHECK_CONTAINS(err.msg, "reset");
     nevo_env_free(env);
 
     /* an infinite reward */
@@ -391,7 +403,9 @@ TEST(eval_nan_policy_output) {
     NevoEpisode ref[N_TASKS];
     for (int i = 0; i < N_TASKS; i++) ref_episode(env, p, params, stride, &tasks[i], &ref[i], NULL);
     NevoPool *pool = nevo_pool_new(2);
+    for (int depth = 1; depth <= 2; depth++) {
     NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, 3);
+    nevo_evaluator_set_pipeline(ev, depth);
     /* the output layer's first bias of network 13 */
     size_t bias = p->layers[p->n_layers - 1].b_off;
     float saved = params[13 * stride + bias];
@@ -407,6 +421,7 @@ TEST(eval_nan_policy_output) {
     CHECK_MSG(nevo_evaluate(ev, params, stride, tasks, N_TASKS, res, NULL, &err) == NEVO_OK, "%s", err.msg);
     for (int i = 0; i < N_TASKS; i++) check_same_episode(&res[i], &ref[i], i, "after a failed call");
     nevo_evaluator_free(ev);
+    }
     nevo_pool_free(pool);
     free(params);
     nevo_policy_free(p);
@@ -479,7 +494,9 @@ TEST(eval_timing_sums_and_changes_nothing) {
     NevoTask tasks[N_TASKS];
     make_tasks(tasks, 0);
     NevoPool *pool = nevo_pool_new(2);
+    for (int depth = 1; depth <= 2; depth++) { /* fused, then pipelined */
     NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, 4);
+    nevo_evaluator_set_pipeline(ev, depth);
     NevoEpisode plain[N_TASKS], timed[N_TASKS];
     NevoError err = {0};
     CHECK(nevo_evaluate(ev, params, stride, tasks, N_TASKS, plain, NULL, &err) == NEVO_OK);
@@ -502,10 +519,13 @@ TEST(eval_timing_sums_and_changes_nothing) {
     CHECK(t.wall_s > 0.0 && t.forward_s > 0.0 && t.env_s > 0.0);
     CHECK_MSG(t.forward_s + t.env_s <= t.threads * t.wall_s * 1.0001, "forward %g + env %g > %d x wall %g",
               t.forward_s, t.env_s, t.threads, t.wall_s);
+    if (depth > 1) /* thread 0 runs every forward, thread 1 every env step */
+        CHECK(t.forward_s <= t.wall_s * 1.0001 && t.env_s <= t.wall_s * 1.0001);
     nevo_evaluator_set_timing(ev, 1); /* zeroes */
     nevo_evaluator_times(ev, &t);
     CHECK(t.calls == 0 && t.frames == 0 && t.forward_s == 0.0);
     nevo_evaluator_free(ev);
+    }
     nevo_pool_free(pool);
     free(params);
     nevo_policy_free(p);

@@ -7,7 +7,8 @@
  * running episodes are computed and no batch waits for its slowest episode.
  *
  * An episode's outcome is a function of its task alone (network parameters, seed), so
- * results are bit-identical whatever the thread count, slot count or scheduling. */
+ * results are bit-identical whatever the thread count, slot count, pipeline depth or
+ * scheduling. */
 #ifndef NEVO_EVAL_H
 #define NEVO_EVAL_H
 
@@ -41,6 +42,13 @@ NevoEvaluator *nevo_evaluator_new(const NevoEnv *env, const NevoPolicy *policy, 
 void nevo_evaluator_free(NevoEvaluator *ev);
 /* The pool the evaluator runs on (for other parallel work of the same run). */
 NevoPool *nevo_evaluator_pool(const NevoEvaluator *ev);
+
+/* Pipeline depth: 1 (default) = fused, each worker runs forward and env steps on its
+ * own slots; D >= 2 = D batches of slots alternate between thread 0, which runs every
+ * forward, and the other threads, which step the envs (Uber's GPU-engine layout, for
+ * measuring; on CPUs alone fused is faster, see docs/BENCHMARKS.md). Never changes
+ * results. */
+void nevo_evaluator_set_pipeline(NevoEvaluator *ev, int depth);
 
 /* Called after each finished episode with the frames finished so far in this call,
  * from whichever worker finished it (so it must be thread-safe). */

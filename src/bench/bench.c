@@ -813,7 +813,7 @@ static const char *ga_config_json =
 NevoStatus nevo_bench_ga(const NevoBenchOptions *o, int threads, int generations,
                          NevoBenchGAResult *out, NevoError *err) {
     NevoBenchTrainResult tr;
-    NevoStatus st = nevo_bench_train(o, ga_config_json, threads, generations, &tr, err);
+    NevoStatus st = nevo_bench_train(o, ga_config_json, threads, 1, generations, &tr, err);
     memset(out, 0, sizeof *out);
     out->threads = tr.threads;
     out->generations = tr.generations;
@@ -855,31 +855,38 @@ static void emit_forward_minatar(const NevoBenchLimits *lim, const char *game, i
 
 /* Two rows per run: frames/s (against threads x the 1-thread rate), and the share of
  * threads x wall spent in inference and env steps (against all of it). */
+/* A training benchmark's rows; fused_k > 0 marks a pipelined run, compared with the
+ * fused run's kframes/s on the same threads. */
 static void emit_train(const char *algo, const char *env, const NevoBenchTrainResult *tr, double fps1_k,
-                       NevoBenchEmit emit, void *ctx) {
+                       double fused_k, NevoBenchEmit emit, void *ctx) {
     NevoBenchResult r;
     result_init(&r, "ga", "kframes/s");
-    snprintf(r.name, sizeof r.name, "%s %s, %d thread%s", algo, env, tr->threads, tr->threads > 1 ? "s" : "");
+    char layout[32] = "";
+    if (tr->pipeline > 1) snprintf(layout, sizeof layout, ", pipeline %d", tr->pipeline);
+    snprintf(r.name, sizeof r.name, "%s %s, %d thread%s%s", algo, env, tr->threads, tr->threads > 1 ? "s" : "",
+             layout);
     r.value = tr->frames_per_s * 1e-3;
     r.median = NAN;
     if (tr->threads == 1) r.cpu_share = tr->cpu_share;
-    if (tr->threads > 1) {
+    if (fused_k > 0) {
+        result_limit(&r, fused_k, "fused layout, same threads");
+    } else if (tr->threads > 1) {
         char ln[64];
         snprintf(ln, sizeof ln, "%d x 1-thread frames/s", tr->threads);
         result_limit(&r, tr->threads * fps1_k, ln);
     }
     double tw = tr->threads * tr->seconds;
     snprintf(r.extra, sizeof r.extra,
-             "\"algo\": \"%s\", \"env\": \"%s\", \"threads\": %d, \"generations\": %d, \"frames\": %lld, "
+             "\"algo\": \"%s\", \"env\": \"%s\", \"threads\": %d, \"pipeline\": %d, \"generations\": %d, \"frames\": %lld, "
              "\"seconds\": %.4g, \"frames_per_s\": %.6g, \"cores_busy\": %.3g, \"forward_share\": %.4g, "
              "\"env_share\": %.4g, \"evaluator_other_share\": %.4g, \"outside_evaluator_share\": %.4g",
-             algo, env, tr->threads, tr->generations, tr->frames, tr->seconds, tr->frames_per_s,
+             algo, env, tr->threads, tr->pipeline, tr->generations, tr->frames, tr->seconds, tr->frames_per_s,
              tr->cpu_share * tr->threads, tr->forward_s / tw, tr->env_s / tw,
              (tr->threads * tr->eval_s - tr->forward_s - tr->env_s) / tw, (tr->seconds - tr->eval_s) / tr->seconds);
     emit_row(emit, ctx, &r);
     result_init(&r, "ga", "% busy");
-    snprintf(r.name, sizeof r.name, "%s %s, %d thread%s: inference + env", algo, env, tr->threads,
-             tr->threads > 1 ? "s" : "");
+    snprintf(r.name, sizeof r.name, "%s %s, %d thread%s%s: inference + env", algo, env, tr->threads,
+             tr->threads > 1 ? "s" : "", layout);
     r.value = 100.0 * (tr->forward_s + tr->env_s) / tw;
     r.median = NAN;
     result_limit(&r, 100.0, "threads x wall time");
@@ -1093,9 +1100,17 @@ NevoStatus nevo_bench_run(const NevoBenchOptions *o, unsigned groups, NevoBenchE
             double fps1 = 0.0;
             for (int k = 0; k < 2 && tcounts[k] > 0; k++) {
                 NevoBenchTrainResult tr;
-                if ((st = nevo_bench_train(o, train_cfgs[a][1], tcounts[k], gens, &tr, err)) != NEVO_OK) goto done;
+                if ((st = nevo_bench_train(o, train_cfgs[a][1], tcounts[k], 1, gens, &tr, err)) != NEVO_OK) goto done;
                 if (k == 0) fps1 = tr.frames_per_s * 1e-3;
-                emit_train(train_cfgs[a][0], "minatar/breakout", &tr, fps1, emit, ctx);
+                emit_train(train_cfgs[a][0], "minatar/breakout", &tr, fps1, 0.0, emit, ctx);
+                /* the pipelined layout (thread 0 inference, the rest env steps) against
+                 * the fused one on the same threads */
+                for (int depth = 2; a == 0 && k == 1 && depth <= 4; depth *= 2) {
+                    NevoBenchTrainResult tp;
+                    if ((st = nevo_bench_train(o, train_cfgs[a][1], tcounts[k], depth, gens, &tp, err)) != NEVO_OK)
+                        goto done;
+                    emit_train(train_cfgs[a][0], "minatar/breakout", &tp, fps1, tr.frames_per_s * 1e-3, emit, ctx);
+                }
             }
         }
     }

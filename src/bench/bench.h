@@ -210,7 +210,7 @@ NevoStatus nevo_bench_ga(const NevoBenchOptions *o, int threads, int generations
 /* ---- engine (bench_engine.c) ---------------------------------------------------- */
 
 typedef struct NevoBenchTrainResult {
-    int threads, generations;
+    int threads, pipeline, generations;
     long long frames;        /* env steps of the timed run (validation included) */
     double seconds;          /* wall time of the generations (best repetition) */
     double frames_per_s;
@@ -221,8 +221,9 @@ typedef struct NevoBenchTrainResult {
 } NevoBenchTrainResult;
 
 /* Runs `generations` generations of the config (JSON text; any algo) on `threads`
- * threads, twice (once with --quick), keeping the faster; the evaluator's timing is on. */
-NevoStatus nevo_bench_train(const NevoBenchOptions *o, const char *config_json, int threads,
+ * threads with the evaluator's pipeline depth (1 = fused), twice (once with --quick),
+ * keeping the faster; the evaluator's timing is on. */
+NevoStatus nevo_bench_train(const NevoBenchOptions *o, const char *config_json, int threads, int pipeline,
                             int generations, NevoBenchTrainResult *out, NevoError *err);
 /* The MinAtar network (conv 3x3x16, ReLU, dense 128, ReLU) of P different networks, one
  * row each, on observations of `game` from random play: one core. */

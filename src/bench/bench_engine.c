@@ -18,10 +18,11 @@
 #include "nevo/policy.h"
 #include "nevo/rng.h"
 
-NevoStatus nevo_bench_train(const NevoBenchOptions *o, const char *config_json, int threads,
+NevoStatus nevo_bench_train(const NevoBenchOptions *o, const char *config_json, int threads, int pipeline,
                             int generations, NevoBenchTrainResult *out, NevoError *err) {
     memset(out, 0, sizeof *out);
     out->threads = threads;
+    out->pipeline = pipeline;
     out->generations = generations;
     NevoConfig cfg;
     nevo_config_defaults(&cfg);
@@ -44,6 +45,7 @@ NevoStatus nevo_bench_train(const NevoBenchOptions *o, const char *config_json, 
     int reps = o->quick ? 1 : 2;
     for (int r = 0; r < reps; r++) {
         NevoEvaluator *ev = nevo_evaluator_new(env, policy, pool, 0);
+        nevo_evaluator_set_pipeline(ev, pipeline);
         NevoAlgo *algo = NULL;
         if ((st = nevo_algo_new(&cfg, env, policy, noise, ev, &algo, err)) != NEVO_OK) {
             nevo_evaluator_free(ev);

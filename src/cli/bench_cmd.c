@@ -97,7 +97,7 @@ static void emit(void *vctx, const NevoBenchResult *r) {
         /* a measurement that did not get its cores to itself is flagged */
         char flag[32] = "";
         if (isfinite(r->cpu_share) && r->cpu_share < 0.9) snprintf(flag, sizeof flag, " [cpu %.2f]", r->cpu_share);
-        printf("%-8s %-48s %10.4g %-10s %10s %7s  %s%s\n", r->group, r->name, r->value, r->unit, limit, ratio,
+        printf("%-8s %-60s %10.4g %-10s %10s %7s  %s%s\n", r->group, r->name, r->value, r->unit, limit, ratio,
                isfinite(r->limit) ? r->limit_name : "", flag);
     }
     o->last_group = r->group;
@@ -162,7 +162,7 @@ int nevo_cmd_bench(int argc, char **argv) {
                nevo_bench_kernels_name());
         printf("best of %d repetitions of >= %g s each after warm-up%s\n\n", opts.reps, opts.min_time_s,
                quick ? " (--quick: rough numbers)" : "");
-        printf("%-8s %-48s %10s %-10s %10s %7s  %s\n", "group", "name", "achieved", "unit", "limit", "ratio",
+        printf("%-8s %-60s %10s %-10s %10s %7s  %s\n", "group", "name", "achieved", "unit", "limit", "ratio",
                "limit is");
     }
     fflush(stdout);

@@ -1,5 +1,13 @@
-/* Population evaluator: per-worker episode slots refilled from a shared task queue,
- * batched heterogeneous policy forward over the live slots. */
+/* Population evaluator: episode slots refilled from a shared task queue, batched
+ * heterogeneous policy forward over the live slots.
+ *
+ * Fused mode (pipeline depth 1): each worker owns one batch of slots and alternates
+ * forward and env steps on it, so every thread is busy until the queue runs dry.
+ * Pipelined mode (depth D >= 2): the slots form D batches handed between roles:
+ * thread 0 runs the forward of one batch while the other threads step the envs of
+ * the others, as Uber's GPU engine overlaps inference on the GPU with env stepping on
+ * the CPU. A batch moves FILL -> FORWARD -> STEP -> FORWARD ... -> DONE; its state is
+ * an atomic whose release/acquire hands the batch's memory to the next thread. */
 #include "nevo/eval.h"
 
 #include <math.h>
@@ -7,9 +15,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <time.h>
 
-typedef struct Worker {
+/* A batch of episode slots and the buffers of its forward pass. */
+typedef struct Batch {
     uint8_t *insts;   /* (slots, instance_size) */
     float *obs;       /* (slots, obs_dim) observations of the live slots, compacted */
     float *out;       /* (slots, n_out) */
@@ -17,16 +27,26 @@ typedef struct Worker {
     int *net;         /* (slots) network row of each live slot */
     int *task;        /* (slots) task index of each live slot */
     float *scratch;   /* policy scratch */
+    int live;         /* live slots (pipelined mode) */
+    atomic_int state; /* pipelined mode: one of the B_ states */
+} Batch;
+
+enum { B_FILL, B_FORWARD, B_STEP, B_DONE, B_BUSY };
+
+typedef struct Clock {
     double forward_s, env_s; /* with timing on: thread-seconds in forward and env */
-} Worker;
+    char pad[48];            /* one cache line per thread */
+} Clock;
 
 struct NevoEvaluator {
     const NevoEnv *env;
     const NevoPolicy *policy;
     NevoPool *pool;
-    int slots;
+    int slots, depth;
     size_t inst_size;
-    Worker *workers;
+    Batch *batches;   /* one per worker (fused) or depth of them (pipelined) */
+    int n_batches;
+    Clock *clocks;    /* (threads) */
     NevoProgressFn progress;
     void *progress_ctx;
     int timing;
@@ -43,50 +63,81 @@ struct NevoEvaluator {
     atomic_int next_task;
     atomic_llong frames;
     atomic_int failed;
+    atomic_int batches_done;
+    /* pipelined mode: a thread with nothing to take sleeps until a batch changes state */
+    atomic_uint version;      /* incremented at every state change */
+    atomic_int sleepers;
+    pthread_mutex_t mu;
+    pthread_cond_t changed;
     NevoError first_error;
 };
+
+static void batch_alloc(Batch *b, const NevoEnvSpec *spec, const NevoPolicy *policy, size_t inst_size, int S) {
+    memset(b, 0, sizeof *b);
+    b->insts = nevo_alloc_aligned(inst_size * (size_t)S);
+    b->obs = nevo_alloc_aligned(sizeof(float) * (size_t)S * spec->obs_dim);
+    b->out = nevo_alloc_aligned(sizeof(float) * (size_t)S * policy->n_out);
+    b->actions = nevo_alloc_aligned(sizeof(float) * (size_t)S * spec->action_dim);
+    b->net = nevo_alloc(sizeof(int) * (size_t)S);
+    b->task = nevo_alloc(sizeof(int) * (size_t)S);
+    b->scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(policy, S));
+}
+
+static void batches_free(NevoEvaluator *ev) {
+    for (int i = 0; i < ev->n_batches; i++) {
+        Batch *b = &ev->batches[i];
+        for (int s = 0; s < ev->slots; s++) nevo_env_instance_free(ev->env, b->insts + (size_t)s * ev->inst_size);
+        free(b->insts);
+        free(b->obs);
+        free(b->out);
+        free(b->actions);
+        free(b->net);
+        free(b->task);
+        free(b->scratch);
+    }
+    free(ev->batches);
+    ev->batches = NULL;
+    ev->n_batches = 0;
+}
+
+static void batches_make(NevoEvaluator *ev, int n) {
+    batches_free(ev);
+    ev->batches = nevo_alloc(sizeof(Batch) * (size_t)n);
+    for (int i = 0; i < n; i++)
+        batch_alloc(&ev->batches[i], nevo_env_spec(ev->env), ev->policy, ev->inst_size, ev->slots);
+    ev->n_batches = n;
+}
 
 NevoEvaluator *nevo_evaluator_new(const NevoEnv *env, const NevoPolicy *policy, NevoPool *pool,
                                   int slots) {
     NevoEvaluator *ev = nevo_alloc(sizeof *ev);
-    const NevoEnvSpec *spec = nevo_env_spec(env);
     ev->env = env;
     ev->policy = policy;
     ev->pool = pool;
     ev->slots = slots > 0 ? slots : 16;
+    ev->depth = 1;
     ev->inst_size = nevo_env_instance_size(env);
-    int nw = nevo_pool_threads(pool);
-    ev->workers = nevo_alloc(sizeof(Worker) * (size_t)nw);
-    for (int w = 0; w < nw; w++) {
-        Worker *wk = &ev->workers[w];
-        int S = ev->slots;
-        wk->insts = nevo_alloc_aligned(ev->inst_size * (size_t)S);
-        wk->obs = nevo_alloc_aligned(sizeof(float) * (size_t)S * spec->obs_dim);
-        wk->out = nevo_alloc_aligned(sizeof(float) * (size_t)S * policy->n_out);
-        wk->actions = nevo_alloc_aligned(sizeof(float) * (size_t)S * spec->action_dim);
-        wk->net = nevo_alloc(sizeof(int) * (size_t)S);
-        wk->task = nevo_alloc(sizeof(int) * (size_t)S);
-        wk->scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(policy, S));
-    }
+    pthread_mutex_init(&ev->mu, NULL);
+    pthread_cond_init(&ev->changed, NULL);
+    ev->clocks = nevo_alloc_aligned(sizeof(Clock) * (size_t)nevo_pool_threads(pool));
+    memset(ev->clocks, 0, sizeof(Clock) * (size_t)nevo_pool_threads(pool));
+    batches_make(ev, nevo_pool_threads(pool));
     return ev;
+}
+
+void nevo_evaluator_set_pipeline(NevoEvaluator *ev, int depth) {
+    NEVO_ASSERT(depth >= 1);
+    if (depth == ev->depth) return;
+    ev->depth = depth;
+    batches_make(ev, depth == 1 ? nevo_pool_threads(ev->pool) : depth);
 }
 
 void nevo_evaluator_free(NevoEvaluator *ev) {
     if (!ev) return;
-    int nw = nevo_pool_threads(ev->pool);
-    for (int w = 0; w < nw; w++) {
-        Worker *wk = &ev->workers[w];
-        for (int s = 0; s < ev->slots; s++)
-            nevo_env_instance_free(ev->env, wk->insts + (size_t)s * ev->inst_size);
-        free(wk->insts);
-        free(wk->obs);
-        free(wk->out);
-        free(wk->actions);
-        free(wk->net);
-        free(wk->task);
-        free(wk->scratch);
-    }
-    free(ev->workers);
+    batches_free(ev);
+    free(ev->clocks);
+    pthread_mutex_destroy(&ev->mu);
+    pthread_cond_destroy(&ev->changed);
     free(ev);
 }
 
@@ -103,7 +154,7 @@ void nevo_evaluator_set_timing(NevoEvaluator *ev, int on) {
     ev->wall_s = 0.0;
     ev->timed_frames = 0;
     ev->calls = 0;
-    for (int w = 0; w < nevo_pool_threads(ev->pool); w++) ev->workers[w].forward_s = ev->workers[w].env_s = 0.0;
+    for (int w = 0; w < nevo_pool_threads(ev->pool); w++) ev->clocks[w].forward_s = ev->clocks[w].env_s = 0.0;
 }
 
 void nevo_evaluator_times(const NevoEvaluator *ev, NevoEvalTimes *out) {
@@ -113,8 +164,8 @@ void nevo_evaluator_times(const NevoEvaluator *ev, NevoEvalTimes *out) {
     out->frames = ev->timed_frames;
     out->calls = ev->calls;
     for (int w = 0; w < out->threads; w++) {
-        out->forward_s += ev->workers[w].forward_s;
-        out->env_s += ev->workers[w].env_s;
+        out->forward_s += ev->clocks[w].forward_s;
+        out->env_s += ev->clocks[w].env_s;
     }
 }
 
@@ -152,15 +203,15 @@ static void fail(NevoEvaluator *ev, const char *fmt, int task, int step) {
 }
 
 /* Starts task t in slot s; returns 0 if the first observation is not finite. */
-static int start(NevoEvaluator *ev, Worker *wk, int s, int t) {
+static int start(NevoEvaluator *ev, Batch *bt, int s, int t) {
     const NevoEnvSpec *spec = nevo_env_spec(ev->env);
     const NevoTask *task = &ev->tasks[t];
-    float *obs = wk->obs + (size_t)s * spec->obs_dim;
-    void *inst = wk->insts + (size_t)s * ev->inst_size;
+    float *obs = bt->obs + (size_t)s * spec->obs_dim;
+    void *inst = bt->insts + (size_t)s * ev->inst_size;
     nevo_env_forget(ev->env, inst); /* the episode depends on its seed alone */
     nevo_env_reset(ev->env, inst, task->seed, obs);
-    wk->net[s] = task->net;
-    wk->task[s] = t;
+    bt->net[s] = task->net;
+    bt->task[s] = t;
     NevoEpisode *r = &ev->results[t];
     memset(r, 0, sizeof *r);
     if (!all_finite(obs, spec->obs_dim)) {
@@ -171,88 +222,172 @@ static int start(NevoEvaluator *ev, Worker *wk, int s, int t) {
     return 1;
 }
 
-static void run_worker(void *ctx, int item, int worker) {
-    NevoEvaluator *ev = ctx;
-    Worker *wk = &ev->workers[worker];
-    const NevoEnvSpec *spec = nevo_env_spec(ev->env);
-    const NevoPolicy *pol = ev->policy;
-    int odim = spec->obs_dim, adim = spec->action_dim;
+/* Fills the batch's slots from the queue; returns the live count, or -1 on failure. */
+static int fill(NevoEvaluator *ev, Batch *bt) {
     int live = 0;
-    (void)item;
-    /* fill the slots */
     while (live < ev->slots) {
         int t = atomic_fetch_add(&ev->next_task, 1);
         if (t >= ev->n_tasks) break;
-        if (!start(ev, wk, live, t)) return;
+        if (!start(ev, bt, live, t)) return -1;
         live++;
     }
+    return live;
+}
+
+/* The batched forward of the live slots and their actions; returns 0 on failure. */
+static int infer(NevoEvaluator *ev, Batch *bt, int live) {
+    const NevoPolicy *pol = ev->policy;
+    nevo_policy_forward(pol, ev->params, ev->stride, bt->net, bt->obs, live, bt->out, bt->scratch);
+    if (!all_finite(bt->out, live * pol->n_out)) {
+        for (int s = 0; s < live; s++)
+            if (!all_finite(bt->out + (size_t)s * pol->n_out, pol->n_out)) {
+                fail(ev, "the policy produced a non-finite output on %s (network %d, seed %llu, step %d); "
+                     "lower the step size or mutation power",
+                     bt->task[s], ev->results[bt->task[s]].length);
+                return 0;
+            }
+    }
+    nevo_policy_actions(pol, bt->out, live, bt->actions);
+    return 1;
+}
+
+/* Steps every live slot once; a finished episode's slot takes the next task or the
+ * last live slot. Returns the new live count, or -1 on failure. */
+static int step_all(NevoEvaluator *ev, Batch *bt, int live) {
+    const NevoEnvSpec *spec = nevo_env_spec(ev->env);
+    int odim = spec->obs_dim, adim = spec->action_dim;
     long long local_frames = 0;
-    const int timing = ev->timing;
-    double t0 = timing ? now_s() : 0.0, t1 = 0.0;
-    while (live > 0 && !atomic_load_explicit(&ev->failed, memory_order_relaxed)) {
-        nevo_policy_forward(pol, ev->params, ev->stride, wk->net, wk->obs, live, wk->out, wk->scratch);
-        if (!all_finite(wk->out, live * pol->n_out)) {
-            for (int s = 0; s < live; s++)
-                if (!all_finite(wk->out + (size_t)s * pol->n_out, pol->n_out)) {
-                    fail(ev, "the policy produced a non-finite output on %s (network %d, seed %llu, step %d); "
-                         "lower the step size or mutation power",
-                         wk->task[s], ev->results[wk->task[s]].length);
-                    return;
-                }
+    for (int s = 0; s < live;) {
+        int t = bt->task[s];
+        NevoEpisode *r = &ev->results[t];
+        uint8_t *inst = bt->insts + (size_t)s * ev->inst_size;
+        float *obs = bt->obs + (size_t)s * odim;
+        NevoStepResult sr;
+        nevo_env_step(ev->env, inst, bt->actions + (size_t)s * adim, obs, &sr);
+        r->ret += sr.reward;
+        r->length++;
+        local_frames++;
+        if (!isfinite(sr.reward) || !all_finite(obs, odim)) {
+            fail(ev, "%s returned a non-finite observation or reward (network %d, seed %llu, step %d)", t,
+                 r->length);
+            return -1;
         }
-        nevo_policy_actions(pol, wk->out, live, wk->actions);
-        if (timing) {
-            t1 = now_s();
-            wk->forward_s += t1 - t0;
+        if (!sr.terminated && !sr.truncated) {
+            if (ev->tasks[t].flags & NEVO_TASK_RECORD_OBS) nevo_obs_stats_add(&ev->task_stats[t], obs);
+            s++;
+            continue;
         }
-        for (int s = 0; s < live;) {
-            int t = wk->task[s];
-            NevoEpisode *r = &ev->results[t];
-            uint8_t *inst = wk->insts + (size_t)s * ev->inst_size;
-            float *obs = wk->obs + (size_t)s * odim;
-            NevoStepResult sr;
-            nevo_env_step(ev->env, inst, wk->actions + (size_t)s * adim, obs, &sr);
-            r->ret += sr.reward;
-            r->length++;
-            local_frames++;
-            if (!isfinite(sr.reward) || !all_finite(obs, odim)) {
-                fail(ev, "%s returned a non-finite observation or reward (network %d, seed %llu, step %d)",
-                     t, r->length);
-                return;
+        r->terminated = sr.terminated;
+        nevo_env_bc(ev->env, inst, obs, r->bc);
+        long long done = atomic_fetch_add(&ev->frames, local_frames) + local_frames;
+        local_frames = 0;
+        if (ev->progress) ev->progress(ev->progress_ctx, done);
+        /* refill this slot from the queue, or move the last live slot into it */
+        int next = atomic_fetch_add(&ev->next_task, 1);
+        if (next < ev->n_tasks) {
+            if (!start(ev, bt, s, next)) return -1;
+            s++;
+        } else {
+            live--;
+            if (s != live) {
+                swap_bytes(inst, bt->insts + (size_t)live * ev->inst_size, ev->inst_size);
+                memcpy(obs, bt->obs + (size_t)live * odim, sizeof(float) * (size_t)odim);
+                memcpy(bt->actions + (size_t)s * adim, bt->actions + (size_t)live * adim, sizeof(float) * (size_t)adim);
+                bt->net[s] = bt->net[live];
+                bt->task[s] = bt->task[live];
             }
-            if (!sr.terminated && !sr.truncated) {
-                if (ev->tasks[t].flags & NEVO_TASK_RECORD_OBS) nevo_obs_stats_add(&ev->task_stats[t], obs);
-                s++;
-                continue;
-            }
-            r->terminated = sr.terminated;
-            nevo_env_bc(ev->env, inst, obs, r->bc);
-            long long done = atomic_fetch_add(&ev->frames, local_frames) + local_frames;
-            local_frames = 0;
-            if (ev->progress) ev->progress(ev->progress_ctx, done);
-            /* refill this slot from the queue, or move the last live slot into it */
-            int next = atomic_fetch_add(&ev->next_task, 1);
-            if (next < ev->n_tasks) {
-                if (!start(ev, wk, s, next)) return;
-                s++;
-            } else {
-                live--;
-                if (s != live) {
-                    swap_bytes(inst, wk->insts + (size_t)live * ev->inst_size, ev->inst_size);
-                    memcpy(obs, wk->obs + (size_t)live * odim, sizeof(float) * (size_t)odim);
-                    memcpy(wk->actions + (size_t)s * adim, wk->actions + (size_t)live * adim,
-                           sizeof(float) * (size_t)adim);
-                    wk->net[s] = wk->net[live];
-                    wk->task[s] = wk->task[live];
-                }
-            }
-        }
-        if (timing) { /* resets of refilled slots count as env time */
-            t0 = now_s();
-            wk->env_s += t0 - t1;
         }
     }
     atomic_fetch_add(&ev->frames, local_frames);
+    return live;
+}
+
+static int failed(NevoEvaluator *ev) { return atomic_load_explicit(&ev->failed, memory_order_relaxed); }
+
+/* Fused mode: worker w alternates forward and env steps on its own batch. */
+static void run_fused(void *ctx, int item, int worker) {
+    NevoEvaluator *ev = ctx;
+    Batch *bt = &ev->batches[worker];
+    Clock *clk = &ev->clocks[worker];
+    (void)item;
+    int live = fill(ev, bt);
+    const int timing = ev->timing;
+    double t0 = timing ? now_s() : 0.0, t1 = 0.0;
+    while (live > 0 && !failed(ev)) {
+        if (!infer(ev, bt, live)) return;
+        if (timing) {
+            t1 = now_s();
+            clk->forward_s += t1 - t0;
+        }
+        live = step_all(ev, bt, live);
+        if (timing) { /* resets of refilled slots count as env time */
+            t0 = now_s();
+            clk->env_s += t0 - t1;
+        }
+    }
+}
+
+/* Hands batch bt on in state `next` and wakes the threads waiting for a change. The
+ * version is bumped before sleepers is read, and a sleeper counts itself before it
+ * re-reads the version (both sequentially consistent), so no wake-up is lost. */
+static void publish(NevoEvaluator *ev, Batch *bt, int next) {
+    if (next == B_DONE) atomic_fetch_add(&ev->batches_done, 1);
+    atomic_store_explicit(&bt->state, next, memory_order_release);
+    atomic_fetch_add(&ev->version, 1);
+    if (atomic_load(&ev->sleepers) > 0) {
+        pthread_mutex_lock(&ev->mu);
+        pthread_cond_broadcast(&ev->changed);
+        pthread_mutex_unlock(&ev->mu);
+    }
+}
+
+/* Waits until some batch changed state after the version `seen`: a short spin (a
+ * hand-off usually comes within microseconds), then sleep, so waiting threads do not
+ * take the CPU from the ones working when the machine has fewer cores than threads. */
+static void wait_change(NevoEvaluator *ev, unsigned seen) {
+    for (int i = 0; i < 2000; i++)
+        if (atomic_load(&ev->version) != seen) return;
+    pthread_mutex_lock(&ev->mu);
+    atomic_fetch_add(&ev->sleepers, 1);
+    while (atomic_load(&ev->version) == seen) pthread_cond_wait(&ev->changed, &ev->mu);
+    atomic_fetch_sub(&ev->sleepers, 1);
+    pthread_mutex_unlock(&ev->mu);
+}
+
+/* Pipelined mode: thread 0 takes batches waiting for their forward, the others take
+ * batches waiting to be filled or stepped (with one thread, it does both); the call
+ * ends when every batch is done or one failed. */
+static void run_pipelined(void *ctx, int item, int worker) {
+    NevoEvaluator *ev = ctx;
+    Clock *clk = &ev->clocks[worker];
+    (void)item;
+    int threads = nevo_pool_threads(ev->pool);
+    int does_forward = worker == 0, does_env = worker > 0 || threads == 1;
+    const int timing = ev->timing;
+    int i = 0;
+    while (atomic_load(&ev->batches_done) < ev->n_batches && !failed(ev)) {
+        unsigned seen = atomic_load(&ev->version);
+        int claimed = 0;
+        for (int k = 0; k < ev->n_batches && !claimed; k++, i = (i + 1) % ev->n_batches) {
+            Batch *bt = &ev->batches[i];
+            int st = atomic_load_explicit(&bt->state, memory_order_acquire);
+            int mine = (does_forward && st == B_FORWARD) || (does_env && (st == B_FILL || st == B_STEP));
+            if (!mine || !atomic_compare_exchange_strong(&bt->state, &st, B_BUSY)) continue;
+            claimed = 1;
+            double t0 = timing ? now_s() : 0.0;
+            int next;
+            if (st == B_FORWARD) {
+                next = infer(ev, bt, bt->live) ? B_STEP : B_DONE;
+                if (timing) clk->forward_s += now_s() - t0;
+            } else {
+                bt->live = st == B_FILL ? fill(ev, bt) : step_all(ev, bt, bt->live);
+                next = bt->live > 0 ? B_FORWARD : B_DONE;
+                if (timing) clk->env_s += now_s() - t0;
+            }
+            publish(ev, bt, next);
+        }
+        if (!claimed && atomic_load(&ev->batches_done) < ev->n_batches && !failed(ev)) wait_change(ev, seen);
+    }
 }
 
 NevoStatus nevo_evaluate(NevoEvaluator *ev, const float *params, size_t stride,
@@ -268,9 +403,11 @@ NevoStatus nevo_evaluate(NevoEvaluator *ev, const float *params, size_t stride,
     atomic_store(&ev->next_task, 0);
     atomic_store(&ev->frames, 0);
     atomic_store(&ev->failed, 0);
+    atomic_store(&ev->batches_done, 0);
+    for (int i = 0; i < ev->n_batches; i++) atomic_store(&ev->batches[i].state, B_FILL);
     int nw = nevo_pool_threads(ev->pool);
     double t0 = ev->timing ? now_s() : 0.0;
-    nevo_pool_run(ev->pool, nw, run_worker, ev);
+    nevo_pool_run(ev->pool, nw, ev->depth == 1 ? run_fused : run_pipelined, ev);
     if (ev->timing) {
         ev->wall_s += now_s() - t0;
         ev->timed_frames += atomic_load(&ev->frames);
