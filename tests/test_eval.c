@@ -404,23 +404,23 @@ TEST(eval_nan_policy_output) {
     for (int i = 0; i < N_TASKS; i++) ref_episode(env, p, params, stride, &tasks[i], &ref[i], NULL);
     NevoPool *pool = nevo_pool_new(2);
     for (int depth = 1; depth <= 2; depth++) {
-    NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, 3);
-    nevo_evaluator_set_pipeline(ev, depth);
-    /* the output layer's first bias of network 13 */
-    size_t bias = p->layers[p->n_layers - 1].b_off;
-    float saved = params[13 * stride + bias];
-    params[13 * stride + bias] = NAN;
-    NevoEpisode res[N_TASKS];
-    NevoError err = {0};
-    CHECK(nevo_evaluate(ev, params, stride, tasks, N_TASKS, res, NULL, &err) == NEVO_ERR_NUMERIC);
-    CHECK_CONTAINS(err.msg, "policy");
-    CHECK_CONTAINS(err.msg, "CartPole-v1");
-    CHECK_CONTAINS(err.msg, "network 13");
-    params[13 * stride + bias] = saved;
-    memset(&err, 0, sizeof err);
-    CHECK_MSG(nevo_evaluate(ev, params, stride, tasks, N_TASKS, res, NULL, &err) == NEVO_OK, "%s", err.msg);
-    for (int i = 0; i < N_TASKS; i++) check_same_episode(&res[i], &ref[i], i, "after a failed call");
-    nevo_evaluator_free(ev);
+        NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, 3);
+        nevo_evaluator_set_pipeline(ev, depth);
+        /* the output layer's first bias of network 13 */
+        size_t bias = p->layers[p->n_layers - 1].b_off;
+        float saved = params[13 * stride + bias];
+        params[13 * stride + bias] = NAN;
+        NevoEpisode res[N_TASKS];
+        NevoError err = {0};
+        CHECK(nevo_evaluate(ev, params, stride, tasks, N_TASKS, res, NULL, &err) == NEVO_ERR_NUMERIC);
+        CHECK_CONTAINS(err.msg, "policy");
+        CHECK_CONTAINS(err.msg, "CartPole-v1");
+        CHECK_CONTAINS(err.msg, "network 13");
+        params[13 * stride + bias] = saved;
+        memset(&err, 0, sizeof err);
+        CHECK_MSG(nevo_evaluate(ev, params, stride, tasks, N_TASKS, res, NULL, &err) == NEVO_OK, "%s", err.msg);
+        for (int i = 0; i < N_TASKS; i++) check_same_episode(&res[i], &ref[i], i, "after a failed call");
+        nevo_evaluator_free(ev);
     }
     nevo_pool_free(pool);
     free(params);
@@ -495,22 +495,22 @@ TEST(eval_timing_sums_and_changes_nothing) {
     make_tasks(tasks, 0);
     NevoPool *pool = nevo_pool_new(2);
     for (int depth = 1; depth <= 2; depth++) { /* fused, then pipelined */
-    NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, 4);
-    nevo_evaluator_set_pipeline(ev, depth);
-    NevoEpisode plain[N_TASKS], timed[N_TASKS];
-    NevoError err = {0};
-    CHECK(nevo_evaluate(ev, params, stride, tasks, N_TASKS, plain, NULL, &err) == NEVO_OK);
-    NevoEvalTimes t;
-    nevo_evaluator_times(ev, &t);
-    CHECK(t.calls == 0 && t.frames == 0 && t.wall_s == 0.0); /* off by default */
-    nevo_evaluator_set_timing(ev, 1);
-    long long want = 0;
-    for (int k = 0; k < 2; k++) {
-        CHECK(nevo_evaluate(ev, params, stride, tasks, N_TASKS, timed, NULL, &err) == NEVO_OK);
-        for (int i = 0; i < N_TASKS; i++) {
-            check_same_episode(&timed[i], &plain[i], i, "timing on");
-            want += timed[i].length;
-        }
+        NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, 4);
+        nevo_evaluator_set_pipeline(ev, depth);
+        NevoEpisode plain[N_TASKS], timed[N_TASKS];
+        NevoError err = {0};
+        CHECK(nevo_evaluate(ev, params, stride, tasks, N_TASKS, plain, NULL, &err) == NEVO_OK);
+        NevoEvalTimes t;
+        nevo_evaluator_times(ev, &t);
+        CHECK(t.calls == 0 && t.frames == 0 && t.wall_s == 0.0); /* off by default */
+        nevo_evaluator_set_timing(ev, 1);
+        long long want = 0;
+        for (int k = 0; k < 2; k++) {
+            CHECK(nevo_evaluate(ev, params, stride, tasks, N_TASKS, timed, NULL, &err) == NEVO_OK);
+            for (int i = 0; i < N_TASKS; i++) {
+                check_same_episode(&timed[i], &plain[i], i, "timing on");
+                want += timed[i].length;
+            }
     }
     nevo_evaluator_times(ev, &t);
     CHECK_EQ_INT(t.calls, 2);

@@ -42,7 +42,8 @@ static void make_dir(const char *name) {
 }
 
 /* A run directory whose metrics have frames 0, 100, ..., 400 and a constant
- * elite_validation_mean y (other keys vary, so picking the wrong key shows). */
+ * elite_validation_mean y, also the behaviour's first element (other keys vary, so
+ * picking the wrong key shows). */
 static void constant_run(const char *dir, double y) {
     char path[256], text[4096] = "";
     make_dir(dir);
@@ -51,8 +52,8 @@ static void constant_run(const char *dir, double y) {
         snprintf(text + len, sizeof text - len,
                  "{\"generation\": %d, \"frames\": %d, \"episodes\": %d, \"wall_s\": %.1f, "
                  "\"best_fitness\": %d, \"mean_fitness\": 1, \"median_fitness\": 1, "
-                 "\"elite_validation_mean\": %.17g, \"generation_frames\": 100}\n",
-                 g, 100 * g, 10 * g, 0.1 * g, 20 + g, y);
+                 "\"elite_validation_mean\": %.17g, \"generation_frames\": 100, \"behaviour\": [%.17g, %d]}\n",
+                 g, 100 * g, 10 * g, 0.1 * g, 20 + g, y, y, 30 + g);
     }
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
     write_file(path, text);
@@ -146,31 +147,35 @@ static void expect_bad(const char *args, const char *needle) {
 
 /* ---- curves ---------------------------------------------------------------------- */
 
+/* The default y, and an element of a list (--y behaviour[0]) plotting the same value. */
 TEST(plot_curves_constant_run_lies_on_its_value) {
     constant_run("r", 7.5);
-    char buf[4096];
-    int rc = nevo(buf, sizeof buf, "plot curves r=const --ref lo=0 --ref hi=10 --out out.png --size 640x400");
-    CHECK_MSG(rc == 0, "plot curves failed (%d):\n%s", rc, buf);
-    Image im = load_png("out.png");
-    CHECK_EQ_INT(im.w, 640);
-    CHECK_EQ_INT(im.h, 400);
-    /* middle columns: clear of the axis labels, the reference labels and the legend */
-    int x0 = im.w * 35 / 100, x1 = im.w * 55 / 100, top = im.h, bottom = -1;
-    double wsum = 0, ysum = 0;
-    for (int x = x0; x < x1; x++) {
-        int hits = 0;
-        for (int y = 0; y < im.h; y++) {
-            int p[3];
-            pixel(&im, x, y, p);
-            if (!near_rgb(p, BLUE, 60)) continue;
-            hits++;
-            top = y < top ? y : top;
-            bottom = y > bottom ? y : bottom;
-            double wgt = 255 - p[0];
-            wsum += wgt;
-            ysum += wgt * (y + 0.5);
-        }
-        CHECK_MSG(hits > 0, "column %d has no curve pixel", x);
+    for (int pass = 0; pass < 2; pass++) {
+        char buf[4096];
+        int rc = nevo(buf, sizeof buf,
+                      pass ? "plot curves r=const --ref lo=0 --ref hi=10 --out out.png --size 640x400 --y 'behaviour[0]'"
+                           : "plot curves r=const --ref lo=0 --ref hi=10 --out out.png --size 640x400");
+        CHECK_MSG(rc == 0, "plot curves failed (%d):\n%s", rc, buf);
+        Image im = load_png("out.png");
+        CHECK_EQ_INT(im.w, 640);
+        CHECK_EQ_INT(im.h, 400);
+        /* middle columns: clear of the axis labels, the reference labels and the legend */
+        int x0 = im.w * 35 / 100, x1 = im.w * 55 / 100, top = im.h, bottom = -1;
+        double wsum = 0, ysum = 0;
+        for (int x = x0; x < x1; x++) {
+            int hits = 0;
+            for (int y = 0; y < im.h; y++) {
+                int p[3];
+                pixel(&im, x, y, p);
+                if (!near_rgb(p, BLUE, 60)) continue;
+                hits++;
+                top = y < top ? y : top;
+                bottom = y > bottom ? y : bottom;
+                double wgt = 255 - p[0];
+                wsum += wgt;
+                ysum += wgt * (y + 0.5);
+            }
+            CHECK_MSG(hits > 0, "column %d has no curve pixel", x);
     }
     CHECK_MSG(bottom - top <= 4, "curve pixels spread over rows %d..%d", top, bottom);
     double curve = ysum / wsum, refs[4];
@@ -181,6 +186,7 @@ TEST(plot_curves_constant_run_lies_on_its_value) {
     CHECK_MSG(refs[0] < refs[1] - 50, "reference rows %.1f, %.1f", refs[0], refs[1]);
     CHECK_NEAR(curve, refs[1] + 0.75 * (refs[0] - refs[1]), 1.5);
     cairo_surface_destroy(im.s);
+    }
 }
 
 TEST(plot_curves_group_mean_inside_band) {
@@ -297,6 +303,8 @@ TEST(plot_behaviours_grid_of_panels) {
 TEST(plot_bad_input_exits_2_and_writes_nothing) {
     constant_run("r", 1);
     expect_bad("plot curves r --y elite_mean --out out.png", "--y from: generation, frames");
+    expect_bad("plot curves r --y 'behaviour[2]' --out out.png", "behaviour[0..1]");
+    expect_bad("plot curves r --y 'behaviour[x]' --out out.png", "no numeric key 'behaviour[x]'");
     expect_bad("plot curves nowhere --out out.png", "nowhere");
     expect_bad("plot curves r", "--out");
     expect_bad("plot curves --out out.png", "RUN");

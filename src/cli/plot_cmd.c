@@ -40,7 +40,8 @@ static const char *help =
     "drawn as the mean of its runs, interpolated linearly over the x range all of them\n"
     "cover, inside a translucent band from their minimum to their maximum.\n"
     "  --x KEY         x axis: frames (default), generation, wall_s or episodes\n"
-    "  --y KEY         any numeric key of metrics.jsonl (default elite_validation_mean,\n"
+    "  --y KEY         any numeric key of metrics.jsonl, or KEY[i] for an element of a list\n"
+    "                  such as behaviour[0] (default elite_validation_mean,\n"
     "                  the elite's mean validation return; best_fitness where the first\n"
     "                  RUN's metrics lack it)\n"
     "  --ref LABEL=V   a dashed horizontal reference line at V, e.g. --ref \"DQN 5M=15.9\"\n"
@@ -399,9 +400,10 @@ static void numeric_keys(json_t *obj, char *out, size_t n) {
     json_t *v;
     out[0] = '\0';
     json_object_foreach(obj, key, v) {
-        if (!json_is_number(v)) continue;
         size_t len = strlen(out);
-        snprintf(out + len, n - len, "%s%s", len ? ", " : "", key);
+        if (json_is_number(v)) snprintf(out + len, n - len, "%s%s", len ? ", " : "", key);
+        else if (json_is_array(v) && json_array_size(v) > 0)
+            snprintf(out + len, n - len, "%s%s[0..%zu]", len ? ", " : "", key, json_array_size(v) - 1);
     }
 }
 
@@ -423,8 +425,20 @@ static NevoStatus missing_key(const char *file, int line, json_t *obj, const cha
                       key, hint, opt, keys);
 }
 
+/* The number at key, or at element i of the array at name for a key "name[i]" (such
+ * as behaviour[0], the x of the reported behaviour); NaN when there is none. */
 static double number_or_nan(json_t *obj, const char *key) {
     json_t *v = json_object_get(obj, key);
+    const char *open = strchr(key, '[');
+    size_t len = strlen(key);
+    if (!v && open && len > 2 && key[len - 1] == ']' && (size_t)(open - key) < KEY_MAX) {
+        char name[KEY_MAX], *end;
+        memcpy(name, key, (size_t)(open - key));
+        name[open - key] = '\0';
+        long i = strtol(open + 1, &end, 10);
+        json_t *arr = json_object_get(obj, name);
+        if (end == key + len - 1 && end > open + 1 && i >= 0 && json_is_array(arr)) v = json_array_get(arr, (size_t)i);
+    }
     return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
