@@ -123,6 +123,14 @@ TEST(bench_forward_counts) {
         CHECK(r.bw_gbs > 0 && isfinite(r.bw_gbs));
         /* weights are consumed once per network per call: bytes/s = rows/s / B * bytes */
         CHECK_NEAR(r.weight_gbs, r.gflops / r.flops_per_row / c->B * 4.0 * (double)r.nparams, 1e-9 * r.weight_gbs);
+        /* the OpenBLAS comparison, where the machine has it, computes the same outputs
+         * (up to summation order); without it, it reports nothing */
+        if (nevo_bench_blas()) {
+            CHECK(r.blas_gflops > 0 && isfinite(r.blas_gflops));
+            CHECK_MSG(r.blas_max_diff < 1e-5, "OpenBLAS outputs differ from nevo's by %g", r.blas_max_diff);
+        } else {
+            CHECK(isnan(r.blas_gflops) && isnan(r.blas_max_diff));
+        }
     }
 }
 

@@ -765,6 +765,9 @@ NevoStatus nevo_bench_forward(const NevoBenchOptions *o, const NevoBenchForwardC
     out->weight_gbs = t.best / fc->B * 4.0 * (double)np * 1e-9;
     out->bw_gbs = nevo_bench_read_bandwidth(o, params, np * (size_t)fc->P);
     out->tanh_share = tanh_melems > 0 ? t.best * 2.0 * fc->hidden / (tanh_melems * 1e6) : NAN;
+    double blas_rows;
+    nevo_bench_forward_blas(o, p, params, obs, fc->P, fc->B, outb, &blas_rows, &out->blas_max_diff);
+    out->blas_gflops = blas_rows * out->flops_per_row * 1e-9;
     free(params);
     free(net);
     free(obs);
@@ -972,6 +975,18 @@ static void emit_forward(const NevoBenchLimits *lim, const NevoBenchForwardCase 
     snprintf(r.extra, sizeof r.extra, "\"P\": %d, \"B\": %d, \"weight_bytes\": %.0f",
              fc->P, fc->B, fr->weight_bytes);
     emit_row(emit, ctx, &r);
+
+    if (isnan(fr->blas_gflops)) return; /* no OpenBLAS on this machine */
+    result_init(&r, "forward", "GFLOP/s");
+    snprintf(r.name, sizeof r.name, "forward %.60s, OpenBLAS sgemm", shape);
+    r.value = fr->blas_gflops;
+    r.median = NAN;
+    result_limit(&r, fr->gflops, "nevo's kernels, same case");
+    snprintf(r.extra, sizeof r.extra,
+             "\"blas\": \"%s\", \"P\": %d, \"B\": %d, \"nevo_gflops\": %.6g, \"nevo_over_blas\": %.4g, "
+             "\"max_abs_diff\": %.3g",
+             nevo_bench_blas(), fc->P, fc->B, fr->gflops, fr->gflops / fr->blas_gflops, fr->blas_max_diff);
+    emit_row(emit, ctx, &r);
 }
 
 NevoStatus nevo_bench_run(const NevoBenchOptions *o, unsigned groups, NevoBenchEmit emit, void *ctx,
@@ -1034,6 +1049,9 @@ NevoStatus nevo_bench_run(const NevoBenchOptions *o, unsigned groups, NevoBenchE
             {256, 1, 4, 2, 64},   {256, 16, 4, 2, 64},    {64, 1, 64, 8, 64},     {256, 1, 64, 8, 64},
             {256, 16, 64, 8, 64}, {big_p, 1, 64, 8, 64},  {64, 1, 64, 8, 256},    {big_p, 1, 64, 8, 256},
             {big_p, 16, 64, 8, 256},
+            /* large per-network batches (one network over many episodes), where a BLAS
+             * library's blocking may pay: compared with OpenBLAS when it is present */
+            {16, 64, 64, 8, 256},   {16, 256, 64, 8, 256},
         };
         for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
             NevoBenchForwardResult fr;

@@ -24,6 +24,7 @@
 
 #include <stddef.h>
 
+#include "nevo/policy.h"
 #include "nevo/status.h"
 #include "nevo/threads.h"
 
@@ -178,12 +179,22 @@ typedef struct NevoBenchForwardResult {
     double tanh_share;     /* estimated share of the time spent in the tanh activation */
     double cpu_share;
     double input_density;  /* MinAtar case: fraction of nonzero observation values */
+    double blas_gflops;    /* the same case through OpenBLAS sgemm (NaN without OpenBLAS) */
+    double blas_max_diff;  /* largest |OpenBLAS output - nevo output| */
 } NevoBenchForwardResult;
 
 /* Times nevo_policy_forward for one case on one core. tanh_melems: the tanh rate
  * from nevo_bench_tanh (Melem/s), for tanh_share; 0 skips it. */
 NevoStatus nevo_bench_forward(const NevoBenchOptions *o, const NevoBenchForwardCase *c,
                               double tanh_melems, NevoBenchForwardResult *out, NevoError *err);
+/* OpenBLAS, loaded at run time: its configuration string, or NULL when the machine
+ * has no libopenblas. */
+const char *nevo_bench_blas(void);
+/* The MLP population (P networks, B rows each, grouped by network) through OpenBLAS
+ * sgemm per network and layer, one core: rows/s, and the largest difference from
+ * want (nevo's outputs). Returns 0, both NaN, without OpenBLAS. */
+int nevo_bench_forward_blas(const NevoBenchOptions *o, const NevoPolicy *p, const float *params, const float *obs,
+                            int P, int B, const float *want, double *rows_per_s, double *max_diff);
 /* Throughput of the tanh activation as nevo_policy_forward applies it, one core,
  * Melem/s (best of reps). */
 double nevo_bench_tanh(const NevoBenchOptions *o);

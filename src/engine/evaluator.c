@@ -11,11 +11,11 @@
 #include "nevo/eval.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <pthread.h>
 #include <time.h>
 
 /* A batch of episode slots and the buffers of its forward pass. */
