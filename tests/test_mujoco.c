@@ -282,7 +282,11 @@ TEST(mujoco_trap_walls) {
         for (int k = 0; k < 3; k++) {
             CHECK_NEAR(m->geom_pos[3 * g + k], walls[w].pos[k], 1e-15);
             CHECK_NEAR(m->geom_size[3 * g + k], walls[w].size[k], 1e-15);
+            /* the table pictures draw from */
+            CHECK_NEAR(nevo_trap_walls[w].pos[k], walls[w].pos[k], 0.0);
+            CHECK_NEAR(nevo_trap_walls[w].size[k], walls[w].size[k], 0.0);
         }
+        CHECK(strcmp(nevo_trap_walls[w].name, walls[w].name) == 0);
     }
     /* the robot starts facing the pocket, torso at (0, 0, 1.4) */
     CHECK_NEAR(m->qpos0[0], 0, 0);

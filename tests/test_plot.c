@@ -279,6 +279,43 @@ TEST(plot_behaviours_maze_pixels) {
     cairo_surface_destroy(im.s);
 }
 
+/* Pixels of image im near colour (r, g, b). */
+static int count_near(const Image *im, int r, int g, int b, int tol) {
+    int n = 0, p[3];
+    for (int y = 0; y < im->h; y++)
+        for (int x = 0; x < im->w; x++) {
+            pixel(im, x, y, p);
+            n += near_rgb(p, r, g, b, tol);
+        }
+    return n;
+}
+
+/* A humanoid-trap panel draws the three walls (3.1 m x 0.2 m twice and 0.2 m x 3 m,
+ * filled dark) and the start ring; the same points for another env draw neither. */
+TEST(plot_behaviours_trap_walls) {
+    const char *points = "\"bc_dim\": 2, \"population\": [[0.5, 0.2], [4.5, 0.1]], \"archive\": []}";
+    char text[512], buf[4096];
+    make_dir("trap");
+    snprintf(text, sizeof text, "{\"env\": \"mujoco/humanoid_trap\", \"algo\": \"es\", %s", points);
+    write_file("trap/behaviours.json", text);
+    make_dir("other");
+    snprintf(text, sizeof text, "{\"env\": \"mujoco/humanoid\", \"algo\": \"es\", %s", points);
+    write_file("other/behaviours.json", text);
+    int rc = nevo(buf, sizeof buf, "plot behaviours trap --out trap.png --size 400");
+    CHECK_MSG(rc == 0, "plot behaviours failed (%d):\n%s", rc, buf);
+    rc = nevo(buf, sizeof buf, "plot behaviours other --out other.png --size 400");
+    CHECK_MSG(rc == 0, "plot behaviours failed (%d):\n%s", rc, buf);
+    Image a = load_png("trap.png"), b = load_png("other.png");
+    int dark_a = count_near(&a, 38, 38, 38, 20), dark_b = count_near(&b, 38, 38, 38, 20);
+    int blue_a = count_near(&a, BLUE, 40), blue_b = count_near(&b, BLUE, 40);
+    /* the walls span ~7 m of a ~330-pixel axis: ~3500 pixels of wall */
+    CHECK_MSG(dark_a - dark_b > 2000, "trap panel has %d dark pixels, the other %d", dark_a, dark_b);
+    CHECK_MSG(blue_a > 20 && blue_b == 0, "start ring: %d blue pixels (other panel %d)", blue_a, blue_b);
+    CHECK_MSG(count_near(&a, RED, 40) > 10 && count_near(&b, RED, 40) > 10, "population points missing");
+    cairo_surface_destroy(a.s);
+    cairo_surface_destroy(b.s);
+}
+
 TEST(plot_behaviours_grid_of_panels) {
     maze_run("m", maze_points);
     make_dir("s");

@@ -24,6 +24,7 @@
 #include "cli/cli.h"
 #include "core/strutil.h"
 #include "envs/maze.h"
+#include "envs/mujoco_common.h"
 #include "nevo/io.h"
 
 static const char *help =
@@ -53,7 +54,7 @@ static const char *help =
     "characterisation finishes), one panel per RUN, up to 3 panels a row. Maze panels show\n"
     "the hard maze (walls dark, start a blue ring, goal a green ring), the novelty archive\n"
     "(light grey) and the final population (red); other 2-D behaviours are a scatter on\n"
-    "axes fitted to the points.\n"
+    "axes fitted to the points (humanoid-trap panels add the trap's walls and the start).\n"
     "  --size N        side of each square panel in pixels (default 400)\n"
     "  --archive       draw the novelty archive too (default)\n"
     "  --no-archive    draw the final population only\n";
@@ -1057,9 +1058,17 @@ static void draw_maze_panel(cairo_t *cr, double px, double py, int n, const Beha
     cairo_restore(cr);
 }
 
+/* Other 2-D behaviours on fitted axes; the humanoid trap's panels also show its walls
+ * (dark, seen from above) and the start (a blue ring at the origin), in metres. */
 static void draw_scatter_panel(cairo_t *cr, double px, double py, int n, const Behaviours *b, int show_archive) {
     double f = n / 400.0, strip = n / 14;
     double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
+    int trap = strcmp(b->env, "mujoco/humanoid_trap") == 0;
+    for (int w = 0; trap && w < NEVO_TRAP_N_WALLS; w++) {
+        const NevoTrapWall *tw = &nevo_trap_walls[w];
+        xmin = fmin(fmin(xmin, tw->pos[0] - tw->size[0]), -0.5), xmax = fmax(xmax, tw->pos[0] + tw->size[0]);
+        ymin = fmin(ymin, tw->pos[1] - tw->size[1]), ymax = fmax(ymax, tw->pos[1] + tw->size[1]);
+    }
     for (int set = 0; set < 2; set++) {
         const double *p = set ? b->arch : b->pop;
         int count = set ? (show_archive ? b->n_arch : 0) : b->n_pop;
@@ -1072,10 +1081,19 @@ static void draw_scatter_panel(cairo_t *cr, double px, double py, int n, const B
     if (!(xmax >= xmin)) xmin = xmax = ymin = ymax = 0; /* no finite points */
     Axis ax = nice_axis(xmin, xmax, 5), ay = nice_axis(ymin, ymax, 5);
     Frame fr = frame_layout(cr, px, py + strip, n, n - strip, ax, ay, fmax(0.75, f * 0.85));
-    frame_draw(cr, &fr, "behaviour[0]", "behaviour[1]");
+    frame_draw(cr, &fr, trap ? "final x of the centre of mass (m)" : "behaviour[0]",
+               trap ? "final y (m)" : "behaviour[1]");
     cairo_save(cr);
     cairo_rectangle(cr, fr.x0, fr.y0, fr.x1 - fr.x0, fr.y1 - fr.y0);
     cairo_clip(cr);
+    for (int w = 0; trap && w < NEVO_TRAP_N_WALLS; w++) {
+        const NevoTrapWall *tw = &nevo_trap_walls[w];
+        double x0 = frame_x(&fr, tw->pos[0] - tw->size[0]), x1 = frame_x(&fr, tw->pos[0] + tw->size[0]);
+        double y0 = frame_y(&fr, tw->pos[1] - tw->size[1]), y1 = frame_y(&fr, tw->pos[1] + tw->size[1]);
+        set_rgb(cr, wall_rgb);
+        cairo_rectangle(cr, fmin(x0, x1), fmin(y0, y1), fmax(fabs(x1 - x0), 1.5), fmax(fabs(y1 - y0), 1.5));
+        cairo_fill(cr);
+    }
     if (show_archive) {
         set_rgb(cr, archive_rgb);
         for (int i = 0; i < b->n_arch; i++)
@@ -1088,6 +1106,12 @@ static void draw_scatter_panel(cairo_t *cr, double px, double py, int n, const B
         if (isfinite(b->pop[2 * i]) && isfinite(b->pop[2 * i + 1]))
             dot(cr, frame_x(&fr, b->pop[2 * i]), frame_y(&fr, b->pop[2 * i + 1]), fmax(2.5 * f, 2.0));
     cairo_fill(cr);
+    if (trap) {
+        set_rgb(cr, start_rgb);
+        cairo_set_line_width(cr, fmax(1.5 * f, 1.2));
+        cairo_arc(cr, frame_x(&fr, 0.0), frame_y(&fr, 0.0), fmax(6 * f, 4.0), 0, 2 * M_PI);
+        cairo_stroke(cr);
+    }
     cairo_restore(cr);
 }
 

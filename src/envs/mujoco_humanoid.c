@@ -88,6 +88,12 @@ static double trap_reward(const MjParams *p, const mjData *d, const float *actio
     return 0.25 * dx / p->model->opt.timestep - 0.1 * nevo_mj_action_sq(action, NU) - impact + 5.0;
 }
 
+const NevoTrapWall nevo_trap_walls[NEVO_TRAP_N_WALLS] = {
+    {"frontwall", {5.5, 0, 0}, {0.1, 1.5, 2}},
+    {"topwall", {4, 1.5, 0}, {1.5, 0.1, 2}},
+    {"bottomwall", {4, -1.5, 0}, {1.5, 0.1, 2}},
+};
+
 static const MjRobot trap = {
     .model_file = "humanoid_trap.xml",
     .nq = NQ, .nv = NV, .nu = NU, .nbody = NBODY,
