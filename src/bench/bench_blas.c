@@ -34,7 +34,10 @@ const char *nevo_bench_blas(void) {
             *(void **)&set_threads = dlsym(h, "openblas_set_num_threads");
             char *(*config)(void);
             *(void **)&config = dlsym(h, "openblas_get_config");
-            if (!f) continue;
+            if (!f) {
+                dlclose(h);
+                continue;
+            }
             if (set_threads) set_threads(1); /* one core, as nevo's numbers */
             sgemm = f;
             snprintf(blas_name, sizeof blas_name, "%s", config ? config() : libs[i]);

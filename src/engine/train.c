@@ -319,7 +319,7 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
             used += (size_t)snprintf(extra, sizeof extra,
                                      ", \"archive_size\": %d, \"novelty_mean\": %.17g, \"reward_weight\": %.17g",
                                      gs.archive_size, gs.novelty_mean, gs.reward_weight);
-        for (int d = 0; d < gs.bc_dim; d++) /* at most 8 x 18 characters */
+        for (int d = 0; d < gs.bc_dim && used < sizeof extra; d++) /* at most 8 x 18 characters */
             used += (size_t)snprintf(extra + used, sizeof extra - used, "%s%.9g%s", d ? ", " : ", \"behaviour\": [",
                                      (double)gs.bc[d], d == gs.bc_dim - 1 ? "]" : "");
         snprintf(line, sizeof line,
