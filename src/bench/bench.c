@@ -685,17 +685,8 @@ NevoStatus nevo_bench_env(const NevoBenchOptions *o, const char *name, NevoBench
 
 /* ---- forward -------------------------------------------------------------------- */
 
-typedef struct FwdCtx {
-    const NevoPolicy *p;
-    const float *params;
-    const int *net;
-    const float *obs;
-    int rows;
-    float *out, *scratch;
-} FwdCtx;
-
-static double fwd_work(void *vctx, long iters) {
-    FwdCtx *c = vctx;
+double nevo_bench_forward_work(void *vctx, long iters) {
+    NevoBenchForwardCtx *c = vctx;
     for (long i = 0; i < iters; i++)
         nevo_policy_forward(c->p, c->params, c->p->nparams, c->net, c->obs, c->rows, c->out, c->scratch);
     bench_sink = c->out[0];
@@ -753,8 +744,8 @@ NevoStatus nevo_bench_forward(const NevoBenchOptions *o, const NevoBenchForwardC
     nevo_rng_fill_normal(&rng, obs, (size_t)rows * fc->obs_dim);
     float *outb = nevo_alloc_aligned(sizeof(float) * (size_t)rows * fc->n_out);
     float *scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(p, rows));
-    FwdCtx c = {p, params, net, obs, rows, outb, scratch};
-    Timing t = measure(o, fwd_work, &c, 1);
+    NevoBenchForwardCtx c = {p, params, net, obs, rows, outb, scratch};
+    Timing t = measure(o, nevo_bench_forward_work, &c, 1);
     out->nparams = np;
     out->flops_per_row = nevo_policy_flops(p);
     out->rows = rows;

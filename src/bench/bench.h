@@ -183,6 +183,18 @@ typedef struct NevoBenchForwardResult {
     double blas_max_diff;  /* largest |OpenBLAS output - nevo output| */
 } NevoBenchForwardResult;
 
+/* One batched forward call repeated (a NevoBenchWorkFn): rows rows of obs, row i
+ * through network net[i] of params. */
+typedef struct NevoBenchForwardCtx {
+    const NevoPolicy *p;
+    const float *params;
+    const int *net;
+    const float *obs;
+    int rows;
+    float *out, *scratch;
+} NevoBenchForwardCtx;
+double nevo_bench_forward_work(void *ctx, long iters);
+
 /* Times nevo_policy_forward for one case on one core. tanh_melems: the tanh rate
  * from nevo_bench_tanh (Melem/s), for tanh_share; 0 skips it. */
 NevoStatus nevo_bench_forward(const NevoBenchOptions *o, const NevoBenchForwardCase *c,

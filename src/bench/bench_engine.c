@@ -87,22 +87,6 @@ done:
 
 /* ---- the MinAtar network on MinAtar observations -------------------------------- */
 
-typedef struct ConvCtx {
-    const NevoPolicy *p;
-    const float *params;
-    const int *net;
-    const float *obs;
-    int rows;
-    float *out, *scratch;
-} ConvCtx;
-
-static double conv_work(void *vctx, long iters) {
-    ConvCtx *c = vctx;
-    for (long i = 0; i < iters; i++)
-        nevo_policy_forward(c->p, c->params, c->p->nparams, c->net, c->obs, c->rows, c->out, c->scratch);
-    return (double)iters * c->rows;
-}
-
 NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *game, int P,
                                       NevoBenchForwardResult *out, NevoError *err) {
     memset(out, 0, sizeof *out);
@@ -155,8 +139,8 @@ NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *gam
     for (int i = 0; i < P; i++) net[i] = i;
     float *outb = nevo_alloc_aligned(sizeof(float) * (size_t)P * p->n_out);
     float *scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(p, P));
-    ConvCtx c = {p, params, net, obs, P, outb, scratch};
-    NevoBenchTiming t = nevo_bench_measure(o, conv_work, &c, 1);
+    NevoBenchForwardCtx c = {p, params, net, obs, P, outb, scratch};
+    NevoBenchTiming t = nevo_bench_measure(o, nevo_bench_forward_work, &c, 1);
     out->nparams = np;
     out->flops_per_row = nevo_policy_flops(p);
     out->rows = P;

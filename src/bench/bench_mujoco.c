@@ -118,21 +118,6 @@ static void loop_free(Loop *l) {
     memset(l, 0, sizeof *l);
 }
 
-/* nevo_mj_reset's simulation work, draw for draw, without the observation. */
-static void bare_reset(const MjParams *p, mjData *d, uint64_t seed) {
-    const mjModel *m = p->model;
-    mj_resetData(m, d);
-    NevoRng rng;
-    nevo_rng_init(&rng, seed, NEVO_RNG_ENV, 0, 0, 0);
-    double c = p->reset_noise;
-    for (int i = 0; i < m->nq; i++) d->qpos[i] = m->qpos0[i] + (-c + 2 * c * nevo_rng_uniform(&rng));
-    for (int i = 0; i < m->nv; i++)
-        d->qvel[i] = p->robot->vel_noise == MJ_VEL_NORMAL ? c * nevo_rng_normal(&rng)
-                                                          : -c + 2 * c * nevo_rng_uniform(&rng);
-    mj_forward(m, d);
-    if (p->robot->contact_forces_at_reset) mj_rnePostConstraint(m, d);
-}
-
 /* The bare replay's next seed: the next one whose env episode finished (episodes the
  * env loop left unfinished have no known end), wrapping to seed 1 after the last seed
  * the env loop handed out. When no episode finished at all, the first episodes again,
@@ -154,7 +139,7 @@ static void start_episode(Loop *l, int i) {
     l->seed[i] = seed;
     l->t[i] = 0;
     if (l->d) {
-        bare_reset(l->p, l->d[i], seed);
+        nevo_mj_reset_sim(l->p, l->d[i], seed);
     } else {
         nevo_env_reset(l->env, l->insts + (size_t)i * l->isz, seed, l->obs + (size_t)i * l->odim);
         if (l->rec && seed > l->rec->started) l->rec->started = seed;
@@ -235,7 +220,7 @@ static double env_resets(void *vctx, long iters) {
 
 static double bare_resets(void *vctx, long iters) {
     Loop *l = vctx;
-    for (long it = 0; it < iters; it++) bare_reset(l->p, l->d[it % l->n], (uint64_t)it + 1);
+    for (long it = 0; it < iters; it++) nevo_mj_reset_sim(l->p, l->d[it % l->n], (uint64_t)it + 1);
     return (double)iters;
 }
 

@@ -187,11 +187,8 @@ static mjData *data_of(const MjParams *p, MjState *s) {
     return s->d;
 }
 
-void nevo_mj_reset(const NevoEnv *env, void *state, uint64_t seed, float *obs) {
-    const MjParams *p = params_of(env);
+void nevo_mj_reset_sim(const MjParams *p, mjData *d, uint64_t seed) {
     const mjModel *m = p->model;
-    MjState *s = state;
-    mjData *d = data_of(p, s);
     mj_resetData(m, d);
     NevoRng rng;
     nevo_rng_init(&rng, seed, NEVO_RNG_ENV, 0, 0, 0);
@@ -202,6 +199,13 @@ void nevo_mj_reset(const NevoEnv *env, void *state, uint64_t seed, float *obs) {
                                                           : -c + 2 * c * nevo_rng_uniform(&rng);
     mj_forward(m, d);
     if (p->robot->contact_forces_at_reset) mj_rnePostConstraint(m, d);
+}
+
+void nevo_mj_reset(const NevoEnv *env, void *state, uint64_t seed, float *obs) {
+    const MjParams *p = params_of(env);
+    MjState *s = state;
+    mjData *d = data_of(p, s);
+    nevo_mj_reset_sim(p, d, seed);
     s->ref_x = forward_x(p, d);
     p->robot->observe(p, d, obs);
 }

@@ -123,6 +123,10 @@ NevoStatus nevo_mj_configure(const MjRobot *robot, NevoEnvSpec *spec, void *para
 void nevo_mj_release(void *params);
 void nevo_mj_instance_free(const NevoEnv *env, void *state);
 void nevo_mj_reset(const NevoEnv *env, void *state, uint64_t seed, float *obs);
+/* The simulation part of a reset (mj_resetData, qpos0 + noise, qvel noise from the
+ * episode's stream, mj_forward), without the observation; the benchmarks' bare loop
+ * replays resets with it. */
+void nevo_mj_reset_sim(const MjParams *p, mjData *d, uint64_t seed);
 void nevo_mj_step(const NevoEnv *env, void *state, const float *action, float *obs,
                   NevoStepResult *out);
 void nevo_mj_get_state(const NevoEnv *env, const void *state, double *values);
