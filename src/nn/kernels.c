@@ -51,36 +51,30 @@ static void conv_generic(const NevoLayer *L, const float *W, const float *b, con
     }
 }
 
-/* exp(y) for 0 <= y <= 18 in double: y = n ln2 + r, |r| <= ln2/2, exp(r) by its
- * Taylor polynomial to degree 11 (relative error < 1e-16 there), times 2^n. The
- * constants and the operation order are mirrored exactly by the SIMD versions. */
-#define TANH_CLAMP 9.0f
-#define INV_LN2 1.4426950408889634
-#define LN2_HI 6.93147180369123816490e-01
-#define LN2_LO 1.90821492927058770002e-10
-#define SHIFTER 6755399441055744.0 /* 1.5 * 2^52: adding it rounds to an integer */
-
-static const double exp_poly[12] = {
-    1.0, 1.0, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040, 1.0 / 40320,
-    1.0 / 362880, 1.0 / 3628800, 1.0 / 39916800,
-};
-
 NEVO_KERNEL_CLONES
 float nevo_tanhf(float x) {
     float ax = fabsf(x);
-    if (!(ax < TANH_CLAMP)) return isnan(x) ? x : copysignf(1.0f, x);
-    double y = 2.0 * (double)ax;
-    double t = y * INV_LN2 + SHIFTER;
-    double n = t - SHIFTER;
-    double r = (y - n * LN2_HI) - n * LN2_LO;
-    double p = exp_poly[11];
-    for (int i = 10; i >= 0; i--) p = fma(p, r, exp_poly[i]);
-    int64_t bits = ((int64_t)n + 1023) << 52;
-    double scale;
-    memcpy(&scale, &bits, sizeof scale);
-    double e = p * scale;
-    float th = (float)((e - 1.0) / (e + 1.0));
-    return copysignf(th, x);
+    if (!(ax < NEVO_TANH_CLAMP)) return isnan(x) ? x : copysignf(1.0f, x);
+    float z = ax + ax;
+    float t = fmaf(z, NEVO_TANH_INV_LN2, NEVO_TANH_SHIFTER);
+    float n = t - NEVO_TANH_SHIFTER; /* round(z / ln2), 0..26 */
+    float r = fmaf(-n, NEVO_TANH_LN2_HI, z);
+    r = fmaf(-n, NEVO_TANH_LN2_LO, r);
+    float h = NEVO_TANH_H6;
+    h = fmaf(h, r, NEVO_TANH_H5);
+    h = fmaf(h, r, NEVO_TANH_H4);
+    h = fmaf(h, r, NEVO_TANH_H3);
+    h = fmaf(h, r, NEVO_TANH_H2);
+    h = fmaf(h, r, NEVO_TANH_H1);
+    h = fmaf(h, r, NEVO_TANH_H0);
+    float p = fmaf(r * r, h, r); /* e^r - 1 */
+    uint32_t bits;
+    memcpy(&bits, &t, sizeof bits); /* n sits in t's low mantissa bits */
+    bits = (bits << 23) + 0x3F800000u;
+    float s;
+    memcpy(&s, &bits, sizeof s);          /* 2^n */
+    float em1 = fmaf(s, p, s - 1.0f);     /* e^z - 1; s - 1 is exact up to n = 24 */
+    return copysignf(em1 / (em1 + 2.0f), x);
 }
 
 static void tanh_generic(float *y, int n) {

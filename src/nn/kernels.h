@@ -3,7 +3,7 @@
  * Every kernel accumulates each output in one fixed order — the bias first, then one
  * fused multiply-add per input in ascending index (for a convolution: the window's
  * (ky, kx, c) terms in that order, which is ascending input index) — and the tanh is
- * nevo's own (nevo_tanhf, built from IEEE operations only). So the portable C kernels
+ * nevo's own (nevo_tanhf, built from IEEE float operations only). So the portable C kernels
  * and the AVX2 and AVX-512 ones give bit-identical results, whatever the batch
  * composition, the SIMD width or the CPU, and the fast paths can be checked against
  * the portable one by memcmp. The ISA is chosen once at run time
@@ -42,7 +42,7 @@ typedef struct NevoKernels {
                   float *Y, size_t ys);
     /* "valid" convolution of one HWC image x into HWC y, weights (k, k, in_c, out_c) */
     void (*conv)(const NevoLayer *L, const float *W, const float *b, const float *x, float *y);
-    /* y = tanh(y) elementwise, with nevo_tanhf's exact results */
+    /* y = tanh(y) elementwise, nevo_tanhf's results bit for bit */
     void (*tanh)(float *y, int n);
 } NevoKernels;
 
@@ -51,10 +51,29 @@ const NevoKernels *nevo_kernels(void);
 /* A specific implementation, or NULL if this CPU/build lacks it. */
 const NevoKernels *nevo_kernels_named(const char *name);
 
-/* tanh for one float, the reference every kernel reproduces bit for bit: computed in
- * double as (e - 1) / (e + 1), e = exp(2|x|) by range reduction and a degree-11
- * polynomial, then rounded once to float. */
+/* The hidden-layer tanh for one float, the reference every kernel reproduces bit for
+ * bit: float arithmetic only, tanh|x| = (e^z - 1) / (e^z + 1) with z = 2|x|, where
+ * e^z - 1 = 2^n (1 + p) - 1 after z = n ln2 + r, |r| <= ln2/2, and p = e^r - 1 =
+ * r + r^2 h(r) by its Taylor polynomial (no cancellation near 0, so the relative error
+ * stays small for tiny x). Within 2 ulp of the true tanh over every float (checked
+ * exhaustively once, sampled in tests/test_policy.c); |x| >= 9 gives +-1, NaN stays NaN. */
 float nevo_tanhf(float x);
+
+/* Its constants, shared with the SIMD versions so every path computes the same
+ * operations on the same values. */
+#define NEVO_TANH_CLAMP 9.0f
+#define NEVO_TANH_INV_LN2 1.44269504f
+#define NEVO_TANH_LN2_HI 0.693145751953125f /* ln 2 to 16 bits: n LN2_HI is exact */
+#define NEVO_TANH_LN2_LO 1.42860682e-06f    /* ln 2 - LN2_HI */
+#define NEVO_TANH_SHIFTER 12582912.0f       /* 1.5 x 2^23: adding it rounds to an integer */
+/* h(r) = (e^r - 1 - r) / r^2 = 1/2! + r/3! + ... + r^6/8!, evaluated from the top */
+#define NEVO_TANH_H6 (1.0f / 40320)
+#define NEVO_TANH_H5 (1.0f / 5040)
+#define NEVO_TANH_H4 (1.0f / 720)
+#define NEVO_TANH_H3 (1.0f / 120)
+#define NEVO_TANH_H2 (1.0f / 24)
+#define NEVO_TANH_H1 (1.0f / 6)
+#define NEVO_TANH_H0 0.5f
 
 void nevo_kernel_activate(NevoActivation act, float *y, int n);
 

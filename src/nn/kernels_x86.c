@@ -30,17 +30,6 @@
 #include <stdint.h>
 #include <string.h>
 
-#define TANH_CLAMP 9.0f
-#define INV_LN2 1.4426950408889634
-#define LN2_HI 6.93147180369123816490e-01
-#define LN2_LO 1.90821492927058770002e-10
-#define SHIFTER 6755399441055744.0
-
-static const double exp_poly[12] = {
-    1.0, 1.0, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040, 1.0 / 40320,
-    1.0 / 362880, 1.0 / 3628800, 1.0 / 39916800,
-};
-
 /* Inputs are listed in chunks of at most CHUNK (a stack buffer), in ascending order;
  * an output's partial sums carry over from one chunk to the next in Y. */
 #define CHUNK 1024
@@ -57,20 +46,27 @@ INLINE512 __mmask16 mask16(int remaining) {
 }
 
 /* Lists k0 + i (0 <= i < n, ascending) where any of the `rows` rows of X (stride xs)
- * has x[k0 + i] != 0 — NaN counts as nonzero; returns the count. idx has n + 16 slots. */
-INLINE512 int nonzero512(const float *X, size_t xs, int rows, int k0, int n, int32_t *idx) {
+ * has x[k0 + i] != 0 — NaN counts as nonzero; returns the count. *all_rows is set when
+ * every listed input is nonzero in every row (no term of any row is skipped, so the
+ * block needs no masks). idx has n + 16 slots. */
+INLINE512 int nonzero512(const float *X, size_t xs, int rows, int k0, int n, int32_t *idx, int *all_rows) {
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     const __m512 zero = _mm512_setzero_ps();
-    int cnt = 0;
+    int cnt = 0, all = 1;
     for (int i = 0; i < n; i += 16) {
-        __mmask16 lm = mask16(n - i), nz = 0;
-        for (int r = 0; r < rows; r++)
-            nz |= _mm512_mask_cmp_ps_mask(lm, _mm512_maskz_loadu_ps(lm, X + (size_t)r * xs + k0 + i), zero,
-                                          _CMP_NEQ_UQ);
+        __mmask16 lm = mask16(n - i), nz = 0, every = lm;
+        for (int r = 0; r < rows; r++) {
+            __mmask16 m = _mm512_mask_cmp_ps_mask(lm, _mm512_maskz_loadu_ps(lm, X + (size_t)r * xs + k0 + i), zero,
+                                                  _CMP_NEQ_UQ);
+            nz |= m;
+            every &= m;
+        }
+        all &= nz == every;
         __m512i id = _mm512_add_epi32(lane, _mm512_set1_epi32(k0 + i));
         _mm512_storeu_si512(idx + cnt, _mm512_maskz_compress_epi32(nz, id));
         cnt += __builtin_popcount(nz);
     }
+    *all_rows = all;
     return cnt;
 }
 
@@ -134,52 +130,86 @@ T512 static void row512(const float *W, const float *src, const float *x, const 
 }
 
 /* RB rows x VB vectors: Y rows = src rows (stride ss; 0 repeats the bias) + the listed
- * terms, each row's term masked off where its own input is zero. */
+ * terms. masked: each row's term is masked off where its own input is zero; unmasked
+ * blocks are only used when no row has a zero among the listed inputs, where the two
+ * give the same bits. RB x VB <= 16 accumulators (RB up to 8 for a single vector). */
 INLINE512 void block512_tile(const float *W, const float *src, size_t ss, const float *X, size_t xs,
-                             const int32_t *idx, int n, int out, const int RB, const int VB, __mmask16 mt, float *Y,
-                             size_t ys) {
-    __m512 acc[4][4];
+                             const int32_t *idx, int n, int out, const int RB, const int VB, const int masked,
+                             __mmask16 mt, float *Y, size_t ys) {
+    __m512 acc[8][4];
     const __m512 zero = _mm512_setzero_ps();
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < RB; r++)
 #pragma GCC unroll 4
         for (int v = 0; v < VB; v++) acc[r][v] = LOAD512(src + r * ss + 16 * v, v, VB, mt);
     for (int i = 0; i < n; i++) {
         int k = idx[i];
         const float *w = W + (size_t)k * out;
-        __m512 xb[4];
-        __mmask16 m[4];
-#pragma GCC unroll 4
+        __m512 xb[8];
+        __mmask16 m[8];
+#pragma GCC unroll 8
         for (int r = 0; r < RB; r++) {
             xb[r] = _mm512_set1_ps(X[(size_t)r * xs + k]);
-            m[r] = _mm512_cmp_ps_mask(xb[r], zero, _CMP_NEQ_UQ);
+            if (masked) m[r] = _mm512_cmp_ps_mask(xb[r], zero, _CMP_NEQ_UQ);
         }
 #pragma GCC unroll 4
         for (int v = 0; v < VB; v++) {
             __m512 wv = LOAD512(w + 16 * v, v, VB, mt);
-#pragma GCC unroll 4
-            for (int r = 0; r < RB; r++) acc[r][v] = _mm512_mask3_fmadd_ps(xb[r], wv, acc[r][v], m[r]);
+#pragma GCC unroll 8
+            for (int r = 0; r < RB; r++)
+                acc[r][v] = masked ? _mm512_mask3_fmadd_ps(xb[r], wv, acc[r][v], m[r])
+                                   : _mm512_fmadd_ps(xb[r], wv, acc[r][v]);
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < RB; r++)
 #pragma GCC unroll 4
         for (int v = 0; v < VB; v++) STORE512(Y + r * ys + 16 * v, v, VB, mt, acc[r][v]);
 }
 
 INLINE512 void block512(const float *W, const float *src, size_t ss, const float *X, size_t xs, const int32_t *idx,
-                        int n, int out, const int RB, float *Y, size_t ys) {
+                        int n, int out, const int RB, const int masked, float *Y, size_t ys) {
     int nvec = (out + 15) / 16;
+    if (RB > 4) { /* only for layers of at most 16 outputs (dense512) */
+        block512_tile(W, src, ss, X, xs, idx, n, out, RB, 1, masked, mask16(out), Y, ys);
+        return;
+    }
     for (int v0 = 0; v0 < nvec; v0 += 4) {
         int VB = min_int(4, nvec - v0);
         __mmask16 mt = mask16(out - 16 * (v0 + VB - 1));
         const float *w = W + 16 * v0, *s = src + 16 * v0;
         float *yt = Y + 16 * v0;
         switch (VB) {
-        case 1: block512_tile(w, s, ss, X, xs, idx, n, out, RB, 1, mt, yt, ys); break;
-        case 2: block512_tile(w, s, ss, X, xs, idx, n, out, RB, 2, mt, yt, ys); break;
-        case 3: block512_tile(w, s, ss, X, xs, idx, n, out, RB, 3, mt, yt, ys); break;
-        default: block512_tile(w, s, ss, X, xs, idx, n, out, RB, 4, mt, yt, ys); break;
+        case 1: block512_tile(w, s, ss, X, xs, idx, n, out, RB, 1, masked, mt, yt, ys); break;
+        case 2: block512_tile(w, s, ss, X, xs, idx, n, out, RB, 2, masked, mt, yt, ys); break;
+        case 3: block512_tile(w, s, ss, X, xs, idx, n, out, RB, 3, masked, mt, yt, ys); break;
+        default: block512_tile(w, s, ss, X, xs, idx, n, out, RB, 4, masked, mt, yt, ys); break;
+        }
+    }
+}
+
+/* Rows RB (2..8) of a block sharing one input list: unmasked when no row has a zero
+ * among the listed inputs (tanh layers), else in masked blocks of at most 4 rows. */
+T512 static void rows512(const float *W, const float *src, size_t ss, const float *X, size_t xs,
+                         const int32_t *idx, int n, int out, int RB, int all_rows, float *Y, size_t ys) {
+    if (all_rows) {
+        switch (RB) {
+#define UNMASKED_CASE(N) \
+    case N: block512(W, src, ss, X, xs, idx, n, out, N, 0, Y, ys); return;
+            UNMASKED_CASE(2) UNMASKED_CASE(3) UNMASKED_CASE(4) UNMASKED_CASE(5) UNMASKED_CASE(6)
+            UNMASKED_CASE(7) UNMASKED_CASE(8)
+#undef UNMASKED_CASE
+        }
+    }
+    for (int q = 0; q < RB; q += 4) {
+        int rb = min_int(4, RB - q);
+        const float *sq = src + (size_t)q * ss, *Xq = X + (size_t)q * xs;
+        float *Yq = Y + (size_t)q * ys;
+        switch (rb) {
+        case 1: block512(W, sq, ss, Xq, xs, idx, n, out, 1, 1, Yq, ys); break;
+        case 2: block512(W, sq, ss, Xq, xs, idx, n, out, 2, 1, Yq, ys); break;
+        case 3: block512(W, sq, ss, Xq, xs, idx, n, out, 3, 1, Yq, ys); break;
+        default: block512(W, sq, ss, Xq, xs, idx, n, out, 4, 1, Yq, ys); break;
         }
     }
 }
@@ -187,23 +217,25 @@ INLINE512 void block512(const float *W, const float *src, size_t ss, const float
 T512 static void dense512(const float *W, const float *b, const float *X, size_t xs, int rows, int in, int out,
                           float *Y, size_t ys) {
     int32_t idx[CHUNK + 16];
+    /* a single vector of outputs has one sum per row: 8 rows keep both FMA pipes busy
+     * through the FMA latency where 4 would leave them half idle */
+    int max_rb = out <= 16 ? 8 : 4;
     for (int r = 0; r < rows;) {
-        int RB = rows - r >= 4 ? 4 : rows - r; /* 4, then a block of the 3, 2 or 1 left */
+        int RB = min_int(max_rb, rows - r); /* full blocks, then one of the rows left */
         const float *Xr = X + (size_t)r * xs;
         float *Yr = Y + (size_t)r * ys;
         if (in <= 0)
             for (int q = 0; q < RB; q++) memcpy(Yr + (size_t)q * ys, b, sizeof(float) * (size_t)out);
         for (int k0 = 0; k0 < in; k0 += CHUNK) {
-            int n = nonzero512(Xr, xs, RB, k0, min_int(CHUNK, in - k0), idx);
+            int all_rows;
+            int n = nonzero512(Xr, xs, RB, k0, min_int(CHUNK, in - k0), idx, &all_rows);
             /* the first chunk starts from the bias, later ones from the sums so far */
             const float *src = k0 == 0 ? b : Yr;
             size_t ss = k0 == 0 ? 0 : ys;
-            switch (RB) {
-            case 1: row512(W, src, Xr, idx, n, in, out, Yr); break;
-            case 2: block512(W, src, ss, Xr, xs, idx, n, out, 2, Yr, ys); break;
-            case 3: block512(W, src, ss, Xr, xs, idx, n, out, 3, Yr, ys); break;
-            default: block512(W, src, ss, Xr, xs, idx, n, out, 4, Yr, ys); break;
-            }
+            if (RB == 1)
+                row512(W, src, Xr, idx, n, in, out, Yr);
+            else
+                rows512(W, src, ss, Xr, xs, idx, n, out, RB, all_rows, Yr, ys);
         }
         r += RB;
     }
@@ -289,7 +321,8 @@ T512 static void conv512_sparse(const NevoLayer *L, const float *W, const float 
     int in_dim = L->in_h * IW * C;
     int32_t idx[CHUNK + 16];
     for (int k0 = 0; k0 < in_dim; k0 += CHUNK) {
-        int n = nonzero512(x, 0, 1, k0, min_int(CHUNK, in_dim - k0), idx);
+        int all_rows;
+        int n = nonzero512(x, 0, 1, k0, min_int(CHUNK, in_dim - k0), idx, &all_rows);
         for (int i = 0; i < n;) {
             /* the run idx[i, j) of one pixel's nonzero channels */
             int pix = idx[i] / C, base = pix * C;
@@ -349,35 +382,43 @@ T512 static void conv512(const NevoLayer *L, const float *W, const float *b, con
         conv512_dense(L, W, b, x, y);
 }
 
-/* nevo_tanhf on 8 floats, operation for operation. */
-T512 static __m256 tanh512_8(__m256 x) {
-    const __m256 sign = _mm256_set1_ps(-0.0f);
-    __m256 ax = _mm256_andnot_ps(sign, x);
-    __m512d y = _mm512_mul_pd(_mm512_set1_pd(2.0), _mm512_cvtps_pd(ax));
-    __m512d t = _mm512_add_pd(_mm512_mul_pd(y, _mm512_set1_pd(INV_LN2)), _mm512_set1_pd(SHIFTER));
-    __m512d n = _mm512_sub_pd(t, _mm512_set1_pd(SHIFTER));
-    __m512d r = _mm512_sub_pd(_mm512_sub_pd(y, _mm512_mul_pd(n, _mm512_set1_pd(LN2_HI))),
-                              _mm512_mul_pd(n, _mm512_set1_pd(LN2_LO)));
-    __m512d p = _mm512_set1_pd(exp_poly[11]);
-    for (int i = 10; i >= 0; i--) p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(exp_poly[i]));
-    __m512i bits = _mm512_sub_epi64(_mm512_castpd_si512(t), _mm512_castpd_si512(_mm512_set1_pd(SHIFTER)));
-    bits = _mm512_slli_epi64(_mm512_add_epi64(bits, _mm512_set1_epi64(1023)), 52);
-    __m512d e = _mm512_mul_pd(p, _mm512_castsi512_pd(bits));
-    __m512d one = _mm512_set1_pd(1.0);
-    __m256 th = _mm512_cvtpd_ps(_mm512_div_pd(_mm512_sub_pd(e, one), _mm512_add_pd(e, one)));
-    th = _mm256_or_ps(th, _mm256_and_ps(sign, x));
+/* nevo_tanhf on 16 floats, operation for operation. */
+INLINE512 __m512 tanh512_16(__m512 x) {
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    __m512 ax = _mm512_andnot_ps(sign, x);
+    __m512 z = _mm512_add_ps(ax, ax);
+    __m512 t = _mm512_fmadd_ps(z, _mm512_set1_ps(NEVO_TANH_INV_LN2), _mm512_set1_ps(NEVO_TANH_SHIFTER));
+    __m512 n = _mm512_sub_ps(t, _mm512_set1_ps(NEVO_TANH_SHIFTER));
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(NEVO_TANH_LN2_HI), z);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(NEVO_TANH_LN2_LO), r);
+    __m512 h = _mm512_set1_ps(NEVO_TANH_H6);
+    h = _mm512_fmadd_ps(h, r, _mm512_set1_ps(NEVO_TANH_H5));
+    h = _mm512_fmadd_ps(h, r, _mm512_set1_ps(NEVO_TANH_H4));
+    h = _mm512_fmadd_ps(h, r, _mm512_set1_ps(NEVO_TANH_H3));
+    h = _mm512_fmadd_ps(h, r, _mm512_set1_ps(NEVO_TANH_H2));
+    h = _mm512_fmadd_ps(h, r, _mm512_set1_ps(NEVO_TANH_H1));
+    h = _mm512_fmadd_ps(h, r, _mm512_set1_ps(NEVO_TANH_H0));
+    __m512 p = _mm512_fmadd_ps(_mm512_mul_ps(r, r), h, r);
+    __m512i bits = _mm512_add_epi32(_mm512_slli_epi32(_mm512_castps_si512(t), 23), _mm512_set1_epi32(0x3F800000));
+    __m512 s = _mm512_castsi512_ps(bits);
+    __m512 em1 = _mm512_fmadd_ps(s, p, _mm512_sub_ps(s, _mm512_set1_ps(1.0f)));
+    __m512 th = _mm512_div_ps(em1, _mm512_add_ps(em1, _mm512_set1_ps(2.0f)));
+    __m512 xsign = _mm512_and_ps(sign, x);
+    th = _mm512_or_ps(th, xsign);
     /* |x| >= 9 gives +-1, NaN stays NaN (as the scalar code) */
-    __m256 big = _mm256_cmp_ps(ax, _mm256_set1_ps(TANH_CLAMP), _CMP_NLT_UQ);
-    __m256 unit = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(sign, x));
-    __m256 isnan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
-    unit = _mm256_blendv_ps(unit, x, isnan);
-    return _mm256_blendv_ps(th, unit, big);
+    __mmask16 big = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(NEVO_TANH_CLAMP), _CMP_NLT_UQ);
+    __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    th = _mm512_mask_mov_ps(th, big, _mm512_or_ps(_mm512_set1_ps(1.0f), xsign));
+    return _mm512_mask_mov_ps(th, nan, x);
 }
 
 T512 static void tanh512(float *y, int n) {
     int i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, tanh512_8(_mm256_loadu_ps(y + i)));
-    for (; i < n; i++) y[i] = nevo_tanhf(y[i]);
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, tanh512_16(_mm512_loadu_ps(y + i)));
+    if (i < n) {
+        __mmask16 m = mask16(n - i);
+        _mm512_mask_storeu_ps(y + i, m, tanh512_16(_mm512_maskz_loadu_ps(m, y + i)));
+    }
 }
 
 static const NevoKernels k512 = {"avx512", dense512, conv512, tanh512};
@@ -601,31 +642,38 @@ T256 static void conv256(const NevoLayer *L, const float *W, const float *b, con
         conv256_dense(L, W, b, x, y);
 }
 
-T256 static __m128 tanh256_4(__m128 x) {
-    const __m128 sign = _mm_set1_ps(-0.0f);
-    __m128 ax = _mm_andnot_ps(sign, x);
-    __m256d y = _mm256_mul_pd(_mm256_set1_pd(2.0), _mm256_cvtps_pd(ax));
-    __m256d t = _mm256_add_pd(_mm256_mul_pd(y, _mm256_set1_pd(INV_LN2)), _mm256_set1_pd(SHIFTER));
-    __m256d n = _mm256_sub_pd(t, _mm256_set1_pd(SHIFTER));
-    __m256d r = _mm256_sub_pd(_mm256_sub_pd(y, _mm256_mul_pd(n, _mm256_set1_pd(LN2_HI))),
-                              _mm256_mul_pd(n, _mm256_set1_pd(LN2_LO)));
-    __m256d p = _mm256_set1_pd(exp_poly[11]);
-    for (int i = 10; i >= 0; i--) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(exp_poly[i]));
-    __m256i bits = _mm256_sub_epi64(_mm256_castpd_si256(t), _mm256_castpd_si256(_mm256_set1_pd(SHIFTER)));
-    bits = _mm256_slli_epi64(_mm256_add_epi64(bits, _mm256_set1_epi64x(1023)), 52);
-    __m256d e = _mm256_mul_pd(p, _mm256_castsi256_pd(bits));
-    __m256d one = _mm256_set1_pd(1.0);
-    __m128 th = _mm256_cvtpd_ps(_mm256_div_pd(_mm256_sub_pd(e, one), _mm256_add_pd(e, one)));
-    th = _mm_or_ps(th, _mm_and_ps(sign, x));
-    __m128 big = _mm_cmp_ps(ax, _mm_set1_ps(TANH_CLAMP), _CMP_NLT_UQ);
-    __m128 unit = _mm_or_ps(_mm_set1_ps(1.0f), _mm_and_ps(sign, x));
-    unit = _mm_blendv_ps(unit, x, _mm_cmp_ps(x, x, _CMP_UNORD_Q));
-    return _mm_blendv_ps(th, unit, big);
+/* nevo_tanhf on 8 floats, operation for operation. */
+INLINE256 __m256 tanh256_8(__m256 x) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 ax = _mm256_andnot_ps(sign, x);
+    __m256 z = _mm256_add_ps(ax, ax);
+    __m256 t = _mm256_fmadd_ps(z, _mm256_set1_ps(NEVO_TANH_INV_LN2), _mm256_set1_ps(NEVO_TANH_SHIFTER));
+    __m256 n = _mm256_sub_ps(t, _mm256_set1_ps(NEVO_TANH_SHIFTER));
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(NEVO_TANH_LN2_HI), z);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(NEVO_TANH_LN2_LO), r);
+    __m256 h = _mm256_set1_ps(NEVO_TANH_H6);
+    h = _mm256_fmadd_ps(h, r, _mm256_set1_ps(NEVO_TANH_H5));
+    h = _mm256_fmadd_ps(h, r, _mm256_set1_ps(NEVO_TANH_H4));
+    h = _mm256_fmadd_ps(h, r, _mm256_set1_ps(NEVO_TANH_H3));
+    h = _mm256_fmadd_ps(h, r, _mm256_set1_ps(NEVO_TANH_H2));
+    h = _mm256_fmadd_ps(h, r, _mm256_set1_ps(NEVO_TANH_H1));
+    h = _mm256_fmadd_ps(h, r, _mm256_set1_ps(NEVO_TANH_H0));
+    __m256 p = _mm256_fmadd_ps(_mm256_mul_ps(r, r), h, r);
+    __m256i bits = _mm256_add_epi32(_mm256_slli_epi32(_mm256_castps_si256(t), 23), _mm256_set1_epi32(0x3F800000));
+    __m256 s = _mm256_castsi256_ps(bits);
+    __m256 em1 = _mm256_fmadd_ps(s, p, _mm256_sub_ps(s, _mm256_set1_ps(1.0f)));
+    __m256 th = _mm256_div_ps(em1, _mm256_add_ps(em1, _mm256_set1_ps(2.0f)));
+    __m256 xsign = _mm256_and_ps(sign, x);
+    th = _mm256_or_ps(th, xsign);
+    __m256 big = _mm256_cmp_ps(ax, _mm256_set1_ps(NEVO_TANH_CLAMP), _CMP_NLT_UQ);
+    __m256 unit = _mm256_or_ps(_mm256_set1_ps(1.0f), xsign);
+    unit = _mm256_blendv_ps(unit, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    return _mm256_blendv_ps(th, unit, big);
 }
 
 T256 static void tanh256(float *y, int n) {
     int i = 0;
-    for (; i + 4 <= n; i += 4) _mm_storeu_ps(y + i, tanh256_4(_mm_loadu_ps(y + i)));
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, tanh256_8(_mm256_loadu_ps(y + i)));
     for (; i < n; i++) y[i] = nevo_tanhf(y[i]);
 }
 
