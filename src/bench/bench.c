@@ -1040,6 +1040,9 @@ NevoStatus nevo_bench_run(const NevoBenchOptions *o, unsigned groups, NevoBenchE
             {256, 1, 4, 2, 64},   {256, 16, 4, 2, 64},    {64, 1, 64, 8, 64},     {256, 1, 64, 8, 64},
             {256, 16, 64, 8, 64}, {big_p, 1, 64, 8, 64},  {64, 1, 64, 8, 256},    {big_p, 1, 64, 8, 256},
             {big_p, 16, 64, 8, 256},
+            /* the population's weights within L2 (16 x 34 KB): the compute-bound case where
+             * no network's weights come from beyond L2 */
+            {16, 16, 64, 8, 64},
             /* large per-network batches (one network over many episodes), where a BLAS
              * library's blocking may pay: compared with OpenBLAS when it is present */
             {16, 64, 64, 8, 256},   {16, 256, 64, 8, 256},

@@ -52,7 +52,8 @@ INLINE512 __mmask16 mask16(int remaining) {
 INLINE512 int nonzero512(const float *X, size_t xs, int rows, int k0, int n, int32_t *idx, int *all_rows) {
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     const __m512 zero = _mm512_setzero_ps();
-    int cnt = 0, all = 1;
+    __mmask16 any[CHUNK / 16];
+    int all = 1, full = 1;
     for (int i = 0; i < n; i += 16) {
         __mmask16 lm = mask16(n - i), nz = 0, every = lm;
         for (int r = 0; r < rows; r++) {
@@ -62,11 +63,22 @@ INLINE512 int nonzero512(const float *X, size_t xs, int rows, int k0, int n, int
             every &= m;
         }
         all &= nz == every;
-        __m512i id = _mm512_add_epi32(lane, _mm512_set1_epi32(k0 + i));
-        _mm512_storeu_si512(idx + cnt, _mm512_maskz_compress_epi32(nz, id));
-        cnt += __builtin_popcount(nz);
+        full &= every == lm;
+        any[i / 16] = nz;
     }
     *all_rows = all;
+    if (full) { /* no zero anywhere (tanh layers): the list is every input, written without
+                 * the compress-popcount chain that serialises the general case */
+        for (int i = 0; i < n; i += 16)
+            _mm512_storeu_si512(idx + i, _mm512_add_epi32(lane, _mm512_set1_epi32(k0 + i)));
+        return n;
+    }
+    int cnt = 0;
+    for (int i = 0; i < n; i += 16) {
+        __m512i id = _mm512_add_epi32(lane, _mm512_set1_epi32(k0 + i));
+        _mm512_storeu_si512(idx + cnt, _mm512_maskz_compress_epi32(any[i / 16], id));
+        cnt += __builtin_popcount(any[i / 16]);
+    }
     return cnt;
 }
 

@@ -136,19 +136,21 @@ size_t nevo_policy_scratch_floats(const NevoPolicy *p, int n) {
 void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride, const int *net,
                          const float *obs, int n, float *out, float *scratch) {
     size_t W = (size_t)p->max_width;
-    /* rows are laid out at stride max_width in two ping-pong buffers */
-    float *in = scratch;
-    for (int i = 0; i < n; i++) {
-        const float *x = obs + (size_t)i * p->obs_dim;
-        float *dst = in + i * W;
-        if (p->obs_norm) {
+    /* rows are laid out at stride max_width in two ping-pong buffers; the first layer
+     * reads the observations where they are unless they are normalised first */
+    const float *x0 = obs;
+    size_t xs0 = (size_t)p->obs_dim;
+    if (p->obs_norm) {
+        for (int i = 0; i < n; i++) {
+            const float *x = obs + (size_t)i * p->obs_dim;
+            float *dst = scratch + i * W;
             for (int j = 0; j < p->obs_dim; j++) {
                 float v = (x[j] - p->obs_mean[j]) / p->obs_std[j];
                 dst[j] = v < -5.0f ? -5.0f : v > 5.0f ? 5.0f : v;
             }
-        } else {
-            memcpy(dst, x, sizeof(float) * (size_t)p->obs_dim);
         }
+        x0 = scratch;
+        xs0 = W;
     }
     const NevoKernels *K = nevo_kernels();
     /* A run of rows that share a network goes through all its layers together, so its
@@ -170,14 +172,18 @@ void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride
         for (int l = 0; l < p->n_layers; l++) {
             const NevoLayer *L = &p->layers[l];
             int last = l == p->n_layers - 1;
+            const float *src = l == 0 ? x0 : a;
+            size_t ss = l == 0 ? xs0 : W;
             float *dst = last ? out : b;
             size_t ds = last ? (size_t)p->n_out : W;
             if (L->kind == NEVO_LAYER_DENSE)
-                K->dense(theta + L->w_off, theta + L->b_off, a + i * W, W, j - i, L->in_dim, L->out_dim, dst + i * ds,
-                         ds);
+                K->dense(theta + L->w_off, theta + L->b_off, src + i * ss, ss, j - i, L->in_dim, L->out_dim,
+                         dst + i * ds, ds);
             else
-                for (int r = i; r < j; r++) K->conv(L, theta + L->w_off, theta + L->b_off, a + r * W, dst + r * ds);
-            if (L->act != NEVO_ACT_NONE)
+                for (int r = i; r < j; r++) K->conv(L, theta + L->w_off, theta + L->b_off, src + r * ss, dst + r * ds);
+            if (L->act != NEVO_ACT_NONE && ds == (size_t)L->out_dim) /* the run's rows are contiguous */
+                nevo_kernel_activate(L->act, dst + i * ds, (j - i) * L->out_dim);
+            else if (L->act != NEVO_ACT_NONE)
                 for (int r = i; r < j; r++) nevo_kernel_activate(L->act, dst + r * ds, L->out_dim);
             float *t = a;
             a = b;
