@@ -48,6 +48,43 @@ static void load(NevoConfig *cfg, const char *path) {
     CHECK_MSG(nevo_config_load(cfg, path, &err) == NEVO_OK, "%s", err.msg);
 }
 
+/* nevo_perturb_rows against the plain loop, bit for bit: every row length up to 41
+ * and 1000, every misalignment of plus and of minus (the streamed middle, the scalar
+ * head and tail, minus stored plainly when its alignment differs), minus NULL, and
+ * nothing written around the rows. */
+TEST(algo_perturb_rows_bit_identical) {
+    enum { MAXN = 1000, PAD = 8 };
+    static float theta[MAXN], eps[MAXN], plus[MAXN + 2 * PAD], minus[MAXN + 2 * PAD];
+    NevoRng rng;
+    nevo_rng_init(&rng, 5, NEVO_RNG_USER, 0, 0, 0);
+    nevo_rng_fill_normal(&rng, theta, MAXN);
+    nevo_rng_fill_normal(&rng, eps, MAXN);
+    const float sigma = 0.037f;
+    for (int n = 1; n <= MAXN; n = n < 41 ? n + 1 : MAXN) {
+        for (int po = 0; po < 4; po++) {
+            for (int mo = -1; mo < 4; mo++) { /* -1: no minus row */
+                for (int i = 0; i < MAXN + 2 * PAD; i++) plus[i] = minus[i] = 7.0f;
+                float *p = plus + PAD + po, *m = mo < 0 ? NULL : minus + PAD + mo;
+                nevo_perturb_rows(p, m, theta, sigma, eps, (size_t)n);
+                for (int k = 0; k < n; k++) {
+                    float d = sigma * eps[k], want_p = theta[k] + d, want_m = theta[k] - d;
+                    CHECK_MSG(memcmp(&p[k], &want_p, sizeof want_p) == 0, "n %d offsets %d/%d: plus[%d] %.9g vs %.9g",
+                              n, po, mo, k, p[k], want_p);
+                    if (m)
+                        CHECK_MSG(memcmp(&m[k], &want_m, sizeof want_m) == 0,
+                                  "n %d offsets %d/%d: minus[%d] %.9g vs %.9g", n, po, mo, k, m[k], want_m);
+                }
+                for (int i = 0; i < MAXN + 2 * PAD; i++) {
+                    int in_p = i >= PAD + po && i < PAD + po + n, in_m = m && i >= PAD + mo && i < PAD + mo + n;
+                    if (!in_p) CHECK_MSG(plus[i] == 7.0f, "n %d: wrote plus outside the row at %d", n, i - PAD - po);
+                    if (!in_m) CHECK_MSG(minus[i] == 7.0f, "n %d: wrote minus outside the row", n);
+                }
+            }
+        }
+        if (n == MAXN) break;
+    }
+}
+
 TEST(algo_ga_solves_cartpole) {
     NevoConfig cfg;
     load(&cfg, "configs/cartpole_ga.json");

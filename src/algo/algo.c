@@ -1,7 +1,11 @@
 /* Algorithm dispatch and what the algorithms share: rollouts of a set of networks,
  * ranking, centred ranks. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "algo/algo_internal.h"
 #include "nevo/rng.h"
@@ -173,4 +177,33 @@ double nevo_median(const double *x, int n) {
     double m = n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
     free(c);
     return m;
+}
+
+void nevo_perturb_rows(float *plus, float *minus, const float *theta, float sigma, const float *eps, size_t n) {
+    size_t k = 0;
+#if defined(__x86_64__)
+    for (; k < n && ((uintptr_t)(plus + k) & 15) != 0; k++) {
+        float d = sigma * eps[k];
+        plus[k] = theta[k] + d;
+        if (minus) minus[k] = theta[k] - d;
+    }
+    /* the two rows are np floats apart: minus shares plus's alignment when np % 4 == 0,
+     * else it takes ordinary stores */
+    int stream_minus = minus && ((uintptr_t)(minus + k) & 15) == 0;
+    __m128 s = _mm_set1_ps(sigma);
+    for (; k + 4 <= n; k += 4) {
+        __m128 d = _mm_mul_ps(s, _mm_loadu_ps(eps + k)), t = _mm_loadu_ps(theta + k);
+        _mm_stream_ps(plus + k, _mm_add_ps(t, d));
+        if (stream_minus)
+            _mm_stream_ps(minus + k, _mm_sub_ps(t, d));
+        else if (minus)
+            _mm_storeu_ps(minus + k, _mm_sub_ps(t, d));
+    }
+    _mm_sfence(); /* streamed stores are visible before the pool reports the task done */
+#endif
+    for (; k < n; k++) {
+        float d = sigma * eps[k];
+        plus[k] = theta[k] + d;
+        if (minus) minus[k] = theta[k] - d;
+    }
 }

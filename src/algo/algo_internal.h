@@ -49,6 +49,15 @@ void nevo_rank_desc(const double *fitness, int n, int *order);
 void nevo_centered_ranks(const double *fitness, int n, double *out);
 double nevo_median(const double *x, int n);
 
+/* plus = theta + sigma * eps and, unless minus is NULL, minus = theta - sigma * eps,
+ * elementwise (d = sigma * eps[k] rounded, then added or subtracted: the operations of
+ * GA replay and of the ES update's noise). One pass; on x86 the rows are written with
+ * non-temporal stores, since a new population row is next read by the forward, which
+ * streams the whole population (far beyond the caches) back: this saves the read for
+ * ownership of every line written and keeps theta in L2 for the next row built from
+ * it. */
+void nevo_perturb_rows(float *plus, float *minus, const float *theta, float sigma, const float *eps, size_t n);
+
 /* (bc: NULL, or (n, bc_dim) floats that receive each network's mean behaviour over its
  * episodes.) Runs each of n networks (rows of params) for `episodes` episodes; network i's
  * episode e gets the seed named (seed, ENV_SEED, generation, stream_ids[i] (or i if

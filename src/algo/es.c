@@ -134,12 +134,7 @@ static void build_pair(void *vctx, int i, int worker) {
     size_t np = es->np;
     const float *eps = noise_for(es, job->gen, i);
     float *plus = es->pop + (size_t)(2 * i) * np;
-    float *minus = plus + np;
-    for (size_t k = 0; k < np; k++) {
-        float d = job->sigma * eps[k];
-        plus[k] = job->ag->theta[k] + d;
-        minus[k] = job->ag->theta[k] - d;
-    }
+    nevo_perturb_rows(plus, plus + np, job->ag->theta, job->sigma, eps, np);
 }
 
 /* grad[k] = sum_i (w+_i - w-_i) eps_i[k], over parameter chunks in parallel; each
