@@ -234,6 +234,7 @@ NevoStatus nevo_bench_ga(const NevoBenchOptions *o, int threads, int generations
 
 typedef struct NevoBenchTrainResult {
     int threads, pipeline, generations;
+    int warm_generations;    /* run untimed first (0: timed from generation 0) */
     long long frames;        /* env steps of the timed run (validation included) */
     double seconds;          /* wall time of the generations (best repetition) */
     double frames_per_s;
@@ -245,9 +246,11 @@ typedef struct NevoBenchTrainResult {
 
 /* Runs `generations` generations of the config (JSON text; any algo) on `threads`
  * threads with the evaluator's pipeline depth (1 = fused), twice (once with --quick),
- * keeping the faster; the evaluator's timing is on. */
+ * keeping the faster; the evaluator's timing is on. warm_generations > 0: that many
+ * generations run first, untimed, so the timed ones see a trained population's longer
+ * episodes (then once, not twice). */
 NevoStatus nevo_bench_train(const NevoBenchOptions *o, const char *config_json, int threads, int pipeline,
-                            int generations, NevoBenchTrainResult *out, NevoError *err);
+                            int warm_generations, int generations, NevoBenchTrainResult *out, NevoError *err);
 /* The MinAtar network (conv 3x3x16, ReLU, dense 128, ReLU) of P different networks, one
  * row each, on observations of `game` from random play: one core. */
 NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *game, int P,

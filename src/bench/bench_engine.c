@@ -19,16 +19,17 @@
 #include "nevo/rng.h"
 
 NevoStatus nevo_bench_train(const NevoBenchOptions *o, const char *config_json, int threads, int pipeline,
-                            int generations, NevoBenchTrainResult *out, NevoError *err) {
+                            int warm_generations, int generations, NevoBenchTrainResult *out, NevoError *err) {
     memset(out, 0, sizeof *out);
     out->threads = threads;
     out->pipeline = pipeline;
     out->generations = generations;
+    out->warm_generations = warm_generations;
     NevoConfig cfg;
     nevo_config_defaults(&cfg);
     NevoStatus st = nevo_config_apply_json(&cfg, config_json, "bench config", err);
     if (st != NEVO_OK) return st;
-    cfg.generations = generations;
+    cfg.generations = warm_generations + generations;
     cfg.threads = threads;
     if ((st = nevo_config_check(&cfg, err)) != NEVO_OK) return st;
     NevoEnv *env = NULL;
@@ -42,7 +43,7 @@ NevoStatus nevo_bench_train(const NevoBenchOptions *o, const char *config_json, 
     /* the shared noise table, as nevo_train_run sizes it; built once, outside the timing */
     size_t table = cfg.noise_table_floats > 0 ? (size_t)cfg.noise_table_floats : nevo_noise_auto_size(policy->nparams);
     noise = nevo_noise_new(table, pool);
-    int reps = o->quick ? 1 : 2;
+    int reps = o->quick || warm_generations > 0 ? 1 : 2;
     for (int r = 0; r < reps; r++) {
         NevoEvaluator *ev = nevo_evaluator_new(env, policy, pool, 0);
         nevo_evaluator_set_pipeline(ev, pipeline);
@@ -50,6 +51,10 @@ NevoStatus nevo_bench_train(const NevoBenchOptions *o, const char *config_json, 
         if ((st = nevo_algo_new(&cfg, env, policy, noise, ev, &algo, err)) != NEVO_OK) {
             nevo_evaluator_free(ev);
             goto done;
+        }
+        for (int g = 0; g < warm_generations && st == NEVO_OK; g++) {
+            NevoGenStats gs;
+            st = nevo_algo_generation(algo, &gs, err);
         }
         nevo_evaluator_set_timing(ev, 1);
         long long frames = 0;
