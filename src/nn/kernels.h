@@ -19,7 +19,14 @@
  * results may differ: with a -0 bias, fma(0, w > 0, -0) would give +0 where the
  * skipped term leaves -0. Every other result is unchanged, since x * w is then an
  * exact zero and adding it returns the sum as it was. A NaN or infinite *input* is not
- * zero and is never skipped, so it still reaches the outputs. */
+ * zero and is never skipped, so it still reaches the outputs.
+ *
+ * "Bit-identical" covers every number, infinity and the NaN-ness of a result, not the
+ * payload of a NaN: when an input and its weight are both NaN, which payload a fused
+ * multiply-add passes on depends on the operand order the compiler picks (IEEE 754
+ * leaves it open; the AVX-512 blocks, whose broadcast input is folded into the FMA's
+ * memory operand, pass on the weight's). A NaN output stops an evaluation anyway
+ * (NEVO_ERR_NUMERIC). */
 #ifndef NEVO_KERNELS_H
 #define NEVO_KERNELS_H
 
