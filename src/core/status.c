@@ -67,12 +67,18 @@ void *nevo_alloc_at(size_t size, const char *file, int line) {
 
 /* Buffers of at least this size (populations, the noise table) are placed on 2 MiB
  * boundaries and offered to the kernel for transparent huge pages: streamed through
- * the forward or read at random slices, 4 KiB pages cost a TLB miss every 4 KiB. */
+ * the forward or read at random slices, 4 KiB pages cost a TLB miss every 4 KiB.
+ * NEVO_HUGEPAGES=0 turns this off (to measure what it gains). */
 #define HUGE_MIN ((size_t)4 << 20)
 #define HUGE_ALIGN ((size_t)2 << 20)
 
+static int huge_pages_wanted(void) {
+    const char *v = getenv("NEVO_HUGEPAGES");
+    return !(v && strcmp(v, "0") == 0);
+}
+
 void *nevo_alloc_aligned_at(size_t size, const char *file, int line) {
-    size_t align = size >= HUGE_MIN ? HUGE_ALIGN : 64;
+    size_t align = size >= HUGE_MIN && huge_pages_wanted() ? HUGE_ALIGN : 64;
     size_t rounded = (size + align - 1) / align * align;
     void *p = aligned_alloc(align, rounded ? rounded : 64);
     if (!p) nevo_fatal(file, line, "out of memory allocating %zu bytes", size);
