@@ -7,12 +7,14 @@
 #include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "harness.h"
 #include "nevo/io.h"
+#include "nevo/status.h"
 
 #define MAGIC "NEVOTST1"
 
@@ -42,6 +44,37 @@ static uint32_t crc32_ref(const uint8_t *p, size_t n) {
         for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
     }
     return ~c;
+}
+
+/* nevo_alloc_aligned: zeroed, 64-byte aligned, and from 4 MiB up on a 2 MiB boundary
+ * (for huge pages) unless NEVO_HUGEPAGES=0. */
+TEST(io_alloc_aligned_placement) {
+    static const size_t sizes[] = {1, 63, 4096, ((size_t)4 << 20) - 4, (size_t)4 << 20, ((size_t)9 << 20) + 12};
+    const char *saved = getenv("NEVO_HUGEPAGES");
+    char keep[16] = "";
+    if (saved) snprintf(keep, sizeof keep, "%s", saved);
+    for (int off = 0; off < 2; off++) {
+        if (off)
+            setenv("NEVO_HUGEPAGES", "0", 1);
+        else
+            unsetenv("NEVO_HUGEPAGES");
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+            unsigned char *p = nevo_alloc_aligned(sizes[i]);
+            uintptr_t a = (uintptr_t)p;
+            CHECK_MSG(a % 64 == 0, "%zu bytes at %p: not 64-byte aligned", sizes[i], (void *)p);
+            if (!off && sizes[i] >= ((size_t)4 << 20))
+                CHECK_MSG(a % ((size_t)2 << 20) == 0, "%zu bytes at %p: not on a 2 MiB boundary", sizes[i], (void *)p);
+            size_t nonzero = 0;
+            for (size_t k = 0; k < sizes[i]; k += 4093) nonzero += p[k] != 0;
+            CHECK(nonzero == 0 && p[sizes[i] - 1] == 0);
+            p[sizes[i] - 1] = 1; /* the whole size is writable */
+            free(p);
+        }
+    }
+    if (saved)
+        setenv("NEVO_HUGEPAGES", keep, 1);
+    else
+        unsetenv("NEVO_HUGEPAGES");
 }
 
 TEST(io_crc32_known_answers) {

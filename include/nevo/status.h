@@ -52,7 +52,9 @@ _Noreturn void nevo_fatal(const char *file, int line, const char *fmt, ...)
  * the call site. Memory is zeroed. */
 void *nevo_alloc_at(size_t size, const char *file, int line);
 #define nevo_alloc(size) nevo_alloc_at((size), __FILE__, __LINE__)
-/* Aligned (64 bytes, a cache line) zeroed allocation; free with free(). */
+/* Aligned (64 bytes, a cache line) zeroed allocation; free with free(). From 4 MiB up
+ * the block is 2 MiB-aligned and offered for transparent huge pages (unless the
+ * environment has NEVO_HUGEPAGES=0). */
 void *nevo_alloc_aligned_at(size_t size, const char *file, int line);
 #define nevo_alloc_aligned(size) nevo_alloc_aligned_at((size), __FILE__, __LINE__)
 
