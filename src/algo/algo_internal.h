@@ -50,8 +50,8 @@ void nevo_centered_ranks(const double *fitness, int n, double *out);
 double nevo_median(const double *x, int n);
 
 /* plus = theta + sigma * eps and, unless minus is NULL, minus = theta - sigma * eps,
- * elementwise (d = sigma * eps[k] rounded, then added or subtracted: the operations of
- * GA replay and of the ES update's noise). One pass; on x86 the rows are written with
+ * elementwise (d = sigma * eps[k] rounded, then added or subtracted); plus may be theta
+ * (in place, as GA replay does). One pass; on x86 the rows are written with
  * non-temporal stores, since a new population row is next read by the forward, which
  * streams the whole population (far beyond the caches) back: this saves the read for
  * ownership of every line written and keeps theta in L2 for the next row built from

@@ -86,19 +86,19 @@ static void genome_push(Genome *g, Ref r) {
     g->refs[g->n++] = r;
 }
 
-/* theta += sigma * eps(ref), eps the noise-table slice named by ref: the one mutation
- * step, shared by live runs and replay. */
-static void apply_mutation(const GA *ga, float *theta, Ref r) {
+/* dst = src + sigma * eps(ref), eps the noise-table slice named by ref: the one
+ * mutation step, shared by live runs (a child from its cached parent) and replay
+ * (in place, dst == src), so both round the same way. */
+static void apply_mutation(const GA *ga, float *dst, const float *src, Ref r) {
     const float *eps = nevo_noise_slice(ga->base.noise, ga->np, ga->base.cfg->seed, NEVO_RNG_MUTATE,
                                         r.generation, r.individual, 0);
-    float s = r.sigma;
-    for (size_t k = 0; k < ga->np; k++) theta[k] = theta[k] + s * eps[k];
+    nevo_perturb_rows(dst, NULL, src, r.sigma, eps, ga->np);
 }
 
 static void replay(const GA *ga, const Genome *g, float *theta) {
     nevo_policy_init_params(ga->base.policy, ga->base.noise, ga->base.cfg->seed, g->init_generation,
                             g->init_individual, theta);
-    for (int j = 0; j < g->n; j++) apply_mutation(ga, theta, g->refs[j]);
+    for (int j = 0; j < g->n; j++) apply_mutation(ga, theta, theta, g->refs[j]);
 }
 
 /* What child i's parameters are built from (make_children decides, serially). */
@@ -126,10 +126,7 @@ static void build_child(void *vctx, int t, int worker) {
     } else if (src == FROM_ELITE) {
         memcpy(theta, ga->elite, sizeof(float) * ga->np);
     } else {
-        Ref r = ga->genomes[i].refs[ga->genomes[i].n - 1];
-        const float *eps = nevo_noise_slice(ga->base.noise, ga->np, ga->base.cfg->seed, NEVO_RNG_MUTATE,
-                                            r.generation, r.individual, 0);
-        nevo_perturb_rows(theta, NULL, ga->parents + (size_t)src * ga->np, r.sigma, eps, ga->np);
+        apply_mutation(ga, theta, ga->parents + (size_t)src * ga->np, ga->genomes[i].refs[ga->genomes[i].n - 1]);
     }
 }
 

@@ -847,10 +847,9 @@ static void emit_forward_minatar(const NevoBenchLimits *lim, const char *game, i
     emit_row(emit, ctx, &r);
 }
 
-/* Two rows per run: frames/s (against threads x the 1-thread rate), and the share of
- * threads x wall spent in inference and env steps (against all of it). */
-/* A training benchmark's rows; fused_k > 0 marks a pipelined run, compared with the
- * fused run's kframes/s on the same threads. */
+/* A training benchmark's two rows: frames/s (against threads x the 1-thread rate, or,
+ * for a pipelined run (fused_k > 0), against the fused run's kframes/s on the same
+ * threads), and the share of threads x wall spent in inference and env steps. */
 static void emit_train(const char *algo, const char *env, const NevoBenchTrainResult *tr, double fps1_k,
                        double fused_k, NevoBenchEmit emit, void *ctx) {
     NevoBenchResult r;
@@ -1110,38 +1109,29 @@ NevoStatus nevo_bench_run(const NevoBenchOptions *o, unsigned groups, NevoBenchE
                    " \"policy\": {\"conv_filters\": [16], \"hidden\": [128], \"activation\": \"relu\", \"init\": \"normc\"},"
                    " \"es\": {\"sigma\": 0.02, \"lr\": 0.01, \"obs_norm\": false, \"center_episodes\": 5}}"},
         };
-        for (int a = 0; a < 2; a++) {
+        /* the GA and ES from scratch, then the GA later in training: from generation 200
+         * (of the ~490 of a 5M-frame run) Breakout generations take ~12k frames instead
+         * of ~3k, while materialising the population costs the same */
+        static const int run_cfg[3] = {0, 1, 0};
+        const int run_warm[3] = {0, 0, o->quick ? 2 : 200};
+        for (int a = 0; a < 3; a++) {
+            const char *algo = train_cfgs[run_cfg[a]][0], *json = train_cfgs[run_cfg[a]][1];
             int gens = o->quick ? 1 : 12;
             int tcounts[2] = {1, o->threads > 1 ? o->threads : 0};
             double fps1 = 0.0;
             for (int k = 0; k < 2 && tcounts[k] > 0; k++) {
                 NevoBenchTrainResult tr;
-                if ((st = nevo_bench_train(o, train_cfgs[a][1], tcounts[k], 1, 0, gens, &tr, err)) != NEVO_OK) goto done;
+                if ((st = nevo_bench_train(o, json, tcounts[k], 1, run_warm[a], gens, &tr, err)) != NEVO_OK) goto done;
                 if (k == 0) fps1 = tr.frames_per_s * 1e-3;
-                emit_train(train_cfgs[a][0], "minatar/breakout", &tr, fps1, 0.0, emit, ctx);
+                emit_train(algo, "minatar/breakout", &tr, fps1, 0.0, emit, ctx);
                 /* the pipelined layout (thread 0 inference, the rest env steps) against
                  * the fused one on the same threads */
                 for (int depth = 2; a == 0 && k == 1 && depth <= 4; depth *= 2) {
                     NevoBenchTrainResult tp;
-                    if ((st = nevo_bench_train(o, train_cfgs[a][1], tcounts[k], depth, 0, gens, &tp, err)) != NEVO_OK)
-                        goto done;
-                    emit_train(train_cfgs[a][0], "minatar/breakout", &tp, fps1, tr.frames_per_s * 1e-3, emit, ctx);
+                    if ((st = nevo_bench_train(o, json, tcounts[k], depth, 0, gens, &tp, err)) != NEVO_OK) goto done;
+                    emit_train(algo, "minatar/breakout", &tp, fps1, tr.frames_per_s * 1e-3, emit, ctx);
                 }
             }
-        }
-        /* the GA later in training: from generation 200 (of the ~490 of a 5M-frame run)
-         * Breakout generations take ~12k frames instead of ~3k, while materialising the
-         * population costs the same */
-        int warm = o->quick ? 2 : 200;
-        int tcounts[2] = {1, o->threads > 1 ? o->threads : 0};
-        double fps1 = 0.0;
-        for (int k = 0; k < 2 && tcounts[k] > 0; k++) {
-            NevoBenchTrainResult tr;
-            if ((st = nevo_bench_train(o, train_cfgs[0][1], tcounts[k], 1, warm, o->quick ? 1 : 12, &tr, err)) !=
-                NEVO_OK)
-                goto done;
-            if (k == 0) fps1 = tr.frames_per_s * 1e-3;
-            emit_train("ga", "minatar/breakout", &tr, fps1, 0.0, emit, ctx);
         }
     }
 
