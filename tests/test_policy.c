@@ -160,14 +160,22 @@ static size_t ref_forward(const NevoEnvSpec *spec, const NevoPolicyConfig *cfg,
 
 /* --- forward against the reference -------------------------------------------------- */
 
-enum { P_NETS = 7, N_ROWS = 23, PAD = 5 };
+enum { P_NETS = 7, N_SHUFFLED = 23, PAD = 5 };
 
-/* Runs the batched forward on N_ROWS rows over P_NETS random networks in shuffled order
- * and compares with the reference; then checks rows are bit-identical alone, in the
- * batch and in a reversed batch. norm_scale > 0 turns on observation normalisation
- * with random mean/std. */
-static void check_forward(const NevoEnvSpec *spec, const NevoPolicyConfig *cfg, int obs_norm,
-                          uint64_t seed, const char *what) {
+/* Runs of rows sharing a network, for the lanes layout (kernels.h: blocks of
+ * NEVO_LANES rows): one exact block, blocks with rows left over, a lone row. */
+static const int lane_runs[] = {NEVO_LANES, 2 * NEVO_LANES + 3, 1, NEVO_LANES + 1, 2};
+#define N_GROUPED (NEVO_LANES + 2 * NEVO_LANES + 3 + 1 + NEVO_LANES + 1 + 2)
+
+/* Runs the batched forward over P_NETS random networks and compares with the reference;
+ * then checks rows are bit-identical alone, in the batch and in a reversed batch. The
+ * rows are N_SHUFFLED in shuffled order, or with grouped the N_GROUPED rows of
+ * lane_runs, where whole blocks of rows of one network take the lanes layout if the
+ * kernel set has it (and a row alone never does). obs_norm turns on observation
+ * normalisation with random mean/std. */
+static void check_forward_rows(const NevoEnvSpec *spec, const NevoPolicyConfig *cfg, int obs_norm,
+                               uint64_t seed, const char *what, int grouped) {
+    const int N_ROWS = grouped ? N_GROUPED : N_SHUFFLED;
     NevoPolicy *p = new_policy(spec, cfg, obs_norm);
     size_t np = ref_forward(spec, cfg, NULL, NULL, NULL);
     CHECK_MSG(p->nparams == np, "%s: nparams %zu, layout gives %zu", what, p->nparams, np);
@@ -190,13 +198,18 @@ static void check_forward(const NevoEnvSpec *spec, const NevoPolicyConfig *cfg, 
             p->obs_std[i] = (float)(0.1 + nevo_rng_uniform(&rng)); /* small std: some clip */
         }
     }
-    /* every network appears, in shuffled order, most more than once */
-    int net[N_ROWS];
-    for (int i = 0; i < N_ROWS; i++) net[i] = i % P_NETS;
-    for (int i = N_ROWS - 1; i > 0; i--) {
-        int k = (int)nevo_rng_below(&rng, (uint32_t)i + 1);
-        int t = net[i];
-        net[i] = net[k], net[k] = t;
+    int *net = malloc(sizeof(int) * (size_t)N_ROWS), *rnet = malloc(sizeof(int) * (size_t)N_ROWS);
+    if (grouped) {
+        for (int r = 0, i = 0; r < (int)(sizeof lane_runs / sizeof lane_runs[0]); r++)
+            for (int q = 0; q < lane_runs[r]; q++) net[i++] = r % P_NETS;
+    } else {
+        /* every network appears, in shuffled order, most more than once */
+        for (int i = 0; i < N_ROWS; i++) net[i] = i % P_NETS;
+        for (int i = N_ROWS - 1; i > 0; i--) {
+            int k = (int)nevo_rng_below(&rng, (uint32_t)i + 1);
+            int t = net[i];
+            net[i] = net[k], net[k] = t;
+        }
     }
 
     float *out = malloc(sizeof(float) * (size_t)n_out * N_ROWS);
@@ -236,7 +249,6 @@ static void check_forward(const NevoEnvSpec *spec, const NevoPolicyConfig *cfg, 
         CHECK_MSG(memcmp(one, out + (size_t)i * n_out, sizeof(float) * (size_t)n_out) == 0,
                   "%s: row %d differs alone and in a batch", what, i);
     }
-    int rnet[N_ROWS];
     float *robs = malloc(sizeof(float) * (size_t)odim * N_ROWS);
     float *rout = malloc(sizeof(float) * (size_t)n_out * N_ROWS);
     for (int i = 0; i < N_ROWS; i++) {
@@ -248,9 +260,14 @@ static void check_forward(const NevoEnvSpec *spec, const NevoPolicyConfig *cfg, 
         CHECK_MSG(memcmp(rout + (size_t)i * n_out, out + (size_t)(N_ROWS - 1 - i) * n_out,
                          sizeof(float) * (size_t)n_out) == 0,
                   "%s: row %d differs in a reversed batch", what, i);
-    free(robs), free(rout), free(one), free(scratch1), free(x);
+    free(robs), free(rout), free(one), free(scratch1), free(x), free(net), free(rnet);
     free(out), free(scratch), free(obs), free(params);
     nevo_policy_free(p);
+}
+
+static void check_forward(const NevoEnvSpec *spec, const NevoPolicyConfig *cfg, int obs_norm,
+                          uint64_t seed, const char *what) {
+    check_forward_rows(spec, cfg, obs_norm, seed, what, 0);
 }
 
 TEST(policy_forward_mlp_discrete) {
@@ -307,6 +324,31 @@ TEST(policy_forward_conv) {
     c.n_hidden = 0;
     strcpy(c.activation, "relu");
     check_forward(&odd, &c, 1, 11, "conv 9x7x3 no hidden, obs_norm");
+}
+
+/* Blocks of rows of one network in the lanes layout (AVX-512: 16 rows in the lanes of
+ * a vector; kernels.h): the reference, and the same bits as each row alone, which takes
+ * the row layout. Widths around the 16-output tile, zeros from relu (the masked
+ * blocks), observations that clip, inputs of 4, 11 and 64. */
+TEST(policy_forward_runs_in_lanes) {
+    NevoEnv *env = open_env("CartPole-v1");
+    const NevoEnvSpec *spec = nevo_env_spec(env);
+    int h[2] = {16, 8};
+    NevoPolicyConfig c = mlp_config("tanh", 2, h);
+    check_forward_rows(spec, &c, 0, 21, "CartPole tanh [16,8], runs", 1);
+    c = mlp_config("relu", 2, h);
+    check_forward_rows(spec, &c, 1, 22, "CartPole relu [16,8] obs_norm, runs", 1);
+    nevo_env_free(env);
+    float lo[6] = {-1, -1, -1, -1, -1, -1}, hi[6] = {1, 1, 1, 1, 1, 1};
+    NevoEnvSpec box = box_spec(11, 6, lo, hi);
+    int h3[3] = {17, 33, 5};
+    c = mlp_config("relu", 3, h3);
+    check_forward_rows(&box, &c, 0, 23, "box 11->6 relu [17,33,5], runs", 1);
+    NevoEnvSpec wide = box_spec(64, 6, lo, hi);
+    wide.action_kind = NEVO_SPACE_DISCRETE, wide.n_actions = 18;
+    int h2[2] = {64, 64};
+    c = mlp_config("tanh", 2, h2);
+    check_forward_rows(&wide, &c, 1, 24, "64->18 tanh [64,64] obs_norm, runs", 1);
 }
 
 /* A NaN parameter must reach the output whatever the activation, so the evaluator can
@@ -463,6 +505,108 @@ TEST(kernels_dense_skip_zero_inputs) {
                 }
         }
     }
+}
+
+/* The lanes layout (kernels.h), where a kernel set has it: to_lanes and from_lanes move
+ * exactly the values they name and write nothing else, and NEVO_LANES rows through
+ * to_lanes, dense_lanes and from_lanes give the portable kernel's bits, with each
+ * activation (applied by dense_lanes in registers), on the shapes and zero patterns of
+ * kernels_dense_implementations_bit_identical (-0 biases included) and on the
+ * skip-zero cases of kernels_dense_skip_zero_inputs. */
+TEST(kernels_dense_lanes_bit_identical) {
+    const NevoKernels *ks[3];
+    int nk = kernel_sets(ks), checked = 0;
+    const NevoKernels *generic = ks[0];
+    CHECK(generic->dense_lanes == NULL); /* the portable set keeps the row layout */
+    enum { R = NEVO_LANES };
+    static const int shapes[][2] = {{1, 1}, {3, 2}, {4, 64}, {17, 15}, {64, 64}, {64, 8}, {100, 17}, {33, 48}, {1024, 128}, {257, 31}};
+    static const double p_zeros[] = {0.0, 0.5, 0.97};
+    NevoRng rng;
+    nevo_rng_init(&rng, 43, NEVO_RNG_USER, 0, 0, 0);
+    for (int k = 1; k < nk; k++) {
+        if (!ks[k]->dense_lanes) continue;
+        CHECK(ks[k]->to_lanes && ks[k]->from_lanes);
+        checked++;
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            int in = shapes[s][0], out = shapes[s][1];
+            size_t xs = (size_t)in + 3, ys = (size_t)out + 2;
+            float *W = malloc(sizeof(float) * (size_t)in * out), *b = malloc(sizeof(float) * (size_t)out);
+            fill_gauss(&rng, W, (size_t)in * out, 0.3f);
+            fill_gauss(&rng, b, (size_t)out, 0.5f);
+            for (int j = 0; j < out; j += 5) b[j] = -0.0f;
+            float *X = malloc(sizeof(float) * xs * R), *Y = malloc(sizeof(float) * ys * R);
+            float *ref = malloc(sizeof(float) * ys * R);
+            float *XT = malloc(sizeof(float) * (size_t)in * R), *YT = malloc(sizeof(float) * (size_t)out * R);
+            for (size_t z = 0; z < sizeof p_zeros / sizeof p_zeros[0]; z++) {
+                for (size_t i = 0; i < xs * R; i++) X[i] = NAN;
+                for (int r = 0; r < R; r++) fill_inputs(&rng, X + r * xs, (size_t)in, p_zeros[z], 0);
+                ks[k]->to_lanes(X, xs, in, XT);
+                for (int r = 0; r < R; r++)
+                    for (int i = 0; i < in; i++)
+                        CHECK_MSG(same_bits(&XT[R * i + r], &X[r * xs + i], 1),
+                                  "%s to_lanes %d: row %d input %d moved wrong", ks[k]->name, in, r, i);
+                static const NevoActivation acts[3] = {NEVO_ACT_NONE, NEVO_ACT_TANH, NEVO_ACT_RELU};
+                for (int a = 0; a < 3; a++) {
+                    generic->dense(W, b, X, xs, R, in, out, ref, ys);
+                    for (int r = 0; r < R; r++)
+                        if (acts[a] == NEVO_ACT_TANH)
+                            generic->tanh(ref + r * ys, out);
+                        else if (acts[a] == NEVO_ACT_RELU)
+                            for (int j = 0; j < out; j++) ref[r * ys + j] = ref[r * ys + j] < 0.0f ? 0.0f : ref[r * ys + j];
+                    ks[k]->dense_lanes(W, b, XT, in, out, acts[a], YT);
+                    for (size_t i = 0; i < ys * R; i++) Y[i] = NAN;
+                    ks[k]->from_lanes(YT, out, Y, ys);
+                    for (int r = 0; r < R; r++) {
+                        CHECK_MSG(same_bits(Y + r * ys, ref + r * ys, out),
+                                  "%s lanes %d->%d, activation %d, p_zero %.2f: row %d differs from generic",
+                                  ks[k]->name, in, out, (int)acts[a], p_zeros[z], r);
+                        for (int j = out; j < (int)ys; j++)
+                            CHECK_MSG(isnan(Y[r * ys + j]), "%s from_lanes %d: wrote past row %d", ks[k]->name, out,
+                                      r);
+                    }
+                }
+            }
+            free(W), free(b), free(X), free(Y), free(ref), free(XT), free(YT);
+        }
+
+        /* a zero input skips its term even against inf and NaN weights, and leaves a -0
+         * bias alone; a NaN input reaches its outputs; each row (lane) on its own */
+        enum { IN = 4, OUT = 20 };
+        float W[IN * OUT], b[OUT], X[R][IN], XT[IN * R], YT[OUT * R], Y[R][OUT];
+        for (int j = 0; j < OUT; j++) {
+            W[0 * OUT + j] = INFINITY;
+            W[1 * OUT + j] = NAN;
+            W[2 * OUT + j] = 0.5f + (float)j;
+            W[3 * OUT + j] = -INFINITY;
+            b[j] = j % 2 ? -0.0f : 0.25f;
+        }
+        static const float cases[5][IN] = {
+            {0.0f, -0.0f, 1.5f, 0.0f}, {1.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f},
+            {NAN, 0.0f, 2.0f, 0.0f},   {0.0f, 0.0f, 0.0f, -1.0f},
+        };
+        for (int r = 0; r < R; r++) memcpy(X[r], cases[(r * 3) % 5], sizeof X[r]);
+        ks[k]->to_lanes(&X[0][0], IN, IN, XT);
+        /* relu as well: -0 stays -0, NaN stays NaN (as nevo_kernel_activate) */
+        for (int relu = 0; relu < 2; relu++) {
+            ks[k]->dense_lanes(W, b, XT, IN, OUT, relu ? NEVO_ACT_RELU : NEVO_ACT_NONE, YT);
+            ks[k]->from_lanes(YT, OUT, &Y[0][0], OUT);
+            for (int r = 0; r < R; r++) {
+                int c = (r * 3) % 5;
+                for (int j = 0; j < OUT; j++) {
+                    float y = Y[r][j];
+                    float want = c == 0 ? fmaf(1.5f, W[2 * OUT + j], b[j]) : c == 1 || c == 4 ? INFINITY : b[j];
+                    if (relu && want < 0.0f) want = 0.0f;
+                    if (c == 3)
+                        CHECK_MSG(isnan(y), "%s lanes: a NaN input gave %g (relu %d)", ks[k]->name, y, relu);
+                    else
+                        CHECK_MSG(same_bits(&y, &want, 1), "%s lanes: row %d output %d is %g, want %g (relu %d)",
+                                  ks[k]->name, r, j, y, want, relu);
+                }
+            }
+        }
+    }
+    /* the lanes path is checked wherever the CPU has AVX-512 */
+    if (nevo_kernels_named("avx512")) CHECK(checked == 1);
 }
 
 /* A conv layer's shape, as nevo_policy_new sets it. */

@@ -42,6 +42,9 @@
 #define NEVO_KERNEL_CLONES
 #endif
 
+/* rows per block in the lanes layout (one AVX-512 vector of floats) */
+#define NEVO_LANES 16
+
 typedef struct NevoKernels {
     const char *name; /* "generic", "avx2" or "avx512" */
     /* Y (rows, out; row stride ys) = b + X (rows, in; row stride xs) @ W (in, out) */
@@ -51,6 +54,17 @@ typedef struct NevoKernels {
     void (*conv)(const NevoLayer *L, const float *W, const float *b, const float *x, float *y);
     /* y = tanh(y) elementwise, nevo_tanhf's results bit for bit */
     void (*tanh)(float *y, int n);
+    /* dense and then act for a block of NEVO_LANES rows held in the "lanes" layout,
+     * input k of every row at XT + NEVO_LANES k (the rows are the lanes of a vector):
+     * YT (out, NEVO_LANES) = act(b + XT W), every output the same terms in the same
+     * order as dense and the same activation, so the same bits. NULL where the row
+     * layout is as fast (the portable and AVX2 sets). */
+    void (*dense_lanes)(const float *W, const float *b, const float *XT, int in, int out, NevoActivation act,
+                        float *YT);
+    /* into and out of the lanes layout: XT[NEVO_LANES k + r] = X[r xs + k] for k < in, and
+     * Y[r ys + o] = YT[NEVO_LANES o + r] for o < out (r < NEVO_LANES); set with dense_lanes */
+    void (*to_lanes)(const float *X, size_t xs, int in, float *XT);
+    void (*from_lanes)(const float *YT, int out, float *Y, size_t ys);
 } NevoKernels;
 
 /* The kernels in use (chosen on first call). */

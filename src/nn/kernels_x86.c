@@ -253,6 +253,152 @@ T512 static void dense512(const float *W, const float *b, const float *X, size_t
     }
 }
 
+/* nevo_tanhf on 16 floats, operation for operation. */
+INLINE512 __m512 tanh512_16(__m512 x) {
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    __m512 ax = _mm512_andnot_ps(sign, x);
+    __m512 z = _mm512_add_ps(ax, ax);
+    __m512 t = _mm512_fmadd_ps(z, _mm512_set1_ps(NEVO_TANH_INV_LN2), _mm512_set1_ps(NEVO_TANH_SHIFTER));
+    __m512 n = _mm512_sub_ps(t, _mm512_set1_ps(NEVO_TANH_SHIFTER));
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(NEVO_TANH_LN2_HI), z);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(NEVO_TANH_LN2_LO), r);
+    __m512 h = _mm512_set1_ps(NEVO_TANH_H6);
+    h = _mm512_fmadd_ps(h, r, _mm512_set1_ps(NEVO_TANH_H5));
+    h = _mm512_fmadd_ps(h, r, _mm512_set1_ps(NEVO_TANH_H4));
+    h = _mm512_fmadd_ps(h, r, _mm512_set1_ps(NEVO_TANH_H3));
+    h = _mm512_fmadd_ps(h, r, _mm512_set1_ps(NEVO_TANH_H2));
+    h = _mm512_fmadd_ps(h, r, _mm512_set1_ps(NEVO_TANH_H1));
+    h = _mm512_fmadd_ps(h, r, _mm512_set1_ps(NEVO_TANH_H0));
+    __m512 p = _mm512_fmadd_ps(_mm512_mul_ps(r, r), h, r);
+    __m512i bits = _mm512_add_epi32(_mm512_slli_epi32(_mm512_castps_si512(t), 23), _mm512_set1_epi32(0x3F800000));
+    __m512 s = _mm512_castsi512_ps(bits);
+    __m512 em1 = _mm512_fmadd_ps(s, p, _mm512_sub_ps(s, _mm512_set1_ps(1.0f)));
+    __m512 th = _mm512_div_ps(em1, _mm512_add_ps(em1, _mm512_set1_ps(2.0f)));
+    __m512 xsign = _mm512_and_ps(sign, x);
+    th = _mm512_or_ps(th, xsign);
+    /* |x| >= 9 gives +-1, NaN stays NaN (as the scalar code) */
+    __mmask16 big = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(NEVO_TANH_CLAMP), _CMP_NLT_UQ);
+    __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    th = _mm512_mask_mov_ps(th, big, _mm512_or_ps(_mm512_set1_ps(1.0f), xsign));
+    return _mm512_mask_mov_ps(th, nan, x);
+}
+
+/* Sixteen rows in the lanes of a vector ("lanes" layout, kernels.h): input k of the
+ * 16 rows is one vector, XT + 16 k, and output j of the 16 rows one accumulator, so a
+ * term is one fused multiply-add of that vector with W[k, j] broadcast from memory:
+ * no listing, no lane left idle however few outputs the layer has (the row layout
+ * uses half of each vector on an 8-output layer), and the outputs come out in the
+ * same layout for the next layer. JB outputs (up to 16) per pass over the inputs; a
+ * row whose input is zero keeps its sum (masked), as if the term were skipped. */
+INLINE512 void lanes512_tile(const float *W, const float *b, const float *XT, int in, int out, const int JB,
+                             const int masked, NevoActivation act, float *YT) {
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int j = 0; j < JB; j++) acc[j] = _mm512_set1_ps(b[j]);
+    for (int k = 0; k < in; k++) {
+        __m512 x = _mm512_loadu_ps(XT + 16 * (size_t)k);
+        const float *w = W + (size_t)k * out;
+        if (masked) {
+            __mmask16 nz = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_NEQ_UQ);
+            if (!nz) continue;
+#pragma GCC unroll 16
+            for (int j = 0; j < JB; j++) acc[j] = _mm512_mask3_fmadd_ps(x, _mm512_set1_ps(w[j]), acc[j], nz);
+        } else {
+#pragma GCC unroll 16
+            for (int j = 0; j < JB; j++) acc[j] = _mm512_fmadd_ps(x, _mm512_set1_ps(w[j]), acc[j]);
+        }
+    }
+    /* the activation on the sums still in registers (nevo_kernel_activate's bits) */
+    if (act == NEVO_ACT_TANH) {
+#pragma GCC unroll 16
+        for (int j = 0; j < JB; j++) acc[j] = tanh512_16(acc[j]);
+    } else if (act == NEVO_ACT_RELU) {
+#pragma GCC unroll 16
+        for (int j = 0; j < JB; j++) /* y < 0 ? 0 : y, so -0 and NaN stay */
+            acc[j] = _mm512_mask_mov_ps(acc[j], _mm512_cmp_ps_mask(acc[j], _mm512_setzero_ps(), _CMP_LT_OQ),
+                                        _mm512_setzero_ps());
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < JB; j++) _mm512_storeu_ps(YT + 16 * (size_t)j, acc[j]);
+}
+
+T512 static void dense_lanes512(const float *W, const float *b, const float *XT, int in, int out,
+                                NevoActivation act, float *YT) {
+    /* masks only where some row has a zero input (not in tanh layers) */
+    __mmask16 every = 0xFFFF;
+    for (int k = 0; k < in; k++)
+        every &= _mm512_cmp_ps_mask(_mm512_loadu_ps(XT + 16 * (size_t)k), _mm512_setzero_ps(), _CMP_NEQ_UQ);
+    int masked = every != 0xFFFF;
+    for (int j0 = 0; j0 < out; j0 += 16) {
+        int JB = min_int(16, out - j0);
+        const float *w = W + j0, *bj = b + j0;
+        float *y = YT + 16 * (size_t)j0;
+        switch (JB) {
+#define LANES_CASE(N)                                             \
+    case N:                                                       \
+        if (masked)                                               \
+            lanes512_tile(w, bj, XT, in, out, N, 1, act, y);           \
+        else                                                      \
+            lanes512_tile(w, bj, XT, in, out, N, 0, act, y);           \
+        break;
+            LANES_CASE(1) LANES_CASE(2) LANES_CASE(3) LANES_CASE(4) LANES_CASE(5) LANES_CASE(6) LANES_CASE(7)
+            LANES_CASE(8) LANES_CASE(9) LANES_CASE(10) LANES_CASE(11) LANES_CASE(12) LANES_CASE(13)
+            LANES_CASE(14) LANES_CASE(15) LANES_CASE(16)
+#undef LANES_CASE
+        }
+    }
+}
+
+/* Transposes the 16 x 16 block v (vector r = row r) in place: four stages, each swapping
+ * bit b of the row and column index (b = 1, 2, 4, 8) by exchanging the off-diagonal
+ * b x b sub-blocks of each pair of vectors (r, r + b). */
+INLINE512 void transpose16_512(__m512 v[16]) {
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+#pragma GCC unroll 4
+    for (int b = 1; b < 16; b <<= 1) {
+        /* low (bit b of the lane clear): from the first vector; high: from the second */
+        __mmask16 hi = _mm512_test_epi32_mask(lane, _mm512_set1_epi32(b));
+        __m512i bv = _mm512_set1_epi32(b), sixteen = _mm512_set1_epi32(16);
+        /* first: low lanes keep theirs, high lanes take the second's lane - b;
+         * second: low lanes take the first's lane + b, high lanes keep theirs */
+        __m512i idx_first = _mm512_mask_add_epi32(lane, hi, lane, _mm512_sub_epi32(sixteen, bv));
+        __m512i idx_second = _mm512_mask_add_epi32(_mm512_add_epi32(lane, bv), hi, lane, sixteen);
+#pragma GCC unroll 16
+        for (int r = 0; r < 16; r++) {
+            if (r & b) continue;
+            __m512 f = _mm512_permutex2var_ps(v[r], idx_first, v[r + b]);
+            __m512 g = _mm512_permutex2var_ps(v[r], idx_second, v[r + b]);
+            v[r] = f, v[r + b] = g;
+        }
+    }
+}
+
+/* Rows -> lanes: XT[16 k + r] = X[r xs + k] for the 16 rows, k < in. */
+T512 static void to_lanes512(const float *X, size_t xs, int in, float *XT) {
+    for (int k0 = 0; k0 < in; k0 += 16) {
+        __mmask16 m = mask16(in - k0);
+        __m512 v[16];
+#pragma GCC unroll 16
+        for (int r = 0; r < 16; r++) v[r] = _mm512_maskz_loadu_ps(m, X + (size_t)r * xs + k0);
+        transpose16_512(v);
+        for (int c = 0; c < 16 && k0 + c < in; c++) _mm512_storeu_ps(XT + 16 * (size_t)(k0 + c), v[c]);
+    }
+}
+
+/* Lanes -> rows: Y[r ys + o] = YT[16 o + r] for the 16 rows, o < out. */
+T512 static void from_lanes512(const float *YT, int out, float *Y, size_t ys) {
+    for (int o0 = 0; o0 < out; o0 += 16) {
+        __mmask16 m = mask16(out - o0);
+        __m512 v[16];
+#pragma GCC unroll 16
+        for (int c = 0; c < 16; c++)
+            v[c] = o0 + c < out ? _mm512_loadu_ps(YT + 16 * (size_t)(o0 + c)) : _mm512_setzero_ps();
+        transpose16_512(v);
+#pragma GCC unroll 16
+        for (int r = 0; r < 16; r++) _mm512_mask_storeu_ps(Y + (size_t)r * ys + o0, m, v[r]);
+    }
+}
+
 /* Output-stationary convolution for inputs with many nonzeros: PB output positions
  * along a row x VB vectors of 16 filters in registers, summing each window in (ky, kx,
  * c) order; a position whose input is zero keeps its sums (masked fused multiply-add),
@@ -394,36 +540,6 @@ T512 static void conv512(const NevoLayer *L, const float *W, const float *b, con
         conv512_dense(L, W, b, x, y);
 }
 
-/* nevo_tanhf on 16 floats, operation for operation. */
-INLINE512 __m512 tanh512_16(__m512 x) {
-    const __m512 sign = _mm512_set1_ps(-0.0f);
-    __m512 ax = _mm512_andnot_ps(sign, x);
-    __m512 z = _mm512_add_ps(ax, ax);
-    __m512 t = _mm512_fmadd_ps(z, _mm512_set1_ps(NEVO_TANH_INV_LN2), _mm512_set1_ps(NEVO_TANH_SHIFTER));
-    __m512 n = _mm512_sub_ps(t, _mm512_set1_ps(NEVO_TANH_SHIFTER));
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(NEVO_TANH_LN2_HI), z);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(NEVO_TANH_LN2_LO), r);
-    __m512 h = _mm512_set1_ps(NEVO_TANH_H6);
-    h = _mm512_fmadd_ps(h, r, _mm512_set1_ps(NEVO_TANH_H5));
-    h = _mm512_fmadd_ps(h, r, _mm512_set1_ps(NEVO_TANH_H4));
-    h = _mm512_fmadd_ps(h, r, _mm512_set1_ps(NEVO_TANH_H3));
-    h = _mm512_fmadd_ps(h, r, _mm512_set1_ps(NEVO_TANH_H2));
-    h = _mm512_fmadd_ps(h, r, _mm512_set1_ps(NEVO_TANH_H1));
-    h = _mm512_fmadd_ps(h, r, _mm512_set1_ps(NEVO_TANH_H0));
-    __m512 p = _mm512_fmadd_ps(_mm512_mul_ps(r, r), h, r);
-    __m512i bits = _mm512_add_epi32(_mm512_slli_epi32(_mm512_castps_si512(t), 23), _mm512_set1_epi32(0x3F800000));
-    __m512 s = _mm512_castsi512_ps(bits);
-    __m512 em1 = _mm512_fmadd_ps(s, p, _mm512_sub_ps(s, _mm512_set1_ps(1.0f)));
-    __m512 th = _mm512_div_ps(em1, _mm512_add_ps(em1, _mm512_set1_ps(2.0f)));
-    __m512 xsign = _mm512_and_ps(sign, x);
-    th = _mm512_or_ps(th, xsign);
-    /* |x| >= 9 gives +-1, NaN stays NaN (as the scalar code) */
-    __mmask16 big = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(NEVO_TANH_CLAMP), _CMP_NLT_UQ);
-    __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-    th = _mm512_mask_mov_ps(th, big, _mm512_or_ps(_mm512_set1_ps(1.0f), xsign));
-    return _mm512_mask_mov_ps(th, nan, x);
-}
-
 T512 static void tanh512(float *y, int n) {
     int i = 0;
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, tanh512_16(_mm512_loadu_ps(y + i)));
@@ -433,7 +549,7 @@ T512 static void tanh512(float *y, int n) {
     }
 }
 
-static const NevoKernels k512 = {"avx512", dense512, conv512, tanh512};
+static const NevoKernels k512 = {"avx512", dense512, conv512, tanh512, dense_lanes512, to_lanes512, from_lanes512};
 
 const NevoKernels *nevo_kernels_avx512(void) {
     __builtin_cpu_init();
@@ -689,7 +805,7 @@ T256 static void tanh256(float *y, int n) {
     for (; i < n; i++) y[i] = nevo_tanhf(y[i]);
 }
 
-static const NevoKernels k256 = {"avx2", dense256, conv256, tanh256};
+static const NevoKernels k256 = {"avx2", dense256, conv256, tanh256, NULL, NULL, NULL};
 
 const NevoKernels *nevo_kernels_avx2(void) {
     __builtin_cpu_init();

@@ -133,6 +133,57 @@ size_t nevo_policy_scratch_floats(const NevoPolicy *p, int n) {
 /* how much of the next network's parameters nevo_policy_forward prefetches */
 #define PREFETCH_NEXT_BYTES 16384
 
+/* One run of rows [i, j) sharing the network at theta, in the row layout: rows at
+ * stride W in the two ping-pong buffers of scratch (a row's slot is its index). */
+static void forward_rows(const NevoPolicy *p, const NevoKernels *K, const float *theta, const float *x0,
+                         size_t xs0, int i, int j, int n, float *out, float *scratch) {
+    size_t W = (size_t)p->max_width;
+    float *a = scratch, *b = scratch + W * n;
+    for (int l = 0; l < p->n_layers; l++) {
+        const NevoLayer *L = &p->layers[l];
+        int last = l == p->n_layers - 1;
+        const float *src = l == 0 ? x0 : a;
+        size_t ss = l == 0 ? xs0 : W;
+        float *dst = last ? out : b;
+        size_t ds = last ? (size_t)p->n_out : W;
+        if (L->kind == NEVO_LAYER_DENSE)
+            K->dense(theta + L->w_off, theta + L->b_off, src + i * ss, ss, j - i, L->in_dim, L->out_dim,
+                     dst + i * ds, ds);
+        else
+            for (int r = i; r < j; r++) K->conv(L, theta + L->w_off, theta + L->b_off, src + r * ss, dst + r * ds);
+        if (L->act != NEVO_ACT_NONE && ds == (size_t)L->out_dim) /* the run's rows are contiguous */
+            nevo_kernel_activate(L->act, dst + i * ds, (j - i) * L->out_dim);
+        else if (L->act != NEVO_ACT_NONE)
+            for (int r = i; r < j; r++) nevo_kernel_activate(L->act, dst + r * ds, L->out_dim);
+        float *t = a;
+        a = b;
+        b = t;
+    }
+}
+
+/* NEVO_LANES rows [i, i + NEVO_LANES) sharing an all-dense network, in the lanes layout
+ * (kernels.h): the observations are transposed in, every layer reads and writes that
+ * layout, and the outputs are transposed back. Uses the scratch slots of those rows
+ * only: the transposed input goes to the second buffer, since with obs_norm x0 is the
+ * first. dense_lanes applies each layer's activation before it stores. */
+static void forward_lanes(const NevoPolicy *p, const NevoKernels *K, const float *theta, const float *x0,
+                          size_t xs0, int i, int n, float *out, float *scratch) {
+    size_t W = (size_t)p->max_width;
+    float *a = scratch + W * n + W * i, *b = scratch + W * i;
+    K->to_lanes(x0 + (size_t)i * xs0, xs0, p->obs_dim, a);
+    for (int l = 0; l < p->n_layers; l++) {
+        const NevoLayer *L = &p->layers[l];
+        K->dense_lanes(theta + L->w_off, theta + L->b_off, a, L->in_dim, L->out_dim, L->act, b);
+        float *t = a;
+        a = b;
+        b = t;
+    }
+    K->from_lanes(a, p->n_out, out + (size_t)i * p->n_out, (size_t)p->n_out);
+}
+
+/* how much of the next network's parameters nevo_policy_forward prefetches */
+#define PREFETCH_NEXT_BYTES 16384
+
 void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride, const int *net,
                          const float *obs, int n, float *out, float *scratch) {
     size_t W = (size_t)p->max_width;
@@ -153,6 +204,9 @@ void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride
         xs0 = W;
     }
     const NevoKernels *K = nevo_kernels();
+    /* blocks of NEVO_LANES rows of one network go through the lanes layout where the
+     * kernel set has it and every layer is dense (conv layers come first) */
+    int lanes = K->dense_lanes && p->layers[0].kind == NEVO_LAYER_DENSE;
     /* A run of rows that share a network goes through all its layers together, so its
      * weights are read once per run rather than once per row, in the order they lie in
      * memory, and its activations stay in cache from one layer to the next. */
@@ -168,27 +222,9 @@ void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride
             if (bytes > PREFETCH_NEXT_BYTES) bytes = PREFETCH_NEXT_BYTES;
             for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(next + o, 0, 2);
         }
-        float *a = scratch, *b = scratch + W * n;
-        for (int l = 0; l < p->n_layers; l++) {
-            const NevoLayer *L = &p->layers[l];
-            int last = l == p->n_layers - 1;
-            const float *src = l == 0 ? x0 : a;
-            size_t ss = l == 0 ? xs0 : W;
-            float *dst = last ? out : b;
-            size_t ds = last ? (size_t)p->n_out : W;
-            if (L->kind == NEVO_LAYER_DENSE)
-                K->dense(theta + L->w_off, theta + L->b_off, src + i * ss, ss, j - i, L->in_dim, L->out_dim,
-                         dst + i * ds, ds);
-            else
-                for (int r = i; r < j; r++) K->conv(L, theta + L->w_off, theta + L->b_off, src + r * ss, dst + r * ds);
-            if (L->act != NEVO_ACT_NONE && ds == (size_t)L->out_dim) /* the run's rows are contiguous */
-                nevo_kernel_activate(L->act, dst + i * ds, (j - i) * L->out_dim);
-            else if (L->act != NEVO_ACT_NONE)
-                for (int r = i; r < j; r++) nevo_kernel_activate(L->act, dst + r * ds, L->out_dim);
-            float *t = a;
-            a = b;
-            b = t;
-        }
+        if (lanes)
+            for (; j - i >= NEVO_LANES; i += NEVO_LANES) forward_lanes(p, K, theta, x0, xs0, i, n, out, scratch);
+        if (i < j) forward_rows(p, K, theta, x0, xs0, i, j, n, out, scratch);
         i = j;
     }
 }
