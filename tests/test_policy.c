@@ -349,6 +349,12 @@ TEST(policy_forward_runs_in_lanes) {
     int h2[2] = {64, 64};
     c = mlp_config("tanh", 2, h2);
     check_forward_rows(&wide, &c, 1, 24, "64->18 tanh [64,64] obs_norm, runs", 1);
+    /* a layer of 64 x 300 weights (75 KB) goes through in chunks of inputs */
+    int h4[2] = {300, 20};
+    c = mlp_config("tanh", 2, h4);
+    check_forward_rows(&wide, &c, 0, 25, "64->18 tanh [300,20], runs", 1);
+    /* where the CPU has AVX-512 the forward runs these blocks in the lanes layout */
+    if (nevo_kernels_named("avx512") && !getenv("NEVO_KERNELS")) CHECK(nevo_kernels()->dense_lanes != NULL);
 }
 
 /* A NaN parameter must reach the output whatever the activation, so the evaluator can
@@ -510,16 +516,22 @@ TEST(kernels_dense_skip_zero_inputs) {
 /* The lanes layout (kernels.h), where a kernel set has it: to_lanes and from_lanes move
  * exactly the values they name and write nothing else, and NEVO_LANES rows through
  * to_lanes, dense_lanes and from_lanes give the portable kernel's bits, with each
- * activation (applied by dense_lanes in registers), on the shapes and zero patterns of
- * kernels_dense_implementations_bit_identical (-0 biases included) and on the
- * skip-zero cases of kernels_dense_skip_zero_inputs. */
+ * activation (applied by dense_lanes in registers), on shapes and zero patterns as in
+ * kernels_dense_implementations_bit_identical (-0 biases included), on the skip-zero
+ * cases of kernels_dense_skip_zero_inputs, and with one zero input late in one row
+ * (the only masked term of a layer) against infinite weights. */
 TEST(kernels_dense_lanes_bit_identical) {
     const NevoKernels *ks[3];
     int nk = kernel_sets(ks), checked = 0;
     const NevoKernels *generic = ks[0];
     CHECK(generic->dense_lanes == NULL); /* the portable set keeps the row layout */
     enum { R = NEVO_LANES };
-    static const int shapes[][2] = {{1, 1}, {3, 2}, {4, 64}, {17, 15}, {64, 64}, {64, 8}, {100, 17}, {33, 48}, {1024, 128}, {257, 31}};
+    /* the shapes of kernels_dense_implementations_bit_identical, and more that go
+     * through in chunks of inputs (over 32 KB of weights): even chunks, a partial last
+     * chunk and tile, the floor of 16 inputs per chunk (out > 512) */
+    static const int shapes[][2] = {{1, 1},     {3, 2},      {4, 64},    {17, 15},  {64, 64},   {64, 2},
+                                    {100, 17},  {128, 6},    {33, 48},   {64, 8},   {257, 31},  {1024, 128},
+                                    {1100, 257}, {2100, 40}, {1000, 33}, {40, 600}};
     static const double p_zeros[] = {0.0, 0.5, 0.97};
     NevoRng rng;
     nevo_rng_init(&rng, 43, NEVO_RNG_USER, 0, 0, 0);
@@ -536,15 +548,19 @@ TEST(kernels_dense_lanes_bit_identical) {
             for (int j = 0; j < out; j += 5) b[j] = -0.0f;
             float *X = malloc(sizeof(float) * xs * R), *Y = malloc(sizeof(float) * ys * R);
             float *ref = malloc(sizeof(float) * ys * R);
-            float *XT = malloc(sizeof(float) * (size_t)in * R), *YT = malloc(sizeof(float) * (size_t)out * R);
+            /* XT with a NaN guard of a whole vector after it */
+            float *XT = malloc(sizeof(float) * ((size_t)in + 1) * R), *YT = malloc(sizeof(float) * (size_t)out * R);
             for (size_t z = 0; z < sizeof p_zeros / sizeof p_zeros[0]; z++) {
                 for (size_t i = 0; i < xs * R; i++) X[i] = NAN;
                 for (int r = 0; r < R; r++) fill_inputs(&rng, X + r * xs, (size_t)in, p_zeros[z], 0);
+                for (int i = 0; i < R; i++) XT[(size_t)in * R + i] = NAN;
                 ks[k]->to_lanes(X, xs, in, XT);
                 for (int r = 0; r < R; r++)
                     for (int i = 0; i < in; i++)
                         CHECK_MSG(same_bits(&XT[R * i + r], &X[r * xs + i], 1),
                                   "%s to_lanes %d: row %d input %d moved wrong", ks[k]->name, in, r, i);
+                for (int i = 0; i < R; i++)
+                    CHECK_MSG(isnan(XT[(size_t)in * R + i]), "%s to_lanes %d: wrote past the block", ks[k]->name, in);
                 static const NevoActivation acts[3] = {NEVO_ACT_NONE, NEVO_ACT_TANH, NEVO_ACT_RELU};
                 for (int a = 0; a < 3; a++) {
                     generic->dense(W, b, X, xs, R, in, out, ref, ys);
@@ -567,6 +583,25 @@ TEST(kernels_dense_lanes_bit_identical) {
                 }
             }
             free(W), free(b), free(X), free(Y), free(ref), free(XT), free(YT);
+        }
+
+        /* one zero, at input 27 of row 5, against infinite weights, every other input
+         * nonzero: that row stays finite, the others are infinite */
+        {
+            enum { IN2 = 40, OUT2 = 24 };
+            float W2[IN2 * OUT2], b2[OUT2], X2[R * IN2], XT2[IN2 * R], YT2[OUT2 * R], Y2[R * OUT2], ref2[R * OUT2];
+            fill_gauss(&rng, W2, IN2 * OUT2, 0.3f);
+            fill_gauss(&rng, b2, OUT2, 0.5f);
+            for (int j = 0; j < OUT2; j++) W2[27 * OUT2 + j] = INFINITY;
+            for (int i = 0; i < R * IN2; i++) X2[i] = 1.0f + 0.01f * (float)(i % 7);
+            X2[5 * IN2 + 27] = 0.0f;
+            generic->dense(W2, b2, X2, IN2, R, IN2, OUT2, ref2, OUT2);
+            ks[k]->to_lanes(X2, IN2, IN2, XT2);
+            ks[k]->dense_lanes(W2, b2, XT2, IN2, OUT2, NEVO_ACT_NONE, YT2);
+            ks[k]->from_lanes(YT2, OUT2, Y2, OUT2);
+            CHECK_MSG(same_bits(Y2, ref2, R * OUT2), "%s lanes: a lone zero input late in a row was not skipped",
+                      ks[k]->name);
+            CHECK(isfinite(Y2[5 * OUT2]) && isinf(Y2[4 * OUT2]));
         }
 
         /* a zero input skips its term even against inf and NaN weights, and leaves a -0

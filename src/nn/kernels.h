@@ -56,9 +56,9 @@ typedef struct NevoKernels {
     void (*tanh)(float *y, int n);
     /* dense and then act for a block of NEVO_LANES rows held in the "lanes" layout,
      * input k of every row at XT + NEVO_LANES k (the rows are the lanes of a vector):
-     * YT (out, NEVO_LANES) = act(b + XT W), every output the same terms in the same
-     * order as dense and the same activation, so the same bits. NULL where the row
-     * layout is as fast (the portable and AVX2 sets). */
+     * each row's act(b + x W), output o of every row at YT + NEVO_LANES o, every output
+     * the same terms in the same order as dense and the same activation, so the same
+     * bits. NULL where the row layout is as fast (the portable and AVX2 sets). */
     void (*dense_lanes)(const float *W, const float *b, const float *XT, int in, int out, NevoActivation act,
                         float *YT);
     /* into and out of the lanes layout: XT[NEVO_LANES k + r] = X[r xs + k] for k < in, and

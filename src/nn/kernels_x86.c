@@ -338,7 +338,8 @@ INLINE512 void lanes512_tile(const float *W, const float *b, int sums, const flo
 
 T512 static void dense_lanes512(const float *W, const float *b, const float *XT, int in, int out,
                                 NevoActivation act, float *YT) {
-    /* masks only where some row has a zero input (not in tanh layers) */
+    /* masked blocks only where some row has a zero input (observations may; the layers
+     * after a tanh do not) */
     __mmask16 every = 0xFFFF;
     for (int k = 0; k < in; k++)
         every &= _mm512_cmp_ps_mask(_mm512_loadu_ps(XT + 16 * (size_t)k), _mm512_setzero_ps(), _CMP_NEQ_UQ);

@@ -130,13 +130,6 @@ size_t nevo_policy_scratch_floats(const NevoPolicy *p, int n) {
     return 2 * (size_t)p->max_width * (size_t)n + 64;
 }
 
-/* how much of the next network's parameters nevo_policy_forward prefetches: 16 KB per
- * row of the current run (the time it takes) up to 64 KB. Measured on the 64-64
- * network (35 KB): the whole next network during a run of 16 rows, +10%; more than
- * 16 KB during a single row, slower (it competes with this row's own misses). */
-#define PREFETCH_NEXT_BYTES_PER_ROW 16384
-#define PREFETCH_NEXT_BYTES_MAX 65536
-
 /* One run of rows [i, j) sharing the network at theta, in the row layout: rows at
  * stride W in the two ping-pong buffers of scratch (a row's slot is its index). */
 static void forward_rows(const NevoPolicy *p, const NevoKernels *K, const float *theta, const float *x0,
