@@ -134,6 +134,25 @@ TEST(bench_forward_counts) {
     }
 }
 
+/* The MinAtar case's roofline counts: every conv weight and bias and every dense bias
+ * is read, of the dense rows only some (the observations and ReLU outputs are mostly
+ * zeros), so the bytes read lie strictly between those two bounds. */
+TEST(bench_minatar_read_bytes) {
+    NevoBenchOptions o = quick_options();
+    NevoBenchForwardResult r;
+    NevoError err = {0};
+    enum { P = 4 };
+    CHECK_MSG(nevo_bench_forward_minatar(&o, "minatar/breakout", P, &r, &err) == NEVO_OK, "%s", err.msg);
+    /* 10x10x4 -> conv 3x3, 16 filters -> 8x8x16 = 1024 -> 128 -> 6 actions */
+    double conv = 3 * 3 * 4 * 16 + 16, dense_w = 1024 * 128 + 128 * 6, biases = 128 + 6;
+    CHECK_NEAR(r.weight_bytes, 4.0 * P * (conv + dense_w + biases), 0.0);
+    double floor = 4.0 * P * (conv + biases);
+    CHECK_MSG(r.read_bytes > floor && r.read_bytes < r.weight_bytes, "read %g bytes, outside (%g, %g)", r.read_bytes,
+              floor, r.weight_bytes);
+    CHECK(r.input_density > 0.0 && r.input_density < 0.5);
+    CHECK(r.bare_read_gbs > 0 && isfinite(r.bare_read_gbs));
+}
+
 TEST(bench_ga_same_work_any_threads) {
     NevoBenchOptions o = quick_options();
     NevoBenchGAResult g1, g2;

@@ -845,6 +845,25 @@ static void emit_forward_minatar(const NevoBenchLimits *lim, const char *game, i
     result_limit(&r, fr->bw_gbs, ln);
     snprintf(r.extra, sizeof r.extra, "\"P\": %d, \"weight_bytes\": %.0f", P, fr->weight_bytes);
     emit_row(emit, ctx, &r);
+    /* the path's own roofline: the bytes it must read (zero inputs' rows skipped), at
+     * the rate a bare loop reads those same rows in the same order */
+    result_init(&r, "forward", "GB/s");
+    snprintf(r.name, sizeof r.name, "forward P=%d MinAtar net, %s obs, rows read", P, game + strlen("minatar/"));
+    r.value = fr->weight_gbs * fr->read_bytes / fr->weight_bytes;
+    r.median = r.value * fr->gflops_median / fr->gflops;
+    r.cpu_share = fr->cpu_share;
+    result_limit(&r, fr->bare_read_gbs, "a bare loop reading the same rows");
+    snprintf(r.extra, sizeof r.extra, "\"P\": %d, \"read_bytes\": %.0f, \"read_share\": %.4g", P, fr->read_bytes,
+             fr->read_bytes / fr->weight_bytes);
+    emit_row(emit, ctx, &r);
+    result_init(&r, "forward", "GB/s");
+    snprintf(r.name, sizeof r.name, "forward P=%d MinAtar net, %s obs, rows read by a bare loop", P,
+             game + strlen("minatar/"));
+    r.value = r.median = fr->bare_read_gbs;
+    snprintf(ln, sizeof ln, "read bw (%.2f of the weights, scattered)", fr->read_bytes / fr->weight_bytes);
+    result_limit(&r, fr->bw_gbs, ln);
+    snprintf(r.extra, sizeof r.extra, "\"P\": %d, \"read_bytes\": %.0f", P, fr->read_bytes);
+    emit_row(emit, ctx, &r);
 }
 
 /* A training benchmark's two rows: frames/s (against threads x the 1-thread rate, or,

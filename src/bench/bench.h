@@ -179,6 +179,10 @@ typedef struct NevoBenchForwardResult {
     double tanh_share;     /* estimated share of the time spent in the tanh activation */
     double cpu_share;
     double input_density;  /* MinAtar case: fraction of nonzero observation values */
+    double read_bytes;     /* MinAtar case: the weight bytes a call must read, all P networks:
+                              every conv weight and bias, and of each dense layer its biases
+                              and the rows of its nonzero inputs (the rest are skipped) */
+    double bare_read_gbs;  /* MinAtar case: those bytes read by a loop that does nothing else */
     double blas_gflops;    /* the same case through OpenBLAS sgemm (NaN without OpenBLAS) */
     double blas_max_diff;  /* largest |OpenBLAS output - nevo output| */
 } NevoBenchForwardResult;

@@ -4,6 +4,7 @@
  * MinAtar network's forward pass on real MinAtar observations, and k-NN novelty over a
  * large archive. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "nevo/novelty.h"
 #include "nevo/policy.h"
 #include "nevo/rng.h"
+#include "nn/kernels.h"
 
 NevoStatus nevo_bench_train(const NevoBenchOptions *o, const char *config_json, int threads, int pipeline,
                             int warm_generations, int generations, NevoBenchTrainResult *out, NevoError *err) {
@@ -92,6 +94,42 @@ done:
 
 /* ---- the MinAtar network on MinAtar observations -------------------------------- */
 
+/* The weight bytes the sparse forward reads, as segments in the order it reads them. */
+typedef struct Segment {
+    const float *p;
+    size_t n; /* floats */
+} Segment;
+
+typedef struct RowsCtx {
+    const Segment *seg;
+    size_t nseg;
+    double bytes; /* the floats of every segment x 4 */
+} RowsCtx;
+
+/* The same accesses and nothing else: one load per 64-byte line of each segment, with
+ * the lines of the segment 8 ahead prefetched, as the dense kernel does (PREFETCH_ROWS
+ * in kernels_x86.c). Its rate is what this access pattern allows. */
+#define ROWS_PREFETCH_AHEAD 8
+static double rows_work(void *vctx, long iters) {
+    RowsCtx *c = vctx;
+    float s = 0.0f;
+    for (long it = 0; it < iters; it++) {
+        for (size_t i = 0; i < c->nseg; i++) {
+            if (i + ROWS_PREFETCH_AHEAD < c->nseg) {
+                const Segment *f = &c->seg[i + ROWS_PREFETCH_AHEAD];
+                const char *a = (const char *)((uintptr_t)f->p & ~(uintptr_t)63), *e = (const char *)(f->p + f->n);
+                for (; a < e; a += 64) __builtin_prefetch(a, 0, 3);
+            }
+            const char *a = (const char *)((uintptr_t)c->seg[i].p & ~(uintptr_t)63);
+            const char *e = (const char *)(c->seg[i].p + c->seg[i].n);
+            for (; a < e; a += 64) s += *(const volatile float *)a;
+        }
+    }
+    volatile float sink = s;
+    (void)sink;
+    return c->bytes * (double)iters;
+}
+
 NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *game, int P,
                                       NevoBenchForwardResult *out, NevoError *err) {
     memset(out, 0, sizeof *out);
@@ -140,6 +178,40 @@ NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *gam
     }
     nevo_env_instance_free(env, inst);
     free(inst);
+    /* the weight bytes the sparse kernels must read: each layer run one network at a
+     * time through the kernels, counting the rows of the nonzero inputs of each dense
+     * layer (the roofline of this path is these bytes at the memory bandwidth) */
+    size_t nseg = 0, per_net = 0; /* at most a segment per input and one for the biases */
+    for (int l = 0; l < p->n_layers; l++) per_net += (size_t)p->layers[l].in_dim + 1;
+    Segment *seg = nevo_alloc(sizeof(Segment) * per_net * (size_t)P);
+    double read_bytes = 0.0;
+    {
+        float *a = nevo_alloc(sizeof(float) * (size_t)p->max_width), *b = nevo_alloc(sizeof(float) * (size_t)p->max_width);
+        for (int j = 0; j < P; j++) {
+            const float *theta = params + (size_t)j * np, *x = obs + (size_t)j * odim;
+            for (int l = 0; l < p->n_layers; l++) {
+                const NevoLayer *L = &p->layers[l];
+                if (L->kind == NEVO_LAYER_CONV) {
+                    nevo_kernels()->conv(L, theta + L->w_off, theta + L->b_off, x, b);
+                    seg[nseg++] = (Segment){theta + L->w_off, L->b_off - L->w_off + (size_t)L->out_c};
+                } else {
+                    nevo_kernels()->dense(theta + L->w_off, theta + L->b_off, x, 0, 1, L->in_dim, L->out_dim, b, 0);
+                    seg[nseg++] = (Segment){theta + L->b_off, (size_t)L->out_dim};
+                    for (int k = 0; k < L->in_dim; k++)
+                        if (x[k] != 0.0f) seg[nseg++] = (Segment){theta + L->w_off + (size_t)k * L->out_dim, (size_t)L->out_dim};
+                }
+                nevo_kernel_activate(L->act, b, L->out_dim);
+                float *t = a;
+                a = b, b = t;
+                x = a;
+            }
+        }
+        free(a), free(b);
+        for (size_t i = 0; i < nseg; i++) read_bytes += 4.0 * (double)seg[i].n;
+    }
+    RowsCtx rc = {seg, nseg, read_bytes};
+    out->bare_read_gbs = nevo_bench_measure(o, rows_work, &rc, 1).best * 1e-9;
+    free(seg);
     int *net = nevo_alloc(sizeof(int) * (size_t)P);
     for (int i = 0; i < P; i++) net[i] = i;
     float *outb = nevo_alloc_aligned(sizeof(float) * (size_t)P * p->n_out);
@@ -157,6 +229,7 @@ NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *gam
     out->bw_gbs = nevo_bench_read_bandwidth(o, params, np * (size_t)P);
     out->tanh_share = NAN;
     out->input_density = (double)nonzero / ((double)P * odim);
+    out->read_bytes = read_bytes;
     free(params);
     free(net);
     free(obs);
