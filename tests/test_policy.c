@@ -644,6 +644,97 @@ TEST(kernels_dense_lanes_bit_identical) {
     if (nevo_kernels_named("avx512")) CHECK(checked == 1);
 }
 
+/* Rows of different networks side by side (dense_nets, kernels.h), where a kernel set
+ * has it: each row the portable kernel's bits for its own network alone, with 1 to
+ * NEVO_NETS_MAX rows, on the shapes and zero patterns of the other dense tests (-0
+ * biases, several chunks of inputs), nothing written between rows; and the skip-zero
+ * cases, each row against its own infinite and NaN weights. */
+TEST(kernels_dense_nets_bit_identical) {
+    const NevoKernels *ks[3];
+    int nk = kernel_sets(ks), checked = 0;
+    const NevoKernels *generic = ks[0];
+    CHECK(generic->dense_nets == NULL);
+    enum { R = NEVO_NETS_MAX };
+    static const int shapes[][2] = {{1, 1},   {3, 2},    {4, 64},   {17, 15},   {64, 64},   {64, 2},  {100, 17},
+                                    {128, 6}, {33, 48},  {64, 8},   {257, 31},  {2100, 5},  {1030, 9}, {16, 130}};
+    static const double p_zeros[] = {0.0, 0.5, 0.97};
+    NevoRng rng;
+    nevo_rng_init(&rng, 47, NEVO_RNG_USER, 0, 0, 0);
+    for (int k = 1; k < nk; k++) {
+        if (!ks[k]->dense_nets) continue;
+        checked++;
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            int in = shapes[s][0], out = shapes[s][1];
+            size_t xs = (size_t)in + 3, ys = (size_t)out + 2;
+            float *Wm[R], *bm[R];
+            for (int q = 0; q < R; q++) {
+                Wm[q] = malloc(sizeof(float) * (size_t)in * out), bm[q] = malloc(sizeof(float) * (size_t)out);
+                fill_gauss(&rng, Wm[q], (size_t)in * out, 0.3f);
+                fill_gauss(&rng, bm[q], (size_t)out, 0.5f);
+                for (int j = q; j < out; j += 5) bm[q][j] = -0.0f;
+            }
+            float *X = malloc(sizeof(float) * xs * R), *Y = malloc(sizeof(float) * ys * R);
+            float *ref = malloc(sizeof(float) * (size_t)out);
+            for (size_t z = 0; z < sizeof p_zeros / sizeof p_zeros[0]; z++) {
+                for (size_t i = 0; i < xs * R; i++) X[i] = NAN;
+                for (int r = 0; r < R; r++) fill_inputs(&rng, X + r * xs, (size_t)in, p_zeros[z], 0);
+                for (int rows = 1; rows <= R; rows++) {
+                    for (size_t i = 0; i < ys * R; i++) Y[i] = NAN;
+                    ks[k]->dense_nets((const float *const *)Wm, (const float *const *)bm, X, xs, rows, in, out, Y, ys);
+                    for (int r = 0; r < rows; r++) {
+                        generic->dense(Wm[r], bm[r], X + r * xs, xs, 1, in, out, ref, (size_t)out);
+                        CHECK_MSG(same_bits(Y + r * ys, ref, out),
+                                  "%s nets %d->%d, %d rows, p_zero %.2f: row %d differs from generic", ks[k]->name, in,
+                                  out, rows, p_zeros[z], r);
+                        for (int j = out; j < (int)ys; j++)
+                            CHECK_MSG(isnan(Y[r * ys + j]), "%s nets %d->%d: wrote past row %d", ks[k]->name, in, out,
+                                      r);
+                    }
+                }
+            }
+            for (int q = 0; q < R; q++) free(Wm[q]), free(bm[q]);
+            free(X), free(Y), free(ref);
+        }
+
+        /* each row its own infinite and NaN weights, zero inputs skipped per row */
+        enum { IN = 4, OUT = 20 };
+        float Wq[R][IN * OUT], bq[R][OUT], Y[R][OUT];
+        const float *wp[R], *bp[R];
+        static const float cases[5][IN] = {
+            {0.0f, -0.0f, 1.5f, 0.0f}, {1.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f},
+            {NAN, 0.0f, 2.0f, 0.0f},   {0.0f, 0.0f, 0.0f, -1.0f},
+        };
+        float X2[R][IN];
+        for (int q = 0; q < R; q++) {
+            for (int j = 0; j < OUT; j++) {
+                Wq[q][0 * OUT + j] = INFINITY;
+                Wq[q][1 * OUT + j] = NAN;
+                Wq[q][2 * OUT + j] = 0.5f + (float)(j + q);
+                Wq[q][3 * OUT + j] = -INFINITY;
+                bq[q][j] = (j + q) % 2 ? -0.0f : 0.25f;
+            }
+            wp[q] = Wq[q], bp[q] = bq[q];
+        }
+        for (int shift = 0; shift < 5; shift++) {
+            for (int q = 0; q < R; q++) memcpy(X2[q], cases[(q + shift) % 5], sizeof X2[q]);
+            ks[k]->dense_nets(wp, bp, &X2[0][0], IN, R, IN, OUT, &Y[0][0], OUT);
+            for (int q = 0; q < R; q++) {
+                int c = (q + shift) % 5;
+                for (int j = 0; j < OUT; j++) {
+                    float y = Y[q][j];
+                    float want = c == 0 ? fmaf(1.5f, Wq[q][2 * OUT + j], bq[q][j]) : c == 1 || c == 4 ? INFINITY : bq[q][j];
+                    if (c == 3)
+                        CHECK_MSG(isnan(y), "%s nets: a NaN input gave %g", ks[k]->name, y);
+                    else
+                        CHECK_MSG(same_bits(&y, &want, 1), "%s nets: row %d output %d is %g, want %g", ks[k]->name, q,
+                                  j, y, want);
+                }
+            }
+        }
+    }
+    if (nevo_kernels_named("avx512")) CHECK(checked == 1);
+}
+
 /* A conv layer's shape, as nevo_policy_new sets it. */
 static NevoLayer conv_layer(int h, int w, int c, int k, int s, int f) {
     NevoLayer L;

@@ -424,6 +424,76 @@ T512 static void from_lanes512(const float *YT, int out, float *Y, size_t ys) {
     }
 }
 
+/* Rows of different networks, one row each (the GA's and ES's case: one episode per
+ * network). A lone row of a small layer is bound by the latency of its FMA chains (one
+ * chain per output, 64 terms long for a 64-wide layer, at 4 cycles a term), not by the
+ * FMA units; R rows of R networks side by side give R times the independent chains.
+ * The inputs listed are those where any of the rows is nonzero, as for a block of rows
+ * of one network; each row reads its own network's weight rows. R x VB <= 16
+ * accumulators; sums from the bias, or with sums from the partial sums in Y. */
+INLINE512 void nets512_tile(const float *const *W, const float *const *b, int j0, int sums, const float *X,
+                            size_t xs, const int32_t *idx, int n, int out, const int R, const int VB,
+                            const int masked, __mmask16 mt, float *Y, size_t ys) {
+    __m512 acc[4][4];
+    const __m512 zero = _mm512_setzero_ps();
+#pragma GCC unroll 4
+    for (int q = 0; q < R; q++)
+#pragma GCC unroll 4
+        for (int v = 0; v < VB; v++)
+            acc[q][v] = LOAD512((sums ? Y + (size_t)q * ys : b[q]) + j0 + 16 * v, v, VB, mt);
+    for (int i = 0; i < n; i++) {
+        int k = idx[i];
+#pragma GCC unroll 4
+        for (int q = 0; q < R; q++) {
+            __m512 xb = _mm512_set1_ps(X[(size_t)q * xs + k]);
+            const float *w = W[q] + (size_t)k * out + j0;
+            __mmask16 m = masked ? _mm512_cmp_ps_mask(xb, zero, _CMP_NEQ_UQ) : (__mmask16)0xFFFF;
+#pragma GCC unroll 4
+            for (int v = 0; v < VB; v++)
+                acc[q][v] = masked ? _mm512_mask3_fmadd_ps(xb, LOAD512(w + 16 * v, v, VB, mt), acc[q][v], m)
+                                   : _mm512_fmadd_ps(xb, LOAD512(w + 16 * v, v, VB, mt), acc[q][v]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int q = 0; q < R; q++)
+#pragma GCC unroll 4
+        for (int v = 0; v < VB; v++) STORE512(Y + (size_t)q * ys + j0 + 16 * v, v, VB, mt, acc[q][v]);
+}
+
+INLINE512 void nets512_r(const float *const *W, const float *const *b, int sums, const float *X, size_t xs,
+                         const int32_t *idx, int n, int out, const int R, int all_rows, float *Y, size_t ys) {
+    int nvec = (out + 15) / 16;
+    for (int v0 = 0; v0 < nvec; v0 += 4) {
+        int VB = min_int(4, nvec - v0), j0 = 16 * v0;
+        __mmask16 mt = mask16(out - 16 * (v0 + VB - 1));
+        switch (VB + 4 * !all_rows) {
+#define NETS_CASE(V, M) \
+    case V + 4 * M: nets512_tile(W, b, j0, sums, X, xs, idx, n, out, R, V, M, mt, Y, ys); break;
+            NETS_CASE(1, 0) NETS_CASE(2, 0) NETS_CASE(3, 0) NETS_CASE(4, 0)
+            NETS_CASE(1, 1) NETS_CASE(2, 1) NETS_CASE(3, 1) NETS_CASE(4, 1)
+#undef NETS_CASE
+        }
+    }
+}
+
+T512 static void dense_nets512(const float *const *W, const float *const *b, const float *X, size_t xs, int rows,
+                               int in, int out, float *Y, size_t ys) {
+    int32_t idx[CHUNK + 16];
+    if (in <= 0)
+        for (int q = 0; q < rows; q++) memcpy(Y + (size_t)q * ys, b[q], sizeof(float) * (size_t)out);
+    for (int k0 = 0; k0 < in; k0 += CHUNK) {
+        int all_rows;
+        int n = nonzero512(X, xs, rows, k0, min_int(CHUNK, in - k0), idx, &all_rows);
+        int sums = k0 > 0;
+        switch (rows) {
+        case 1: nets512_r(W, b, sums, X, xs, idx, n, out, 1, all_rows, Y, ys); break;
+        case 2: nets512_r(W, b, sums, X, xs, idx, n, out, 2, all_rows, Y, ys); break;
+        case 3: nets512_r(W, b, sums, X, xs, idx, n, out, 3, all_rows, Y, ys); break;
+        default: nets512_r(W, b, sums, X, xs, idx, n, out, 4, all_rows, Y, ys); break;
+        }
+    }
+}
+
 /* Output-stationary convolution for inputs with many nonzeros: PB output positions
  * along a row x VB vectors of 16 filters in registers, summing each window in (ky, kx,
  * c) order; a position whose input is zero keeps its sums (masked fused multiply-add),
@@ -574,7 +644,7 @@ T512 static void tanh512(float *y, int n) {
     }
 }
 
-static const NevoKernels k512 = {"avx512", dense512, conv512, tanh512, dense_lanes512, to_lanes512, from_lanes512};
+static const NevoKernels k512 = {"avx512", dense512, conv512, tanh512, dense_lanes512, to_lanes512, from_lanes512, dense_nets512};
 
 const NevoKernels *nevo_kernels_avx512(void) {
     __builtin_cpu_init();
@@ -830,7 +900,7 @@ T256 static void tanh256(float *y, int n) {
     for (; i < n; i++) y[i] = nevo_tanhf(y[i]);
 }
 
-static const NevoKernels k256 = {"avx2", dense256, conv256, tanh256, NULL, NULL, NULL};
+static const NevoKernels k256 = {"avx2", dense256, conv256, tanh256, NULL, NULL, NULL, NULL};
 
 const NevoKernels *nevo_kernels_avx2(void) {
     __builtin_cpu_init();

@@ -178,6 +178,51 @@ static void forward_lanes(const NevoPolicy *p, const NevoKernels *K, const float
     K->from_lanes(a, p->n_out, out + (size_t)i * p->n_out, (size_t)p->n_out);
 }
 
+/* Layers under this many bytes of weights go through dense_nets, several networks'
+ * rows side by side; bigger ones are bound by streaming their weights, which the
+ * one-row kernel does with prefetching, one network at a time. */
+#define NETS_MAX_LAYER_BYTES (64 * 1024)
+
+/* Rows i .. i + g - 1, each of its own network (g <= NEVO_NETS_MAX single-row runs), in
+ * the row layout, layer by layer for all of them: small dense layers through
+ * dense_nets, whose independent sums hide the FMA latency a lone row waits on. */
+static void forward_nets(const NevoPolicy *p, const NevoKernels *K, const float *params, size_t stride,
+                         const int *net, const float *x0, size_t xs0, int i, int g, int n, float *out,
+                         float *scratch) {
+    size_t W = (size_t)p->max_width;
+    float *a = scratch, *b = scratch + W * n;
+    const float *thetas[NEVO_NETS_MAX], *ws[NEVO_NETS_MAX], *bs[NEVO_NETS_MAX];
+    for (int q = 0; q < g; q++) thetas[q] = params + (size_t)net[i + q] * stride;
+    for (int l = 0; l < p->n_layers; l++) {
+        const NevoLayer *L = &p->layers[l];
+        int last = l == p->n_layers - 1;
+        const float *src = l == 0 ? x0 : a;
+        size_t ss = l == 0 ? xs0 : W;
+        float *dst = last ? out : b;
+        size_t ds = last ? (size_t)p->n_out : W;
+        if (L->kind == NEVO_LAYER_DENSE && (size_t)L->in_dim * (size_t)L->out_dim * sizeof(float) < NETS_MAX_LAYER_BYTES) {
+            for (int q = 0; q < g; q++) ws[q] = thetas[q] + L->w_off, bs[q] = thetas[q] + L->b_off;
+            K->dense_nets(ws, bs, src + i * ss, ss, g, L->in_dim, L->out_dim, dst + i * ds, ds);
+        } else {
+            for (int q = 0; q < g; q++) {
+                int r = i + q;
+                if (L->kind == NEVO_LAYER_DENSE)
+                    K->dense(thetas[q] + L->w_off, thetas[q] + L->b_off, src + r * ss, ss, 1, L->in_dim, L->out_dim,
+                             dst + r * ds, ds);
+                else
+                    K->conv(L, thetas[q] + L->w_off, thetas[q] + L->b_off, src + r * ss, dst + r * ds);
+            }
+        }
+        if (L->act != NEVO_ACT_NONE && ds == (size_t)L->out_dim)
+            nevo_kernel_activate(L->act, dst + i * ds, g * L->out_dim);
+        else if (L->act != NEVO_ACT_NONE)
+            for (int r = i; r < i + g; r++) nevo_kernel_activate(L->act, dst + r * ds, L->out_dim);
+        float *t = a;
+        a = b;
+        b = t;
+    }
+}
+
 /* how much of the next network's parameters nevo_policy_forward prefetches: 16 KB per
  * row of the current run (the time it takes) up to 64 KB. Measured on the 64-64
  * network (35 KB): the whole next network during a run of 16 rows, +10%; more than
@@ -214,6 +259,11 @@ void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride
     for (int i = 0; i < n;) {
         int j = i + 1;
         while (j < n && net[j] == net[i]) j++;
+        /* single rows of different networks in a row: up to NEVO_NETS_MAX together */
+        int g = 1;
+        if (K->dense_nets && j == i + 1)
+            while (g < NEVO_NETS_MAX && i + g < n && (i + g + 1 == n || net[i + g + 1] != net[i + g])) g++;
+        if (g > 1) j = i + g;
         const float *theta = params + (size_t)net[i] * stride;
         if (j < n) {
             /* the next network's first weights start on their way to L2 while this one
@@ -223,6 +273,11 @@ void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride
             if (budget > PREFETCH_NEXT_BYTES_MAX) budget = PREFETCH_NEXT_BYTES_MAX;
             if (bytes > budget) bytes = budget;
             for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(next + o, 0, 2);
+        }
+        if (g > 1) {
+            forward_nets(p, K, params, stride, net, x0, xs0, i, g, n, out, scratch);
+            i = j;
+            continue;
         }
         if (lanes)
             for (; j - i >= NEVO_LANES; i += NEVO_LANES) forward_lanes(p, K, theta, x0, xs0, i, n, out, scratch);
