@@ -183,8 +183,8 @@ static void forward_lanes(const NevoPolicy *p, const NevoKernels *K, const float
  * one-row kernel does with prefetching, one network at a time. */
 #define NETS_MAX_LAYER_BYTES (64 * 1024)
 
-/* Rows i .. i + g - 1, each of its own network (g <= NEVO_NETS_MAX single-row runs), in
- * the row layout, layer by layer for all of them: small dense layers through
+/* Rows i .. i + g - 1, each of its own all-dense network (g <= NEVO_NETS_MAX single-row
+ * runs), in the row layout, layer by layer for all of them: small layers through
  * dense_nets, whose independent sums hide the FMA latency a lone row waits on. */
 static void forward_nets(const NevoPolicy *p, const NevoKernels *K, const float *params, size_t stride,
                          const int *net, const float *x0, size_t xs0, int i, int g, int n, float *out,
@@ -200,18 +200,13 @@ static void forward_nets(const NevoPolicy *p, const NevoKernels *K, const float 
         size_t ss = l == 0 ? xs0 : W;
         float *dst = last ? out : b;
         size_t ds = last ? (size_t)p->n_out : W;
-        if (L->kind == NEVO_LAYER_DENSE && (size_t)L->in_dim * (size_t)L->out_dim * sizeof(float) < NETS_MAX_LAYER_BYTES) {
+        if ((size_t)L->in_dim * (size_t)L->out_dim * sizeof(float) < NETS_MAX_LAYER_BYTES) {
             for (int q = 0; q < g; q++) ws[q] = thetas[q] + L->w_off, bs[q] = thetas[q] + L->b_off;
             K->dense_nets(ws, bs, src + i * ss, ss, g, L->in_dim, L->out_dim, dst + i * ds, ds);
         } else {
-            for (int q = 0; q < g; q++) {
-                int r = i + q;
-                if (L->kind == NEVO_LAYER_DENSE)
-                    K->dense(thetas[q] + L->w_off, thetas[q] + L->b_off, src + r * ss, ss, 1, L->in_dim, L->out_dim,
-                             dst + r * ds, ds);
-                else
-                    K->conv(L, thetas[q] + L->w_off, thetas[q] + L->b_off, src + r * ss, dst + r * ds);
-            }
+            for (int q = 0, r = i; q < g; q++, r++)
+                K->dense(thetas[q] + L->w_off, thetas[q] + L->b_off, src + r * ss, ss, 1, L->in_dim, L->out_dim,
+                         dst + r * ds, ds);
         }
         if (L->act != NEVO_ACT_NONE && ds == (size_t)L->out_dim)
             nevo_kernel_activate(L->act, dst + i * ds, g * L->out_dim);
@@ -259,9 +254,11 @@ void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride
     for (int i = 0; i < n;) {
         int j = i + 1;
         while (j < n && net[j] == net[i]) j++;
-        /* single rows of different networks in a row: up to NEVO_NETS_MAX together */
+        /* single rows of different all-dense networks in a row: up to NEVO_NETS_MAX
+         * together (a conv net's time goes to its big dense layer's weight traffic, which
+         * this does not change: measured no faster on the MinAtar net) */
         int g = 1;
-        if (K->dense_nets && j == i + 1)
+        if (K->dense_nets && p->layers[0].kind == NEVO_LAYER_DENSE && j == i + 1)
             while (g < NEVO_NETS_MAX && i + g < n && (i + g + 1 == n || net[i + g + 1] != net[i + g])) g++;
         if (g > 1) j = i + g;
         const float *theta = params + (size_t)net[i] * stride;
