@@ -279,6 +279,11 @@ TEST(policy_forward_mlp_discrete) {
     c = mlp_config("relu", 2, h);
     check_forward(spec, &c, 0, 2, "CartPole relu [16,8]");
     check_forward(spec, &c, 1, 3, "CartPole relu [16,8] obs_norm");
+    /* a 130 x 130 layer (66 KB): single rows of different networks take it one at a
+     * time, the small layers side by side (dense_nets) */
+    int hb[2] = {130, 130};
+    c = mlp_config("tanh", 2, hb);
+    check_forward(spec, &c, 0, 12, "CartPole tanh [130,130]");
     nevo_env_free(env);
 }
 
@@ -681,6 +686,8 @@ TEST(kernels_dense_nets_bit_identical) {
                 for (int rows = 1; rows <= R; rows++) {
                     for (size_t i = 0; i < ys * R; i++) Y[i] = NAN;
                     ks[k]->dense_nets((const float *const *)Wm, (const float *const *)bm, X, xs, rows, in, out, Y, ys);
+                    for (size_t i = (size_t)rows * ys; i < ys * R; i++)
+                        CHECK_MSG(isnan(Y[i]), "%s nets %d->%d: %d rows wrote past the last", ks[k]->name, in, out, rows);
                     for (int r = 0; r < rows; r++) {
                         generic->dense(Wm[r], bm[r], X + r * xs, xs, 1, in, out, ref, (size_t)out);
                         CHECK_MSG(same_bits(Y + r * ys, ref, out),

@@ -44,7 +44,7 @@
 
 /* rows per block in the lanes layout (one AVX-512 vector of floats) */
 #define NEVO_LANES 16
-/* rows of different networks dense_nets takes at once */
+/* rows (each its own network) dense_nets takes at once */
 #define NEVO_NETS_MAX 4
 
 typedef struct NevoKernels {
@@ -67,9 +67,9 @@ typedef struct NevoKernels {
      * Y[r ys + o] = YT[NEVO_LANES o + r] for o < out (r < NEVO_LANES); set with dense_lanes */
     void (*to_lanes)(const float *X, size_t xs, int in, float *XT);
     void (*from_lanes)(const float *YT, int out, float *Y, size_t ys);
-    /* dense for rows (1..NEVO_NETS_MAX) of different networks, row r with weights W[r]
-     * and bias b[r]: row r of Y = b[r] + (row r of X) W[r], the same bits as dense on
-     * each row alone. NULL where not worth it (the portable and AVX2 sets). */
+    /* dense for rows (1..NEVO_NETS_MAX) each with its own network, row r with weights
+     * W[r] and bias b[r]: row r of Y = b[r] + (row r of X) W[r], the same bits as dense
+     * on each row alone. NULL where not worth it (the portable and AVX2 sets). */
     void (*dense_nets)(const float *const *W, const float *const *b, const float *X, size_t xs, int rows, int in,
                        int out, float *Y, size_t ys);
 } NevoKernels;

@@ -9,6 +9,10 @@
  *   over the inputs where any row of the block is nonzero; a row whose input is zero
  *   leaves its accumulators unchanged (masked fused multiply-add), exactly as if the
  *   term were skipped, so a row gives the same bits alone or in any block;
+ * - dense, one row each of up to 4 networks (dense_nets): the same blocks, each row
+ *   reading its own network's weights;
+ * - dense, 16 rows of one network in the lanes layout (dense_lanes, AVX-512 only): one
+ *   row per lane, each term an FMA with the weight broadcast from memory;
  * - convolution of a sparse image (binary planes), input-stationary: each output
  *   starts at its bias, then every nonzero input, in ascending input order, adds its
  *   terms to the outputs whose windows hold it. An output's window terms, in (ky, kx,
@@ -424,8 +428,8 @@ T512 static void from_lanes512(const float *YT, int out, float *Y, size_t ys) {
     }
 }
 
-/* Rows of different networks, one row each (the GA's and ES's case: one episode per
- * network). A lone row of a small layer is bound by the latency of its FMA chains (one
+/* Rows each with its own network's weights (the GA's and ES's case: one episode per
+ * network; neighbouring rows are of different networks). A lone row of a small layer is bound by the latency of its FMA chains (one
  * chain per output, 64 terms long for a 64-wide layer, at 4 cycles a term), not by the
  * FMA units; R rows of R networks side by side give R times the independent chains.
  * The inputs listed are those where any of the rows is nonzero, as for a block of rows
@@ -478,6 +482,7 @@ INLINE512 void nets512_r(const float *const *W, const float *const *b, int sums,
 
 T512 static void dense_nets512(const float *const *W, const float *const *b, const float *X, size_t xs, int rows,
                                int in, int out, float *Y, size_t ys) {
+    NEVO_ASSERT(rows >= 1 && rows <= NEVO_NETS_MAX);
     int32_t idx[CHUNK + 16];
     if (in <= 0)
         for (int q = 0; q < rows; q++) memcpy(Y + (size_t)q * ys, b[q], sizeof(float) * (size_t)out);
@@ -489,7 +494,7 @@ T512 static void dense_nets512(const float *const *W, const float *const *b, con
         case 1: nets512_r(W, b, sums, X, xs, idx, n, out, 1, all_rows, Y, ys); break;
         case 2: nets512_r(W, b, sums, X, xs, idx, n, out, 2, all_rows, Y, ys); break;
         case 3: nets512_r(W, b, sums, X, xs, idx, n, out, 3, all_rows, Y, ys); break;
-        default: nets512_r(W, b, sums, X, xs, idx, n, out, 4, all_rows, Y, ys); break;
+        case 4: nets512_r(W, b, sums, X, xs, idx, n, out, 4, all_rows, Y, ys); break;
         }
     }
 }

@@ -179,8 +179,9 @@ static void forward_lanes(const NevoPolicy *p, const NevoKernels *K, const float
 }
 
 /* Layers under this many bytes of weights go through dense_nets, several networks'
- * rows side by side; bigger ones are bound by streaming their weights, which the
- * one-row kernel does with prefetching, one network at a time. */
+ * rows side by side; bigger ones are bound by streaming their weights (from 256 KB
+ * the one-row kernel prefetches the listed rows), and side by side measured no faster
+ * on the 256-wide layers, so they go one network at a time. */
 #define NETS_MAX_LAYER_BYTES (64 * 1024)
 
 /* Rows i .. i + g - 1, each of its own all-dense network (g <= NEVO_NETS_MAX single-row
