@@ -130,12 +130,22 @@ size_t nevo_policy_scratch_floats(const NevoPolicy *p, int n) {
     return 2 * (size_t)p->max_width * (size_t)n + 64;
 }
 
-/* One run of rows [i, j) sharing the network at theta, in the row layout: rows at
- * stride W in the two ping-pong buffers of scratch (a row's slot is its index). */
-static void forward_rows(const NevoPolicy *p, const NevoKernels *K, const float *theta, const float *x0,
-                         size_t xs0, int i, int j, int n, float *out, float *scratch) {
+/* Layers under this many bytes of weights go through dense_nets, several networks'
+ * rows side by side; bigger ones are bound by streaming their weights (from 256 KB
+ * the one-row kernel prefetches the listed rows), and side by side measured no faster
+ * on the 256-wide layers, so they go one network at a time. */
+#define NETS_MAX_LAYER_BYTES (64 * 1024)
+
+/* Rows [i, j) in the row layout, layer by layer for all of them: rows at stride W in
+ * the two ping-pong buffers of scratch (a row's slot is its index). With nets == 1 the
+ * rows share the network thetas[0]; with nets > 1 they are single rows of that many
+ * all-dense networks (j = i + nets), row i + q with thetas[q], whose small layers go
+ * through dense_nets: their independent sums hide the FMA latency a lone row waits on. */
+static void forward_rows(const NevoPolicy *p, const NevoKernels *K, const float *const *thetas, int nets,
+                         const float *x0, size_t xs0, int i, int j, int n, float *out, float *scratch) {
     size_t W = (size_t)p->max_width;
     float *a = scratch, *b = scratch + W * n;
+    const float *ws[NEVO_NETS_MAX], *bs[NEVO_NETS_MAX];
     for (int l = 0; l < p->n_layers; l++) {
         const NevoLayer *L = &p->layers[l];
         int last = l == p->n_layers - 1;
@@ -143,12 +153,23 @@ static void forward_rows(const NevoPolicy *p, const NevoKernels *K, const float 
         size_t ss = l == 0 ? xs0 : W;
         float *dst = last ? out : b;
         size_t ds = last ? (size_t)p->n_out : W;
-        if (L->kind == NEVO_LAYER_DENSE)
-            K->dense(theta + L->w_off, theta + L->b_off, src + i * ss, ss, j - i, L->in_dim, L->out_dim,
+        if (L->kind == NEVO_LAYER_CONV) {
+            for (int r = i; r < j; r++) {
+                const float *theta = thetas[nets == 1 ? 0 : r - i];
+                K->conv(L, theta + L->w_off, theta + L->b_off, src + r * ss, dst + r * ds);
+            }
+        } else if (nets == 1) {
+            K->dense(thetas[0] + L->w_off, thetas[0] + L->b_off, src + i * ss, ss, j - i, L->in_dim, L->out_dim,
                      dst + i * ds, ds);
-        else
-            for (int r = i; r < j; r++) K->conv(L, theta + L->w_off, theta + L->b_off, src + r * ss, dst + r * ds);
-        if (L->act != NEVO_ACT_NONE && ds == (size_t)L->out_dim) /* the run's rows are contiguous */
+        } else if ((size_t)L->in_dim * (size_t)L->out_dim * sizeof(float) < NETS_MAX_LAYER_BYTES) {
+            for (int q = 0; q < nets; q++) ws[q] = thetas[q] + L->w_off, bs[q] = thetas[q] + L->b_off;
+            K->dense_nets(ws, bs, src + i * ss, ss, nets, L->in_dim, L->out_dim, dst + i * ds, ds);
+        } else {
+            for (int q = 0, r = i; q < nets; q++, r++)
+                K->dense(thetas[q] + L->w_off, thetas[q] + L->b_off, src + r * ss, ss, 1, L->in_dim, L->out_dim,
+                         dst + r * ds, ds);
+        }
+        if (L->act != NEVO_ACT_NONE && ds == (size_t)L->out_dim) /* the rows are contiguous */
             nevo_kernel_activate(L->act, dst + i * ds, (j - i) * L->out_dim);
         else if (L->act != NEVO_ACT_NONE)
             for (int r = i; r < j; r++) nevo_kernel_activate(L->act, dst + r * ds, L->out_dim);
@@ -176,47 +197,6 @@ static void forward_lanes(const NevoPolicy *p, const NevoKernels *K, const float
         b = t;
     }
     K->from_lanes(a, p->n_out, out + (size_t)i * p->n_out, (size_t)p->n_out);
-}
-
-/* Layers under this many bytes of weights go through dense_nets, several networks'
- * rows side by side; bigger ones are bound by streaming their weights (from 256 KB
- * the one-row kernel prefetches the listed rows), and side by side measured no faster
- * on the 256-wide layers, so they go one network at a time. */
-#define NETS_MAX_LAYER_BYTES (64 * 1024)
-
-/* Rows i .. i + g - 1, each of its own all-dense network (g <= NEVO_NETS_MAX single-row
- * runs), in the row layout, layer by layer for all of them: small layers through
- * dense_nets, whose independent sums hide the FMA latency a lone row waits on. */
-static void forward_nets(const NevoPolicy *p, const NevoKernels *K, const float *params, size_t stride,
-                         const int *net, const float *x0, size_t xs0, int i, int g, int n, float *out,
-                         float *scratch) {
-    size_t W = (size_t)p->max_width;
-    float *a = scratch, *b = scratch + W * n;
-    const float *thetas[NEVO_NETS_MAX], *ws[NEVO_NETS_MAX], *bs[NEVO_NETS_MAX];
-    for (int q = 0; q < g; q++) thetas[q] = params + (size_t)net[i + q] * stride;
-    for (int l = 0; l < p->n_layers; l++) {
-        const NevoLayer *L = &p->layers[l];
-        int last = l == p->n_layers - 1;
-        const float *src = l == 0 ? x0 : a;
-        size_t ss = l == 0 ? xs0 : W;
-        float *dst = last ? out : b;
-        size_t ds = last ? (size_t)p->n_out : W;
-        if ((size_t)L->in_dim * (size_t)L->out_dim * sizeof(float) < NETS_MAX_LAYER_BYTES) {
-            for (int q = 0; q < g; q++) ws[q] = thetas[q] + L->w_off, bs[q] = thetas[q] + L->b_off;
-            K->dense_nets(ws, bs, src + i * ss, ss, g, L->in_dim, L->out_dim, dst + i * ds, ds);
-        } else {
-            for (int q = 0, r = i; q < g; q++, r++)
-                K->dense(thetas[q] + L->w_off, thetas[q] + L->b_off, src + r * ss, ss, 1, L->in_dim, L->out_dim,
-                         dst + r * ds, ds);
-        }
-        if (L->act != NEVO_ACT_NONE && ds == (size_t)L->out_dim)
-            nevo_kernel_activate(L->act, dst + i * ds, g * L->out_dim);
-        else if (L->act != NEVO_ACT_NONE)
-            for (int r = i; r < i + g; r++) nevo_kernel_activate(L->act, dst + r * ds, L->out_dim);
-        float *t = a;
-        a = b;
-        b = t;
-    }
 }
 
 /* how much of the next network's parameters nevo_policy_forward prefetches: 16 KB per
@@ -273,13 +253,15 @@ void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride
             for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(next + o, 0, 2);
         }
         if (g > 1) {
-            forward_nets(p, K, params, stride, net, x0, xs0, i, g, n, out, scratch);
+            const float *thetas[NEVO_NETS_MAX];
+            for (int q = 0; q < g; q++) thetas[q] = params + (size_t)net[i + q] * stride;
+            forward_rows(p, K, thetas, g, x0, xs0, i, j, n, out, scratch);
             i = j;
             continue;
         }
         if (lanes)
             for (; j - i >= NEVO_LANES; i += NEVO_LANES) forward_lanes(p, K, theta, x0, xs0, i, n, out, scratch);
-        if (i < j) forward_rows(p, K, theta, x0, xs0, i, j, n, out, scratch);
+        if (i < j) forward_rows(p, K, &theta, 1, x0, xs0, i, j, n, out, scratch);
         i = j;
     }
 }
