@@ -69,7 +69,7 @@ typedef struct NevoKernels {
     void (*from_lanes)(const float *YT, int out, float *Y, size_t ys);
     /* dense for rows (1..NEVO_NETS_MAX) each with its own network, row r with weights
      * W[r] and bias b[r]: row r of Y = b[r] + (row r of X) W[r], the same bits as dense
-     * on each row alone. NULL where not worth it (the portable and AVX2 sets). */
+     * on each row alone. NULL in the portable set. */
     void (*dense_nets)(const float *const *W, const float *const *b, const float *X, size_t xs, int rows, int in,
                        int out, float *Y, size_t ys);
 } NevoKernels;

@@ -10,7 +10,7 @@
  *   leaves its accumulators unchanged (masked fused multiply-add), exactly as if the
  *   term were skipped, so a row gives the same bits alone or in any block;
  * - dense, one row each of up to 4 networks (dense_nets): the same blocks, each row
- *   reading its own network's weights;
+ *   reading its own network's weights (AVX2: blends instead of masked FMAs);
  * - dense, 16 rows of one network in the lanes layout (dense_lanes, AVX-512 only): one
  *   row per lane, each term an FMA with the weight broadcast from memory;
  * - convolution of a sparse image (binary planes), input-stationary: each output
@@ -743,6 +743,113 @@ T256 static void dense256(const float *W, const float *b, const float *X, size_t
     }
 }
 
+/* nonzero512 for rows (up to NEVO_NETS_MAX) of X: the inputs where any row is nonzero,
+ * and *all_rows when no row has a zero among them. */
+INLINE256 int nonzero256_rows(const float *X, size_t xs, int rows, int k0, int n, int32_t *idx, int *all_rows) {
+    int cnt = 0, i = 0, all = 1;
+    for (; i + 8 <= n; i += 8) {
+        unsigned any = 0, every = 0xFFu;
+        for (int r = 0; r < rows; r++) {
+            unsigned m = (unsigned)_mm256_movemask_ps(
+                _mm256_cmp_ps(_mm256_loadu_ps(X + (size_t)r * xs + k0 + i), _mm256_setzero_ps(), _CMP_NEQ_UQ));
+            any |= m, every &= m;
+        }
+        all &= any == every;
+        if (!any) continue;
+        for (int l = 0; l < 8; l++) {
+            idx[cnt] = k0 + i + l;
+            cnt += (int)((any >> l) & 1u);
+        }
+    }
+    for (; i < n; i++) {
+        int any = 0, every = 1;
+        for (int r = 0; r < rows; r++) {
+            int nz = X[(size_t)r * xs + k0 + i] != 0.0f; /* NaN != 0 */
+            any |= nz, every &= nz;
+        }
+        all &= any == every;
+        idx[cnt] = k0 + i;
+        cnt += any;
+    }
+    *all_rows = all;
+    return cnt;
+}
+
+/* nets512_tile with vectors of 8: R rows x VB vectors (R x VB <= 8 accumulators); no
+ * masked FMA, so a row whose input is zero takes its old sums back (blend). */
+INLINE256 void nets256_tile(const float *const *W, const float *const *b, int j0, int sums, const float *X,
+                            size_t xs, const int32_t *idx, int n, int out, const int R, const int VB,
+                            const int masked, __m256i mt, float *Y, size_t ys) {
+    __m256 acc[4][2];
+#pragma GCC unroll 4
+    for (int q = 0; q < R; q++)
+#pragma GCC unroll 2
+        for (int v = 0; v < VB; v++)
+            acc[q][v] = LOAD256((sums ? Y + (size_t)q * ys : b[q]) + j0 + 8 * v, v, VB, mt);
+    for (int i = 0; i < n; i++) {
+        int k = idx[i];
+#pragma GCC unroll 4
+        for (int q = 0; q < R; q++) {
+            __m256 xb = _mm256_set1_ps(X[(size_t)q * xs + k]);
+            const float *w = W[q] + (size_t)k * out + j0;
+            __m256 zero = masked ? _mm256_cmp_ps(xb, _mm256_setzero_ps(), _CMP_EQ_OQ) : _mm256_setzero_ps();
+#pragma GCC unroll 2
+            for (int v = 0; v < VB; v++) {
+                __m256 f = _mm256_fmadd_ps(xb, LOAD256(w + 8 * v, v, VB, mt), acc[q][v]);
+                acc[q][v] = masked ? _mm256_blendv_ps(f, acc[q][v], zero) : f;
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int q = 0; q < R; q++)
+#pragma GCC unroll 2
+        for (int v = 0; v < VB; v++) STORE256(Y + (size_t)q * ys + j0 + 8 * v, v, VB, mt, acc[q][v]);
+}
+
+INLINE256 void nets256_r(const float *const *W, const float *const *b, int sums, const float *X, size_t xs,
+                         const int32_t *idx, int n, int out, const int R, int all_rows, float *Y, size_t ys) {
+    int nvec = (out + 7) / 8;
+    for (int v0 = 0; v0 < nvec; v0 += 2) {
+        int VB = min_int(2, nvec - v0), j0 = 8 * v0;
+        __m256i mt = mask8(out - 8 * (v0 + VB - 1));
+        switch (VB + 2 * !all_rows) {
+#define NETS_CASE(V, M) \
+    case V + 2 * M: nets256_tile(W, b, j0, sums, X, xs, idx, n, out, R, V, M, mt, Y, ys); break;
+            NETS_CASE(1, 0) NETS_CASE(2, 0) NETS_CASE(1, 1) NETS_CASE(2, 1)
+#undef NETS_CASE
+        }
+    }
+}
+
+/* Side by side only where a tile of 2 vectors covers whole rows (out <= 16: a lone row
+ * has 1-2 sums in flight); wider layers go a row at a time, since a row alone already
+ * has up to 8 sums in flight and side-by-side tiles would read each weight row in
+ * 64-byte pieces across passes (measured 20% slower from memory at P = 1024 64-64). */
+#define NETS256_MAX_OUT 16
+
+T256 static void dense_nets256(const float *const *W, const float *const *b, const float *X, size_t xs, int rows,
+                               int in, int out, float *Y, size_t ys) {
+    NEVO_ASSERT(rows >= 1 && rows <= NEVO_NETS_MAX);
+    if (out > NETS256_MAX_OUT) {
+        for (int q = 0; q < rows; q++) dense256(W[q], b[q], X + (size_t)q * xs, xs, 1, in, out, Y + (size_t)q * ys, ys);
+        return;
+    }
+    int32_t idx[CHUNK + 16];
+    if (in <= 0)
+        for (int q = 0; q < rows; q++) memcpy(Y + (size_t)q * ys, b[q], sizeof(float) * (size_t)out);
+    for (int k0 = 0; k0 < in; k0 += CHUNK) {
+        int all_rows;
+        int n = nonzero256_rows(X, xs, rows, k0, min_int(CHUNK, in - k0), idx, &all_rows);
+        int sums = k0 > 0;
+        switch (rows) {
+        case 1: nets256_r(W, b, sums, X, xs, idx, n, out, 1, all_rows, Y, ys); break;
+        case 2: nets256_r(W, b, sums, X, xs, idx, n, out, 2, all_rows, Y, ys); break;
+        case 3: nets256_r(W, b, sums, X, xs, idx, n, out, 3, all_rows, Y, ys); break;
+        case 4: nets256_r(W, b, sums, X, xs, idx, n, out, 4, all_rows, Y, ys); break;
+        }
+    }
+}
+
 /* conv512_block with vectors of 8, PB positions x VB vectors; AVX2 has no masked FMA,
  * so a position whose input is zero takes its old sums back (blend). */
 INLINE256 void conv256_block(const NevoLayer *L, const float *W, const float *b, const float *x, float *y, int oy,
@@ -905,7 +1012,7 @@ T256 static void tanh256(float *y, int n) {
     for (; i < n; i++) y[i] = nevo_tanhf(y[i]);
 }
 
-static const NevoKernels k256 = {"avx2", dense256, conv256, tanh256, NULL, NULL, NULL, NULL};
+static const NevoKernels k256 = {"avx2", dense256, conv256, tanh256, NULL, NULL, NULL, dense_nets256};
 
 const NevoKernels *nevo_kernels_avx2(void) {
     __builtin_cpu_init();
