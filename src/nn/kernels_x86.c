@@ -145,22 +145,24 @@ T512 static void row512(const float *W, const float *src, const float *x, const 
     }
 }
 
-/* RB rows x VB vectors: Y rows = src rows (stride ss; 0 repeats the bias) + the listed
- * terms. masked: each row's term is masked off where its own input is zero; unmasked
- * blocks are only used when no row has a zero among the listed inputs, where the two
- * give the same bits. RB x VB <= 16 accumulators (RB up to 8 for a single vector). */
-INLINE512 void block512_tile(const float *W, const float *src, size_t ss, const float *X, size_t xs,
-                             const int32_t *idx, int n, int out, const int RB, const int VB, const int masked,
-                             __mmask16 mt, float *Y, size_t ys) {
+/* RB rows x VB vectors: row r of Y = the sums at src[r] (a bias, or partial sums) + the
+ * listed terms with row r's weights at W[r]. shared: the rows are of one network, all
+ * with W[0], so each weight vector is loaded once for every row; otherwise each row
+ * reads its own network's (dense_nets). masked: each row's term is masked off where
+ * its own input is zero; unmasked blocks are only used when no row has a zero among
+ * the listed inputs, where the two give the same bits. W and src point at the tile's
+ * first output. RB x VB <= 16 accumulators (RB up to 8 for a single vector). */
+INLINE512 void block512_tile(const float *const *W, const int shared, const float *const *src, const float *X,
+                             size_t xs, const int32_t *idx, int n, int out, const int RB, const int VB,
+                             const int masked, __mmask16 mt, float *Y, size_t ys) {
     __m512 acc[8][4];
     const __m512 zero = _mm512_setzero_ps();
 #pragma GCC unroll 8
     for (int r = 0; r < RB; r++)
 #pragma GCC unroll 4
-        for (int v = 0; v < VB; v++) acc[r][v] = LOAD512(src + r * ss + 16 * v, v, VB, mt);
+        for (int v = 0; v < VB; v++) acc[r][v] = LOAD512(src[r] + 16 * v, v, VB, mt);
     for (int i = 0; i < n; i++) {
         int k = idx[i];
-        const float *w = W + (size_t)k * out;
         __m512 xb[8];
         __mmask16 m[8];
 #pragma GCC unroll 8
@@ -170,11 +172,13 @@ INLINE512 void block512_tile(const float *W, const float *src, size_t ss, const 
         }
 #pragma GCC unroll 4
         for (int v = 0; v < VB; v++) {
-            __m512 wv = LOAD512(w + 16 * v, v, VB, mt);
+            __m512 wv = shared ? LOAD512(W[0] + (size_t)k * out + 16 * v, v, VB, mt) : zero;
 #pragma GCC unroll 8
-            for (int r = 0; r < RB; r++)
-                acc[r][v] = masked ? _mm512_mask3_fmadd_ps(xb[r], wv, acc[r][v], m[r])
-                                   : _mm512_fmadd_ps(xb[r], wv, acc[r][v]);
+            for (int r = 0; r < RB; r++) {
+                __m512 w = shared ? wv : LOAD512(W[r] + (size_t)k * out + 16 * v, v, VB, mt);
+                acc[r][v] = masked ? _mm512_mask3_fmadd_ps(xb[r], w, acc[r][v], m[r])
+                                   : _mm512_fmadd_ps(xb[r], w, acc[r][v]);
+            }
         }
     }
 #pragma GCC unroll 8
@@ -183,35 +187,36 @@ INLINE512 void block512_tile(const float *W, const float *src, size_t ss, const 
         for (int v = 0; v < VB; v++) STORE512(Y + r * ys + 16 * v, v, VB, mt, acc[r][v]);
 }
 
-INLINE512 void block512(const float *W, const float *src, size_t ss, const float *X, size_t xs, const int32_t *idx,
-                        int n, int out, const int RB, const int masked, float *Y, size_t ys) {
+/* block512_tile over all outputs, 4 vectors at a time (one vector for RB > 4). */
+INLINE512 void block512(const float *const *W, const int shared, const float *const *src, const float *X, size_t xs,
+                        const int32_t *idx, int n, int out, const int RB, const int masked, float *Y, size_t ys) {
     int nvec = (out + 15) / 16;
-    if (RB > 4) { /* only for layers of at most 16 outputs (dense512) */
-        block512_tile(W, src, ss, X, xs, idx, n, out, RB, 1, masked, mask16(out), Y, ys);
-        return;
-    }
+    const float *wt[8], *st[8];
     for (int v0 = 0; v0 < nvec; v0 += 4) {
-        int VB = min_int(4, nvec - v0);
+        int VB = RB > 4 ? 1 : min_int(4, nvec - v0); /* RB > 4 only for layers of <= 16 outputs */
         __mmask16 mt = mask16(out - 16 * (v0 + VB - 1));
-        const float *w = W + 16 * v0, *s = src + 16 * v0;
+#pragma GCC unroll 8
+        for (int r = 0; r < RB; r++) wt[r] = W[shared ? 0 : r] + 16 * v0, st[r] = src[r] + 16 * v0;
         float *yt = Y + 16 * v0;
         switch (VB) {
-        case 1: block512_tile(w, s, ss, X, xs, idx, n, out, RB, 1, masked, mt, yt, ys); break;
-        case 2: block512_tile(w, s, ss, X, xs, idx, n, out, RB, 2, masked, mt, yt, ys); break;
-        case 3: block512_tile(w, s, ss, X, xs, idx, n, out, RB, 3, masked, mt, yt, ys); break;
-        default: block512_tile(w, s, ss, X, xs, idx, n, out, RB, 4, masked, mt, yt, ys); break;
+        case 1: block512_tile(wt, shared, st, X, xs, idx, n, out, RB, 1, masked, mt, yt, ys); break;
+        case 2: block512_tile(wt, shared, st, X, xs, idx, n, out, RB, 2, masked, mt, yt, ys); break;
+        case 3: block512_tile(wt, shared, st, X, xs, idx, n, out, RB, 3, masked, mt, yt, ys); break;
+        default: block512_tile(wt, shared, st, X, xs, idx, n, out, RB, 4, masked, mt, yt, ys); break;
         }
     }
 }
 
-/* Rows RB (2..8) of a block sharing one input list: unmasked when no row has a zero
- * among the listed inputs (tanh layers), else in masked blocks of at most 4 rows. */
-T512 static void rows512(const float *W, const float *src, size_t ss, const float *X, size_t xs,
-                         const int32_t *idx, int n, int out, int RB, int all_rows, float *Y, size_t ys) {
+/* Rows RB (1..8) sharing one input list, row r from the sums at src[r] with weights
+ * W[r] (W[0] for all when shared): unmasked when no row has a zero among the listed
+ * inputs (tanh layers), else in masked blocks of at most 4 rows. The switches give
+ * every block a fixed height, so its accumulators stay in registers. */
+INLINE512 void rows512(const float *const *W, const int shared, const float *const *src, const float *X, size_t xs,
+                       const int32_t *idx, int n, int out, int RB, int all_rows, float *Y, size_t ys) {
     if (all_rows) {
         switch (RB) {
 #define UNMASKED_CASE(N) \
-    case N: block512(W, src, ss, X, xs, idx, n, out, N, 0, Y, ys); return;
+    case N: block512(W, shared, src, X, xs, idx, n, out, N, 0, Y, ys); return;
             UNMASKED_CASE(2) UNMASKED_CASE(3) UNMASKED_CASE(4) UNMASKED_CASE(5) UNMASKED_CASE(6)
             UNMASKED_CASE(7) UNMASKED_CASE(8)
 #undef UNMASKED_CASE
@@ -219,13 +224,14 @@ T512 static void rows512(const float *W, const float *src, size_t ss, const floa
     }
     for (int q = 0; q < RB; q += 4) {
         int rb = min_int(4, RB - q);
-        const float *sq = src + (size_t)q * ss, *Xq = X + (size_t)q * xs;
+        const float *const *Wq = shared ? W : W + q;
+        const float *Xq = X + (size_t)q * xs;
         float *Yq = Y + (size_t)q * ys;
         switch (rb) {
-        case 1: block512(W, sq, ss, Xq, xs, idx, n, out, 1, 1, Yq, ys); break;
-        case 2: block512(W, sq, ss, Xq, xs, idx, n, out, 2, 1, Yq, ys); break;
-        case 3: block512(W, sq, ss, Xq, xs, idx, n, out, 3, 1, Yq, ys); break;
-        default: block512(W, sq, ss, Xq, xs, idx, n, out, 4, 1, Yq, ys); break;
+        case 1: block512(Wq, shared, src + q, Xq, xs, idx, n, out, 1, 1, Yq, ys); break;
+        case 2: block512(Wq, shared, src + q, Xq, xs, idx, n, out, 2, 1, Yq, ys); break;
+        case 3: block512(Wq, shared, src + q, Xq, xs, idx, n, out, 3, 1, Yq, ys); break;
+        default: block512(Wq, shared, src + q, Xq, xs, idx, n, out, 4, 1, Yq, ys); break;
         }
     }
 }
@@ -246,12 +252,13 @@ T512 static void dense512(const float *W, const float *b, const float *X, size_t
             int all_rows;
             int n = nonzero512(Xr, xs, RB, k0, min_int(CHUNK, in - k0), idx, &all_rows);
             /* the first chunk starts from the bias, later ones from the sums so far */
-            const float *src = k0 == 0 ? b : Yr;
-            size_t ss = k0 == 0 ? 0 : ys;
-            if (RB == 1)
-                row512(W, src, Xr, idx, n, in, out, Yr);
-            else
-                rows512(W, src, ss, Xr, xs, idx, n, out, RB, all_rows, Yr, ys);
+            if (RB == 1) {
+                row512(W, k0 == 0 ? b : Yr, Xr, idx, n, in, out, Yr);
+            } else {
+                const float *src[8];
+                for (int q = 0; q < RB; q++) src[q] = k0 == 0 ? b : Yr + (size_t)q * ys;
+                rows512(&W, 1, src, Xr, xs, idx, n, out, RB, all_rows, Yr, ys);
+            }
         }
         r += RB;
     }
@@ -429,73 +436,25 @@ T512 static void from_lanes512(const float *YT, int out, float *Y, size_t ys) {
 }
 
 /* Rows each with its own network's weights (the GA's and ES's case: one episode per
- * network; neighbouring rows are of different networks). A lone row of a small layer is bound by the latency of its FMA chains (one
- * chain per output, 64 terms long for a 64-wide layer, at 4 cycles a term), not by the
- * FMA units; R rows of R networks side by side give R times the independent chains.
- * The inputs listed are those where any of the rows is nonzero, as for a block of rows
- * of one network; each row reads its own network's weight rows. R x VB <= 16
- * accumulators; sums from the bias, or with sums from the partial sums in Y. */
-INLINE512 void nets512_tile(const float *const *W, const float *const *b, int j0, int sums, const float *X,
-                            size_t xs, const int32_t *idx, int n, int out, const int R, const int VB,
-                            const int masked, __mmask16 mt, float *Y, size_t ys) {
-    __m512 acc[4][4];
-    const __m512 zero = _mm512_setzero_ps();
-#pragma GCC unroll 4
-    for (int q = 0; q < R; q++)
-#pragma GCC unroll 4
-        for (int v = 0; v < VB; v++)
-            acc[q][v] = LOAD512((sums ? Y + (size_t)q * ys : b[q]) + j0 + 16 * v, v, VB, mt);
-    for (int i = 0; i < n; i++) {
-        int k = idx[i];
-#pragma GCC unroll 4
-        for (int q = 0; q < R; q++) {
-            __m512 xb = _mm512_set1_ps(X[(size_t)q * xs + k]);
-            const float *w = W[q] + (size_t)k * out + j0;
-            __mmask16 m = masked ? _mm512_cmp_ps_mask(xb, zero, _CMP_NEQ_UQ) : (__mmask16)0xFFFF;
-#pragma GCC unroll 4
-            for (int v = 0; v < VB; v++)
-                acc[q][v] = masked ? _mm512_mask3_fmadd_ps(xb, LOAD512(w + 16 * v, v, VB, mt), acc[q][v], m)
-                                   : _mm512_fmadd_ps(xb, LOAD512(w + 16 * v, v, VB, mt), acc[q][v]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int q = 0; q < R; q++)
-#pragma GCC unroll 4
-        for (int v = 0; v < VB; v++) STORE512(Y + (size_t)q * ys + j0 + 16 * v, v, VB, mt, acc[q][v]);
-}
-
-INLINE512 void nets512_r(const float *const *W, const float *const *b, int sums, const float *X, size_t xs,
-                         const int32_t *idx, int n, int out, const int R, int all_rows, float *Y, size_t ys) {
-    int nvec = (out + 15) / 16;
-    for (int v0 = 0; v0 < nvec; v0 += 4) {
-        int VB = min_int(4, nvec - v0), j0 = 16 * v0;
-        __mmask16 mt = mask16(out - 16 * (v0 + VB - 1));
-        switch (VB + 4 * !all_rows) {
-#define NETS_CASE(V, M) \
-    case V + 4 * M: nets512_tile(W, b, j0, sums, X, xs, idx, n, out, R, V, M, mt, Y, ys); break;
-            NETS_CASE(1, 0) NETS_CASE(2, 0) NETS_CASE(3, 0) NETS_CASE(4, 0)
-            NETS_CASE(1, 1) NETS_CASE(2, 1) NETS_CASE(3, 1) NETS_CASE(4, 1)
-#undef NETS_CASE
-        }
-    }
-}
-
+ * network; neighbouring rows are of different networks). A lone row of a small layer
+ * is bound by the latency of its FMA chains (one chain per output, 64 terms long for a
+ * 64-wide layer, at 4 cycles a term), not by the FMA units; R rows of R networks side
+ * by side in one register block (rows512, each row reading its own weights) give R
+ * times the independent chains. The inputs listed are those where any of the rows is
+ * nonzero, as for a block of rows of one network. */
 T512 static void dense_nets512(const float *const *W, const float *const *b, const float *X, size_t xs, int rows,
                                int in, int out, float *Y, size_t ys) {
     NEVO_ASSERT(rows >= 1 && rows <= NEVO_NETS_MAX);
     int32_t idx[CHUNK + 16];
+    const float *sums[NEVO_NETS_MAX];
+    for (int q = 0; q < rows; q++) sums[q] = Y + (size_t)q * ys;
     if (in <= 0)
         for (int q = 0; q < rows; q++) memcpy(Y + (size_t)q * ys, b[q], sizeof(float) * (size_t)out);
     for (int k0 = 0; k0 < in; k0 += CHUNK) {
         int all_rows;
         int n = nonzero512(X, xs, rows, k0, min_int(CHUNK, in - k0), idx, &all_rows);
-        int sums = k0 > 0;
-        switch (rows) {
-        case 1: nets512_r(W, b, sums, X, xs, idx, n, out, 1, all_rows, Y, ys); break;
-        case 2: nets512_r(W, b, sums, X, xs, idx, n, out, 2, all_rows, Y, ys); break;
-        case 3: nets512_r(W, b, sums, X, xs, idx, n, out, 3, all_rows, Y, ys); break;
-        case 4: nets512_r(W, b, sums, X, xs, idx, n, out, 4, all_rows, Y, ys); break;
-        }
+        /* the first chunk starts from the biases, later ones from the sums so far */
+        rows512(W, 0, k0 == 0 ? b : sums, X, xs, idx, n, out, rows, all_rows, Y, ys);
     }
 }
 
