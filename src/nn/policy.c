@@ -226,9 +226,11 @@ void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride
         xs0 = W;
     }
     const NevoKernels *K = nevo_kernels();
-    /* blocks of NEVO_LANES rows of one network go through the lanes layout where the
-     * kernel set has it and every layer is dense (conv layers come first) */
-    int lanes = K->dense_lanes && p->layers[0].kind == NEVO_LAYER_DENSE;
+    /* the lanes layout and rows of several networks side by side serve all-dense
+     * networks (conv layers come first): blocks of NEVO_LANES rows of one network go
+     * through the lanes layout where the kernel set has it */
+    int all_dense = p->layers[0].kind == NEVO_LAYER_DENSE;
+    int lanes = K->dense_lanes && all_dense;
     /* A run of rows that share a network goes through all its layers together, so its
      * weights are read once per run rather than once per row, in the order they lie in
      * memory, and its activations stay in cache from one layer to the next. */
@@ -239,10 +241,9 @@ void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride
          * together (a conv net's time goes to its big dense layer's weight traffic, which
          * this does not change: measured no faster on the MinAtar net) */
         int g = 1;
-        if (K->dense_nets && p->layers[0].kind == NEVO_LAYER_DENSE && j == i + 1)
+        if (K->dense_nets && all_dense && j == i + 1)
             while (g < NEVO_NETS_MAX && i + g < n && (i + g + 1 == n || net[i + g + 1] != net[i + g])) g++;
         if (g > 1) j = i + g;
-        const float *theta = params + (size_t)net[i] * stride;
         if (j < n) {
             /* the next network's first weights start on their way to L2 while this one
              * computes: the hardware prefetcher would only start after the first misses */
@@ -259,6 +260,7 @@ void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride
             i = j;
             continue;
         }
+        const float *theta = params + (size_t)net[i] * stride;
         if (lanes)
             for (; j - i >= NEVO_LANES; i += NEVO_LANES) forward_lanes(p, K, theta, x0, xs0, i, n, out, scratch);
         if (i < j) forward_rows(p, K, &theta, 1, x0, xs0, i, j, n, out, scratch);
