@@ -107,16 +107,15 @@ typedef struct RowsCtx {
 } RowsCtx;
 
 /* The same accesses and nothing else: one load per 64-byte line of each segment, with
- * the lines of the segment 8 ahead prefetched, as the dense kernel does (PREFETCH_ROWS
- * in kernels_x86.c). Its rate is what this access pattern allows. */
-#define ROWS_PREFETCH_AHEAD 8
+ * the lines of the segment NEVO_PREFETCH_ROWS ahead prefetched, as the dense kernel
+ * does. Its rate is what this access pattern allows. */
 static double rows_work(void *vctx, long iters) {
     RowsCtx *c = vctx;
     float s = 0.0f;
     for (long it = 0; it < iters; it++) {
         for (size_t i = 0; i < c->nseg; i++) {
-            if (i + ROWS_PREFETCH_AHEAD < c->nseg) {
-                const Segment *f = &c->seg[i + ROWS_PREFETCH_AHEAD];
+            if (i + NEVO_PREFETCH_ROWS < c->nseg) {
+                const Segment *f = &c->seg[i + NEVO_PREFETCH_ROWS];
                 const char *a = (const char *)((uintptr_t)f->p & ~(uintptr_t)63), *e = (const char *)(f->p + f->n);
                 for (; a < e; a += 64) __builtin_prefetch(a, 0, 3);
             }

@@ -42,6 +42,9 @@
 #define NEVO_KERNEL_CLONES
 #endif
 
+/* how many listed inputs ahead the AVX-512 one-row dense kernel prefetches weight rows (also
+ * the bench's bare loop over the same rows, which measures what that pattern allows) */
+#define NEVO_PREFETCH_ROWS 8
 /* rows per block in the lanes layout (one AVX-512 vector of floats) */
 #define NEVO_LANES 16
 /* rows (each its own network) dense_nets takes at once */

@@ -95,7 +95,6 @@ INLINE512 int nonzero512(const float *X, size_t xs, int rows, int k0, int n, int
  * for them the weight rows of the inputs listed a few ahead are prefetched (skipped
  * inputs leave gaps that the hardware prefetcher does not follow). */
 #define PREFETCH_MIN_WEIGHTS (64 * 1024)
-#define PREFETCH_ROWS 8
 
 /* Vector v of VB at p: the last one masked by mt. */
 #define LOAD512(p, v, VB, mt) ((v) == (VB)-1 ? _mm512_maskz_loadu_ps((mt), (p)) : _mm512_loadu_ps(p))
@@ -112,8 +111,8 @@ INLINE512 void row512_tile(const float *W, const float *src, const float *x, con
     for (int i = 0; i < n; i++) {
         int k = idx[i];
         const float *w = W + (size_t)k * out;
-        if (prefetch && i + PREFETCH_ROWS < n) {
-            const char *pw = (const char *)(W + (size_t)idx[i + PREFETCH_ROWS] * out);
+        if (prefetch && i + NEVO_PREFETCH_ROWS < n) {
+            const char *pw = (const char *)(W + (size_t)idx[i + NEVO_PREFETCH_ROWS] * out);
 #pragma GCC unroll 16
             for (int v = 0; v < VB; v++) _mm_prefetch(pw + 64 * v, _MM_HINT_T0);
         }
