@@ -415,6 +415,53 @@ static void fill_inputs(NevoRng *rng, float *x, size_t n, double p_zero, int bin
 
 static int same_bits(const float *a, const float *b, int n) { return memcmp(a, b, sizeof(float) * (size_t)n) == 0; }
 
+/* A random layer (in, out) for the kernel tests: N(0, 0.3^2) weights, N(0, 0.5^2)
+ * biases with every 5th from zero_from set to -0 (a -0 bias stays -0 while terms are
+ * skipped). Freed by the caller. */
+static void random_layer(NevoRng *rng, int in, int out, int zero_from, float **W, float **b) {
+    *W = malloc(sizeof(float) * (size_t)in * out), *b = malloc(sizeof(float) * (size_t)out);
+    fill_gauss(rng, *W, (size_t)in * out, 0.3f);
+    fill_gauss(rng, *b, (size_t)out, 0.5f);
+    for (int j = zero_from; j < out; j += 5) (*b)[j] = -0.0f;
+}
+
+/* The skip-zero fixture: a layer of SKIP_IN inputs whose weight rows are +inf, NaN,
+ * finite and -inf, biases alternating 0.25 and -0, and five input rows against it. */
+enum { SKIP_IN = 4, SKIP_OUT = 20 };
+static const float skip_cases[5][SKIP_IN] = {
+    {0.0f, -0.0f, 1.5f, 0.0f}, /* only the finite weights count */
+    {1.0f, 0.0f, 0.0f, 0.0f},  /* inf */
+    {0.0f, 0.0f, 0.0f, 0.0f},  /* the bias, -0 included */
+    {NAN, 0.0f, 2.0f, 0.0f},   /* NaN input: NaN */
+    {0.0f, 0.0f, 0.0f, -1.0f}, /* +inf */
+};
+
+/* The fixture's weights and biases; shift varies the finite row and the biases (so
+ * rows of different networks differ). */
+static void skip_layer(float *W, float *b, int shift) {
+    for (int j = 0; j < SKIP_OUT; j++) {
+        W[0 * SKIP_OUT + j] = INFINITY;
+        W[1 * SKIP_OUT + j] = NAN;
+        W[2 * SKIP_OUT + j] = 0.5f + (float)(j + shift);
+        W[3 * SKIP_OUT + j] = -INFINITY;
+        b[j] = (j + shift) % 2 ? -0.0f : 0.25f;
+    }
+}
+
+/* y, the outputs of skip_cases[c] through that layer (then relu if asked), against
+ * what skipping zeros gives: a NaN for the NaN input, else exactly these bits. */
+static void check_skip_row(const char *what, int c, const float *y, const float *W, const float *b, int relu) {
+    for (int j = 0; j < SKIP_OUT; j++) {
+        float want = c == 0 ? fmaf(1.5f, W[2 * SKIP_OUT + j], b[j]) : c == 1 || c == 4 ? INFINITY : b[j];
+        if (relu && want < 0.0f) want = 0.0f;
+        if (c == 3)
+            CHECK_MSG(isnan(y[j]), "%s: a NaN input gave %g (relu %d)", what, y[j], relu);
+        else
+            CHECK_MSG(same_bits(&y[j], &want, 1), "%s: case %d output %d is %g, want %g (relu %d)", what, c, j, y[j],
+                      want, relu);
+    }
+}
+
 /* Y (rows, out) through each implementation on rows whose zeros fall differently: every
  * one bit-identical to the portable kernel, every row the same alone as in the batch,
  * nothing written between the rows, and the portable sums within float rounding of a
@@ -431,10 +478,8 @@ TEST(kernels_dense_implementations_bit_identical) {
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int in = shapes[s][0], out = shapes[s][1];
         size_t xs = (size_t)in + 3, ys = (size_t)out + 2;
-        float *W = malloc(sizeof(float) * (size_t)in * out), *b = malloc(sizeof(float) * (size_t)out);
-        fill_gauss(&rng, W, (size_t)in * out, 0.3f);
-        fill_gauss(&rng, b, (size_t)out, 0.5f);
-        for (int j = 0; j < out; j += 5) b[j] = -0.0f; /* a -0 bias stays -0 while terms are skipped */
+        float *W, *b;
+        random_layer(&rng, in, out, 0, &W, &b);
         float *X = malloc(sizeof(float) * xs * 9), *Y = malloc(sizeof(float) * ys * 9);
         float *ref = malloc(sizeof(float) * ys * 9), *one = malloc(sizeof(float) * (size_t)out);
         for (size_t z = 0; z < sizeof p_zeros / sizeof p_zeros[0]; z++) {
@@ -483,37 +528,16 @@ TEST(kernels_dense_implementations_bit_identical) {
 TEST(kernels_dense_skip_zero_inputs) {
     const NevoKernels *ks[3];
     int nk = kernel_sets(ks);
-    enum { IN = 4, OUT = 20 };
-    float W[IN * OUT], b[OUT];
-    for (int j = 0; j < OUT; j++) {
-        W[0 * OUT + j] = INFINITY;
-        W[1 * OUT + j] = NAN;
-        W[2 * OUT + j] = 0.5f + (float)j;
-        W[3 * OUT + j] = -INFINITY;
-        b[j] = j % 2 ? -0.0f : 0.25f;
-    }
-    const float X[5][IN] = {
-        {0.0f, -0.0f, 1.5f, 0.0f}, /* only the finite weights count */
-        {1.0f, 0.0f, 0.0f, 0.0f},  /* inf */
-        {0.0f, 0.0f, 0.0f, 0.0f},  /* the bias, -0 included */
-        {NAN, 0.0f, 2.0f, 0.0f},   /* NaN input: NaN */
-        {0.0f, 0.0f, 0.0f, -1.0f}, /* +inf */
-    };
+    float W[SKIP_IN * SKIP_OUT], b[SKIP_OUT];
+    skip_layer(W, b, 0);
     for (int k = 0; k < nk; k++) {
         for (int rows = 1; rows <= 5; rows++) {
-            float Y[5][OUT];
+            float Y[5][SKIP_OUT];
+            char what[64];
+            snprintf(what, sizeof what, "%s, %d rows", ks[k]->name, rows);
             /* rows 0..rows-1 together, so each one also sits in a block with the others */
-            ks[k]->dense(W, b, &X[0][0], IN, rows, IN, OUT, &Y[0][0], OUT);
-            for (int r = 0; r < rows; r++)
-                for (int j = 0; j < OUT; j++) {
-                    float y = Y[r][j];
-                    float want = r == 0 ? fmaf(1.5f, W[2 * OUT + j], b[j]) : r == 1 || r == 4 ? INFINITY : b[j];
-                    if (r == 3)
-                        CHECK_MSG(isnan(y), "%s: a NaN input gave %g", ks[k]->name, y);
-                    else
-                        CHECK_MSG(same_bits(&y, &want, 1), "%s, %d rows: row %d output %d is %g, want %g",
-                                  ks[k]->name, rows, r, j, y, want);
-                }
+            ks[k]->dense(W, b, &skip_cases[0][0], SKIP_IN, rows, SKIP_IN, SKIP_OUT, &Y[0][0], SKIP_OUT);
+            for (int r = 0; r < rows; r++) check_skip_row(what, r, Y[r], W, b, 0);
         }
     }
 }
@@ -547,10 +571,8 @@ TEST(kernels_dense_lanes_bit_identical) {
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             int in = shapes[s][0], out = shapes[s][1];
             size_t xs = (size_t)in + 3, ys = (size_t)out + 2;
-            float *W = malloc(sizeof(float) * (size_t)in * out), *b = malloc(sizeof(float) * (size_t)out);
-            fill_gauss(&rng, W, (size_t)in * out, 0.3f);
-            fill_gauss(&rng, b, (size_t)out, 0.5f);
-            for (int j = 0; j < out; j += 5) b[j] = -0.0f;
+            float *W, *b;
+            random_layer(&rng, in, out, 0, &W, &b);
             float *X = malloc(sizeof(float) * xs * R), *Y = malloc(sizeof(float) * ys * R);
             float *ref = malloc(sizeof(float) * ys * R);
             /* XT with a NaN guard of a whole vector after it */
@@ -611,38 +633,17 @@ TEST(kernels_dense_lanes_bit_identical) {
 
         /* a zero input skips its term even against inf and NaN weights, and leaves a -0
          * bias alone; a NaN input reaches its outputs; each row (lane) on its own */
-        enum { IN = 4, OUT = 20 };
-        float W[IN * OUT], b[OUT], X[R][IN], XT[IN * R], YT[OUT * R], Y[R][OUT];
-        for (int j = 0; j < OUT; j++) {
-            W[0 * OUT + j] = INFINITY;
-            W[1 * OUT + j] = NAN;
-            W[2 * OUT + j] = 0.5f + (float)j;
-            W[3 * OUT + j] = -INFINITY;
-            b[j] = j % 2 ? -0.0f : 0.25f;
-        }
-        static const float cases[5][IN] = {
-            {0.0f, -0.0f, 1.5f, 0.0f}, {1.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f},
-            {NAN, 0.0f, 2.0f, 0.0f},   {0.0f, 0.0f, 0.0f, -1.0f},
-        };
-        for (int r = 0; r < R; r++) memcpy(X[r], cases[(r * 3) % 5], sizeof X[r]);
-        ks[k]->to_lanes(&X[0][0], IN, IN, XT);
+        float W[SKIP_IN * SKIP_OUT], b[SKIP_OUT], X[R][SKIP_IN], XT[SKIP_IN * R], YT[SKIP_OUT * R], Y[R][SKIP_OUT];
+        skip_layer(W, b, 0);
+        for (int r = 0; r < R; r++) memcpy(X[r], skip_cases[(r * 3) % 5], sizeof X[r]);
+        ks[k]->to_lanes(&X[0][0], SKIP_IN, SKIP_IN, XT);
         /* relu as well: -0 stays -0, NaN stays NaN (as nevo_kernel_activate) */
         for (int relu = 0; relu < 2; relu++) {
-            ks[k]->dense_lanes(W, b, XT, IN, OUT, relu ? NEVO_ACT_RELU : NEVO_ACT_NONE, YT);
-            ks[k]->from_lanes(YT, OUT, &Y[0][0], OUT);
-            for (int r = 0; r < R; r++) {
-                int c = (r * 3) % 5;
-                for (int j = 0; j < OUT; j++) {
-                    float y = Y[r][j];
-                    float want = c == 0 ? fmaf(1.5f, W[2 * OUT + j], b[j]) : c == 1 || c == 4 ? INFINITY : b[j];
-                    if (relu && want < 0.0f) want = 0.0f;
-                    if (c == 3)
-                        CHECK_MSG(isnan(y), "%s lanes: a NaN input gave %g (relu %d)", ks[k]->name, y, relu);
-                    else
-                        CHECK_MSG(same_bits(&y, &want, 1), "%s lanes: row %d output %d is %g, want %g (relu %d)",
-                                  ks[k]->name, r, j, y, want, relu);
-                }
-            }
+            ks[k]->dense_lanes(W, b, XT, SKIP_IN, SKIP_OUT, relu ? NEVO_ACT_RELU : NEVO_ACT_NONE, YT);
+            ks[k]->from_lanes(YT, SKIP_OUT, &Y[0][0], SKIP_OUT);
+            char what[64];
+            snprintf(what, sizeof what, "%s lanes", ks[k]->name);
+            for (int r = 0; r < R; r++) check_skip_row(what, (r * 3) % 5, Y[r], W, b, relu);
         }
     }
     /* the lanes path is checked wherever the CPU has AVX-512 */
@@ -672,12 +673,7 @@ TEST(kernels_dense_nets_bit_identical) {
             int in = shapes[s][0], out = shapes[s][1];
             size_t xs = (size_t)in + 3, ys = (size_t)out + 2;
             float *Wm[R], *bm[R];
-            for (int q = 0; q < R; q++) {
-                Wm[q] = malloc(sizeof(float) * (size_t)in * out), bm[q] = malloc(sizeof(float) * (size_t)out);
-                fill_gauss(&rng, Wm[q], (size_t)in * out, 0.3f);
-                fill_gauss(&rng, bm[q], (size_t)out, 0.5f);
-                for (int j = q; j < out; j += 5) bm[q][j] = -0.0f;
-            }
+            for (int q = 0; q < R; q++) random_layer(&rng, in, out, q, &Wm[q], &bm[q]);
             float *X = malloc(sizeof(float) * xs * R), *Y = malloc(sizeof(float) * ys * R);
             float *ref = malloc(sizeof(float) * (size_t)out);
             for (size_t z = 0; z < sizeof p_zeros / sizeof p_zeros[0]; z++) {
@@ -704,39 +700,15 @@ TEST(kernels_dense_nets_bit_identical) {
         }
 
         /* each row its own infinite and NaN weights, zero inputs skipped per row */
-        enum { IN = 4, OUT = 20 };
-        float Wq[R][IN * OUT], bq[R][OUT], Y[R][OUT];
+        float Wq[R][SKIP_IN * SKIP_OUT], bq[R][SKIP_OUT], X2[R][SKIP_IN], Y[R][SKIP_OUT];
         const float *wp[R], *bp[R];
-        static const float cases[5][IN] = {
-            {0.0f, -0.0f, 1.5f, 0.0f}, {1.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f},
-            {NAN, 0.0f, 2.0f, 0.0f},   {0.0f, 0.0f, 0.0f, -1.0f},
-        };
-        float X2[R][IN];
-        for (int q = 0; q < R; q++) {
-            for (int j = 0; j < OUT; j++) {
-                Wq[q][0 * OUT + j] = INFINITY;
-                Wq[q][1 * OUT + j] = NAN;
-                Wq[q][2 * OUT + j] = 0.5f + (float)(j + q);
-                Wq[q][3 * OUT + j] = -INFINITY;
-                bq[q][j] = (j + q) % 2 ? -0.0f : 0.25f;
-            }
-            wp[q] = Wq[q], bp[q] = bq[q];
-        }
+        for (int q = 0; q < R; q++) skip_layer(Wq[q], bq[q], q), wp[q] = Wq[q], bp[q] = bq[q];
         for (int shift = 0; shift < 5; shift++) {
-            for (int q = 0; q < R; q++) memcpy(X2[q], cases[(q + shift) % 5], sizeof X2[q]);
-            ks[k]->dense_nets(wp, bp, &X2[0][0], IN, R, IN, OUT, &Y[0][0], OUT);
-            for (int q = 0; q < R; q++) {
-                int c = (q + shift) % 5;
-                for (int j = 0; j < OUT; j++) {
-                    float y = Y[q][j];
-                    float want = c == 0 ? fmaf(1.5f, Wq[q][2 * OUT + j], bq[q][j]) : c == 1 || c == 4 ? INFINITY : bq[q][j];
-                    if (c == 3)
-                        CHECK_MSG(isnan(y), "%s nets: a NaN input gave %g", ks[k]->name, y);
-                    else
-                        CHECK_MSG(same_bits(&y, &want, 1), "%s nets: row %d output %d is %g, want %g", ks[k]->name, q,
-                                  j, y, want);
-                }
-            }
+            for (int q = 0; q < R; q++) memcpy(X2[q], skip_cases[(q + shift) % 5], sizeof X2[q]);
+            ks[k]->dense_nets(wp, bp, &X2[0][0], SKIP_IN, R, SKIP_IN, SKIP_OUT, &Y[0][0], SKIP_OUT);
+            char what[64];
+            snprintf(what, sizeof what, "%s nets", ks[k]->name);
+            for (int q = 0; q < R; q++) check_skip_row(what, (q + shift) % 5, Y[q], Wq[q], bq[q], 0);
         }
     }
     if (nevo_kernels_named("avx512")) CHECK(checked == 2); /* AVX2 and AVX-512 */
