@@ -142,7 +142,7 @@ TEST(bench_minatar_read_bytes) {
     NevoBenchForwardResult r;
     NevoError err = {0};
     enum { P = 4 };
-    CHECK_MSG(nevo_bench_forward_minatar(&o, "minatar/breakout", P, &r, &err) == NEVO_OK, "%s", err.msg);
+    CHECK_MSG(nevo_bench_forward_minatar(&o, "minatar/breakout", P, 1, &r, &err) == NEVO_OK, "%s", err.msg);
     /* 10x10x4 -> conv 3x3, 16 filters -> 8x8x16 = 1024 -> 128 -> 6 actions */
     double conv = 3 * 3 * 4 * 16 + 16, dense_w = 1024 * 128 + 128 * 6, biases = 128 + 6;
     CHECK_NEAR(r.weight_bytes, 4.0 * P * (conv + dense_w + biases), 0.0);

@@ -334,7 +334,7 @@ TEST(policy_forward_conv) {
 /* Blocks of rows of one network in the lanes layout (AVX-512: 16 rows in the lanes of
  * a vector; kernels.h): the reference, and the same bits as each row alone, which takes
  * the row layout. Widths around the 16-output tile, zeros from relu (the masked
- * blocks), observations that clip, inputs of 4, 11 and 64. */
+ * blocks), observations that clip, inputs of 4, 11 and 64, conv networks. */
 TEST(policy_forward_runs_in_lanes) {
     NevoEnv *env = open_env("CartPole-v1");
     const NevoEnvSpec *spec = nevo_env_spec(env);
@@ -358,8 +358,27 @@ TEST(policy_forward_runs_in_lanes) {
     int h4[2] = {300, 20};
     c = mlp_config("tanh", 2, h4);
     check_forward_rows(&wide, &c, 0, 25, "64->18 tanh [300,20], runs", 1);
+    /* conv networks: two conv layers (stride 2, 8 and 4 filters), and one of 20 filters
+     * (a full and a partial tile; on a 6x6 image, so float sums stay within the
+     * reference's tolerance) */
+    NevoEnvSpec img = image_spec(10, 10, 4, 6);
+    int h1[1] = {16};
+    c = mlp_config("relu", 1, h1);
+    c.n_conv = 2;
+    c.n_conv_kernels = c.n_conv_strides = 2;
+    c.conv_filters[0] = 8, c.conv_kernels[0] = 3, c.conv_strides[0] = 1;
+    c.conv_filters[1] = 4, c.conv_kernels[1] = 3, c.conv_strides[1] = 2;
+    check_forward_rows(&img, &c, 0, 26, "conv 10x10x4 relu, runs", 1);
+    strcpy(c.activation, "tanh");
+    check_forward_rows(&img, &c, 1, 27, "conv 10x10x4 tanh obs_norm, runs", 1);
+    c = mlp_config("relu", 1, h1);
+    c.n_conv = c.n_conv_kernels = c.n_conv_strides = 1;
+    c.conv_filters[0] = 20, c.conv_kernels[0] = 3, c.conv_strides[0] = 1;
+    NevoEnvSpec small = image_spec(6, 6, 4, 6);
+    check_forward_rows(&small, &c, 0, 28, "conv 6x6x4 3x3x20 relu, runs", 1);
     /* where the CPU has AVX-512 the forward runs these blocks in the lanes layout */
-    if (nevo_kernels_named("avx512") && !getenv("NEVO_KERNELS")) CHECK(nevo_kernels()->dense_lanes != NULL);
+    if (nevo_kernels_named("avx512") && !getenv("NEVO_KERNELS"))
+        CHECK(nevo_kernels()->dense_lanes != NULL && nevo_kernels()->conv_lanes != NULL);
 }
 
 /* A NaN parameter must reach the output whatever the activation, so the evaluator can
@@ -723,6 +742,82 @@ static NevoLayer conv_layer(int h, int w, int c, int k, int s, int f) {
     L.out_h = (h - k) / s + 1, L.out_w = (w - k) / s + 1, L.out_c = f;
     L.in_dim = h * w * c, L.out_dim = L.out_h * L.out_w * f;
     return L;
+}
+
+/* 16 rows through conv_lanes (where a kernel set has it) against the portable conv and
+ * activation of each row alone, bit for bit: the shapes of
+ * kernels_conv_implementations_bit_identical (filters around the 16-wide tile, strides,
+ * 1x1 to 4x4 kernels, over 1000 channels), rows of dense, half-zero and binary-sparse
+ * inputs side by side (so some inputs are zero in every row, some in a few), -0 biases,
+ * each activation; then channel 0 against infinite weights, zero in the even rows only,
+ * and nothing written past the output. */
+TEST(kernels_conv_lanes_bit_identical) {
+    const NevoKernels *ks[3];
+    int nk = kernel_sets(ks), checked = 0;
+    const NevoKernels *generic = ks[0];
+    CHECK(generic->conv_lanes == NULL);
+    enum { R = NEVO_LANES };
+    static const int shapes[][6] = {
+        /* h, w, c, kernel, stride, filters */
+        {10, 10, 4, 3, 1, 16}, {10, 10, 10, 3, 1, 16}, {9, 7, 3, 3, 2, 5}, {8, 8, 16, 3, 2, 32},
+        {5, 6, 1, 1, 1, 3},    {6, 6, 2, 2, 3, 17},    {12, 11, 3, 4, 2, 33}, {4, 3, 1100, 2, 1, 3},
+    };
+    static const NevoActivation acts[3] = {NEVO_ACT_NONE, NEVO_ACT_TANH, NEVO_ACT_RELU};
+    NevoRng rng;
+    nevo_rng_init(&rng, 47, NEVO_RNG_USER, 0, 0, 0);
+    for (int k = 1; k < nk; k++) {
+        if (!ks[k]->conv_lanes) continue;
+        checked++;
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            const int *sh = shapes[s];
+            NevoLayer L = conv_layer(sh[0], sh[1], sh[2], sh[3], sh[4], sh[5]);
+            int in = L.in_dim, out = L.out_dim, C = L.in_c;
+            size_t nw = (size_t)L.kernel * L.kernel * C * L.out_c;
+            float *W, *b;
+            random_layer(&rng, (int)(nw / (size_t)L.out_c), L.out_c, 1, &W, &b);
+            float *X = malloc(sizeof(float) * (size_t)in * R), *ref = malloc(sizeof(float) * (size_t)out * R);
+            float *XT = malloc(sizeof(float) * (size_t)in * R), *YT = malloc(sizeof(float) * ((size_t)out + 1) * R);
+            float *Y = malloc(sizeof(float) * (size_t)out * R);
+            for (int inf = 0; inf < 2; inf++) {
+                for (int r = 0; r < R; r++)
+                    fill_inputs(&rng, X + (size_t)r * in, (size_t)in, r % 3 == 0 ? 0.0 : r % 3 == 1 ? 0.5 : 0.95,
+                                r % 3 == 2);
+                if (inf) { /* channel 0: +inf weights, input zero in the even rows, 1 in the odd */
+                    for (size_t t = 0; t < nw; t += (size_t)C * L.out_c)
+                        for (int f = 0; f < L.out_c; f++) W[t + (size_t)f] = INFINITY;
+                    for (int r = 0; r < R; r++)
+                        for (int i = 0; i < in; i += C) X[(size_t)r * in + i] = r % 2 ? 1.0f : (r % 4 ? -0.0f : 0.0f);
+                }
+                ks[k]->to_lanes(X, (size_t)in, in, XT);
+                for (int a = 0; a < 3; a++) {
+                    for (int r = 0; r < R; r++) {
+                        generic->conv(&L, W, b, X + (size_t)r * in, ref + (size_t)r * out);
+                        if (acts[a] == NEVO_ACT_TANH)
+                            generic->tanh(ref + (size_t)r * out, out);
+                        else if (acts[a] == NEVO_ACT_RELU)
+                            for (int j = 0; j < out; j++) {
+                                float *v = &ref[(size_t)r * out + j];
+                                *v = *v < 0.0f ? 0.0f : *v;
+                            }
+                    }
+                    for (size_t i = 0; i < ((size_t)out + 1) * R; i++) YT[i] = NAN;
+                    ks[k]->conv_lanes(&L, W, b, XT, acts[a], YT);
+                    for (int i = 0; i < R; i++)
+                        CHECK_MSG(isnan(YT[(size_t)out * R + i]), "%s conv_lanes: wrote past the output", ks[k]->name);
+                    ks[k]->from_lanes(YT, out, Y, (size_t)out);
+                    for (int r = 0; r < R; r++)
+                        CHECK_MSG(same_bits(Y + (size_t)r * out, ref + (size_t)r * out, out),
+                                  "%s conv_lanes %dx%dx%d k%d s%d f%d, activation %d, inf %d: row %d differs from "
+                                  "generic",
+                                  ks[k]->name, sh[0], sh[1], sh[2], sh[3], sh[4], sh[5], (int)acts[a], inf, r);
+                    if (inf && acts[a] == NEVO_ACT_NONE) /* the odd rows met the infinite weights */
+                        CHECK(isinf(Y[(size_t)1 * out]) && !isinf(Y[0]));
+                }
+            }
+            free(W), free(b), free(X), free(ref), free(XT), free(YT), free(Y);
+        }
+    }
+    if (nevo_kernels_named("avx512")) CHECK(checked == 1);
 }
 
 /* Error of got against the true tanh (libm's, in double) in units of the float spacing

@@ -818,11 +818,14 @@ NevoStatus nevo_bench_ga(const NevoBenchOptions *o, int threads, int generations
     return st;
 }
 
-static void emit_forward_minatar(const NevoBenchLimits *lim, const char *game, int P,
+static void emit_forward_minatar(const NevoBenchLimits *lim, const char *game, int P, int B,
                                  const NevoBenchForwardResult *fr, NevoBenchEmit emit, void *ctx) {
     NevoBenchResult r;
+    const char *g = game + strlen("minatar/");
+    char bn[16] = "";
+    if (B > 1) snprintf(bn, sizeof bn, " B=%d", B);
     result_init(&r, "forward", "GFLOP/s");
-    snprintf(r.name, sizeof r.name, "forward P=%d MinAtar net, %s obs", P, game + strlen("minatar/"));
+    snprintf(r.name, sizeof r.name, "forward P=%d%s MinAtar net, %s obs", P, bn, g);
     r.value = fr->gflops;
     r.median = fr->gflops_median;
     r.cpu_share = fr->cpu_share;
@@ -830,25 +833,26 @@ static void emit_forward_minatar(const NevoBenchLimits *lim, const char *game, i
     snprintf(ln, sizeof ln, "fma peak, 1 core (%s)", nevo_bench_isa_name(lim->isa));
     result_limit(&r, lim->peak_1c, ln);
     snprintf(r.extra, sizeof r.extra,
-             "\"kernels\": \"%s\", \"env\": \"%s\", \"P\": %d, \"B\": 1, \"nparams\": %zu, "
+             "\"kernels\": \"%s\", \"env\": \"%s\", \"P\": %d, \"B\": %d, \"nparams\": %zu, "
              "\"dense_equivalent_flops_per_row\": %.0f, \"rows_per_s\": %.6g, \"input_density\": %.4g, "
              "\"weight_bytes\": %.0f",
-             nevo_bench_kernels_name(), game, P, fr->nparams, fr->flops_per_row, fr->gflops * 1e9 / fr->flops_per_row,
+             nevo_bench_kernels_name(), game, P, B, fr->nparams, fr->flops_per_row, fr->gflops * 1e9 / fr->flops_per_row,
              fr->input_density, fr->weight_bytes);
     emit_row(emit, ctx, &r);
     result_init(&r, "forward", "GB/s");
-    snprintf(r.name, sizeof r.name, "forward P=%d MinAtar net, %s obs, weights", P, game + strlen("minatar/"));
+    snprintf(r.name, sizeof r.name, "forward P=%d%s MinAtar net, %s obs, weights", P, bn, g);
     r.value = fr->weight_gbs;
     r.median = fr->weight_gbs * fr->gflops_median / fr->gflops;
     r.cpu_share = fr->cpu_share;
     snprintf(ln, sizeof ln, "read bw over the %.3g MiB weights", fr->weight_bytes / (1024.0 * 1024.0));
     result_limit(&r, fr->bw_gbs, ln);
-    snprintf(r.extra, sizeof r.extra, "\"P\": %d, \"weight_bytes\": %.0f", P, fr->weight_bytes);
+    snprintf(r.extra, sizeof r.extra, "\"P\": %d, \"B\": %d, \"weight_bytes\": %.0f", P, B, fr->weight_bytes);
     emit_row(emit, ctx, &r);
+    if (B > 1) return; /* compute-bound: the FMA peak is its limit */
     /* the path's own roofline: the bytes it must read (zero inputs' rows skipped), at
      * the rate a bare loop reads those same rows in the same order */
     result_init(&r, "forward", "GB/s");
-    snprintf(r.name, sizeof r.name, "forward P=%d MinAtar net, %s obs, rows read", P, game + strlen("minatar/"));
+    snprintf(r.name, sizeof r.name, "forward P=%d MinAtar net, %s obs, rows read", P, g);
     r.value = fr->weight_gbs * fr->read_bytes / fr->weight_bytes;
     r.median = r.value * fr->gflops_median / fr->gflops;
     r.cpu_share = fr->cpu_share;
@@ -857,8 +861,7 @@ static void emit_forward_minatar(const NevoBenchLimits *lim, const char *game, i
              fr->read_bytes / fr->weight_bytes);
     emit_row(emit, ctx, &r);
     result_init(&r, "forward", "GB/s");
-    snprintf(r.name, sizeof r.name, "forward P=%d MinAtar net, %s obs, rows read by a bare loop", P,
-             game + strlen("minatar/"));
+    snprintf(r.name, sizeof r.name, "forward P=%d MinAtar net, %s obs, rows read by a bare loop", P, g);
     r.value = r.median = fr->bare_read_gbs;
     snprintf(ln, sizeof ln, "read bw (%.2f of the weights, scattered)", fr->read_bytes / fr->weight_bytes);
     result_limit(&r, fr->bw_gbs, ln);
@@ -1074,12 +1077,19 @@ NevoStatus nevo_bench_run(const NevoBenchOptions *o, unsigned groups, NevoBenchE
             if ((st = nevo_bench_forward(o, &cases[k], tanh_rate, &fr, err)) != NEVO_OK) goto done;
             emit_forward(&lim, &cases[k], &fr, emit, ctx);
         }
+        /* the MinAtar net at one row per network (the GA's case: bound by reading the
+         * weights) and at 16 rows per network (episodes of one network side by side:
+         * 16 times the FLOPs per weight byte) */
         static const char *const minatar_games[] = {"minatar/breakout", "minatar/seaquest"};
-        for (int k = 0; k < 2; k++) {
-            NevoBenchForwardResult fr;
-            int P = o->quick ? 32 : 256;
-            if ((st = nevo_bench_forward_minatar(o, minatar_games[k], P, &fr, err)) != NEVO_OK) goto done;
-            emit_forward_minatar(&lim, minatar_games[k], P, &fr, emit, ctx);
+        static const int minatar_B[] = {1, 16};
+        for (int b = 0; b < 2; b++) {
+            for (int k = 0; k < 2; k++) {
+                NevoBenchForwardResult fr;
+                int P = o->quick ? 32 : 256;
+                if ((st = nevo_bench_forward_minatar(o, minatar_games[k], P, minatar_B[b], &fr, err)) != NEVO_OK)
+                    goto done;
+                emit_forward_minatar(&lim, minatar_games[k], P, minatar_B[b], &fr, emit, ctx);
+            }
         }
     }
 

@@ -255,9 +255,10 @@ typedef struct NevoBenchTrainResult {
  * episodes (then once, not twice). */
 NevoStatus nevo_bench_train(const NevoBenchOptions *o, const char *config_json, int threads, int pipeline,
                             int warm_generations, int generations, NevoBenchTrainResult *out, NevoError *err);
-/* The MinAtar network (conv 3x3x16, ReLU, dense 128, ReLU) of P different networks, one
- * row each, on observations of `game` from random play: one core. */
-NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *game, int P,
+/* The MinAtar network (conv 3x3x16, ReLU, dense 128, ReLU) of P different networks, B
+ * rows each (B episodes of each network), on observations of `game` from random play:
+ * one core. The roofline counts (read_bytes, bare_read_gbs) only at B = 1 (0 else). */
+NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *game, int P, int B,
                                       NevoBenchForwardResult *out, NevoError *err);
 
 typedef struct NevoBenchNoveltyResult {

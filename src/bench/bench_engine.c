@@ -129,7 +129,7 @@ static double rows_work(void *vctx, long iters) {
     return c->bytes * (double)iters;
 }
 
-NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *game, int P,
+NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *game, int P, int B,
                                       NevoBenchForwardResult *out, NevoError *err) {
     memset(out, 0, sizeof *out);
     NevoEnv *env = NULL;
@@ -155,15 +155,15 @@ NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *gam
     NevoPool *pool = nevo_pool_new(1);
     NevoNoise *noise = nevo_noise_new(nevo_noise_auto_size(np), pool);
     for (int j = 0; j < P; j++) nevo_policy_init_params(p, noise, 5, 0, (uint32_t)j, params + (size_t)j * np);
-    /* one observation per network, from random play at a random depth of an episode:
-     * the planes' real sparsity is what the kernels see in training */
-    int odim = spec->obs_dim;
-    float *obs = nevo_alloc_aligned(sizeof(float) * (size_t)P * odim);
+    /* B observations per network, each from random play at a random depth of its own
+     * episode: the planes' real sparsity is what the kernels see in training */
+    int odim = spec->obs_dim, rows = P * B;
+    float *obs = nevo_alloc_aligned(sizeof(float) * (size_t)rows * odim);
     void *inst = nevo_alloc_aligned(nevo_env_instance_size(env));
     NevoRng rng;
     nevo_rng_init(&rng, 7, NEVO_RNG_USER, 0, 0, 0);
     long long nonzero = 0;
-    for (int j = 0; j < P; j++) {
+    for (int j = 0; j < rows; j++) {
         float *x = obs + (size_t)j * odim;
         nevo_env_forget(env, inst);
         nevo_env_reset(env, inst, nevo_rng_derive(7, NEVO_RNG_ENV_SEED, 0, (uint32_t)j, 0), x);
@@ -177,14 +177,15 @@ NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *gam
     }
     nevo_env_instance_free(env, inst);
     free(inst);
-    /* the weight bytes the sparse kernels must read: each layer run one network at a
-     * time through the kernels, counting the rows of the nonzero inputs of each dense
-     * layer (the roofline of this path is these bytes at the memory bandwidth) */
-    size_t nseg = 0, per_net = 0; /* at most a segment per input and one for the biases */
-    for (int l = 0; l < p->n_layers; l++) per_net += (size_t)p->layers[l].in_dim + 1;
-    Segment *seg = nevo_alloc(sizeof(Segment) * per_net * (size_t)P);
+    /* at one row per network (the GA's case), the weight bytes the sparse kernels must
+     * read: each layer run one network at a time through the kernels, counting the rows
+     * of the nonzero inputs of each dense layer (the roofline of this path is these
+     * bytes at the memory bandwidth) */
     double read_bytes = 0.0;
-    {
+    if (B == 1) {
+        size_t nseg = 0, per_net = 0; /* at most a segment per input and one for the biases */
+        for (int l = 0; l < p->n_layers; l++) per_net += (size_t)p->layers[l].in_dim + 1;
+        Segment *seg = nevo_alloc(sizeof(Segment) * per_net * (size_t)P);
         float *a = nevo_alloc(sizeof(float) * (size_t)p->max_width), *b = nevo_alloc(sizeof(float) * (size_t)p->max_width);
         for (int j = 0; j < P; j++) {
             const float *theta = params + (size_t)j * np, *x = obs + (size_t)j * odim;
@@ -207,27 +208,27 @@ NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *gam
         }
         free(a), free(b);
         for (size_t i = 0; i < nseg; i++) read_bytes += 4.0 * (double)seg[i].n;
+        RowsCtx rc = {seg, nseg, read_bytes};
+        out->bare_read_gbs = nevo_bench_measure(o, rows_work, &rc, 1).best * 1e-9;
+        free(seg);
     }
-    RowsCtx rc = {seg, nseg, read_bytes};
-    out->bare_read_gbs = nevo_bench_measure(o, rows_work, &rc, 1).best * 1e-9;
-    free(seg);
-    int *net = nevo_alloc(sizeof(int) * (size_t)P);
-    for (int i = 0; i < P; i++) net[i] = i;
-    float *outb = nevo_alloc_aligned(sizeof(float) * (size_t)P * p->n_out);
-    float *scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(p, P));
-    NevoBenchForwardCtx c = {p, params, net, obs, P, outb, scratch};
+    int *net = nevo_alloc(sizeof(int) * (size_t)rows);
+    for (int i = 0; i < rows; i++) net[i] = i / B;
+    float *outb = nevo_alloc_aligned(sizeof(float) * (size_t)rows * p->n_out);
+    float *scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(p, rows));
+    NevoBenchForwardCtx c = {p, params, net, obs, rows, outb, scratch};
     NevoBenchTiming t = nevo_bench_measure(o, nevo_bench_forward_work, &c, 1);
     out->nparams = np;
     out->flops_per_row = nevo_policy_flops(p);
-    out->rows = P;
+    out->rows = rows;
     out->weight_bytes = 4.0 * (double)np * P;
     out->gflops = t.best * out->flops_per_row * 1e-9;
     out->gflops_median = t.median * out->flops_per_row * 1e-9;
     out->cpu_share = t.cpu_share;
-    out->weight_gbs = t.best * 4.0 * (double)np * 1e-9;
+    out->weight_gbs = t.best / B * 4.0 * (double)np * 1e-9; /* once per network */
     out->bw_gbs = nevo_bench_read_bandwidth(o, params, np * (size_t)P);
     out->tanh_share = NAN;
-    out->input_density = (double)nonzero / ((double)P * odim);
+    out->input_density = (double)nonzero / ((double)rows * odim);
     out->read_bytes = read_bytes;
     free(params);
     free(net);

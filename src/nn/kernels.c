@@ -81,7 +81,7 @@ static void tanh_generic(float *y, int n) {
     for (int i = 0; i < n; i++) y[i] = nevo_tanhf(y[i]);
 }
 
-static const NevoKernels generic = {"generic", dense_generic, conv_generic, tanh_generic, NULL, NULL, NULL, NULL};
+static const NevoKernels generic = {"generic", dense_generic, conv_generic, tanh_generic, NULL, NULL, NULL, NULL, NULL};
 
 const NevoKernels *nevo_kernels_named(const char *name) {
     if (strcmp(name, "generic") == 0) return &generic;

@@ -66,6 +66,12 @@ typedef struct NevoKernels {
      * bits. NULL where the row layout is as fast (the portable and AVX2 sets). */
     void (*dense_lanes)(const float *W, const float *b, const float *XT, int in, int out, NevoActivation act,
                         float *YT);
+    /* conv and then act for a block of NEVO_LANES rows in the lanes layout, input
+     * (iy, ix, c) of every row at XT + NEVO_LANES ((iy in_w + ix) in_c + c), output
+     * (oy, ox, f) at YT + NEVO_LANES ((oy out_w + ox) out_c + f): conv's bits, then
+     * act's. Set with dense_lanes. */
+    void (*conv_lanes)(const NevoLayer *L, const float *W, const float *b, const float *XT, NevoActivation act,
+                       float *YT);
     /* into and out of the lanes layout: XT[NEVO_LANES k + r] = X[r xs + k] for k < in, and
      * Y[r ys + o] = YT[NEVO_LANES o + r] for o < out (r < NEVO_LANES); set with dense_lanes */
     void (*to_lanes)(const float *X, size_t xs, int in, float *XT);

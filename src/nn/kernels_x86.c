@@ -303,16 +303,14 @@ INLINE512 __m512 tanh512_16(__m512 x) {
  * partial sums already in YT; a row whose input is zero keeps its sum (masked), as if
  * the term were skipped. pf, if not NULL, is a line of weights to prefetch per input
  * (the next chunk's, for this tile), npf of them at stride out. */
-INLINE512 void lanes512_tile(const float *W, const float *b, int sums, const float *XT, int n, int out,
-                             const int JB, const int masked, NevoActivation act, const float *pf, int npf,
-                             float *YT) {
-    __m512 acc[16];
-#pragma GCC unroll 16
-    for (int j = 0; j < JB; j++) acc[j] = sums ? _mm512_loadu_ps(YT + 16 * (size_t)j) : _mm512_set1_ps(b[j]);
+/* The terms of n inputs for JB outputs (up to 16) into acc: input k of the 16 rows at
+ * XT + 16 k, its weights at W + k ws (W points at the tile's first output). */
+INLINE512 void lanes512_terms(__m512 *acc, const int JB, const int masked, const float *W, size_t ws,
+                              const float *XT, int n, const float *pf, int npf) {
     for (int k = 0; k < n; k++) {
-        if (pf && k < npf) _mm_prefetch((const char *)(pf + (size_t)k * out), _MM_HINT_T1);
+        if (pf && k < npf) _mm_prefetch((const char *)(pf + (size_t)k * ws), _MM_HINT_T1);
         __m512 x = _mm512_loadu_ps(XT + 16 * (size_t)k);
-        const float *w = W + (size_t)k * out;
+        const float *w = W + (size_t)k * ws;
         if (masked) {
             __mmask16 nz = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_NEQ_UQ);
             if (!nz) continue;
@@ -323,7 +321,11 @@ INLINE512 void lanes512_tile(const float *W, const float *b, int sums, const flo
             for (int j = 0; j < JB; j++) acc[j] = _mm512_fmadd_ps(x, _mm512_set1_ps(w[j]), acc[j]);
         }
     }
-    /* the activation on the sums still in registers (nevo_kernel_activate's bits) */
+}
+
+/* The activation on the sums still in registers (nevo_kernel_activate's bits), then the
+ * JB outputs of the 16 rows stored at YT. */
+INLINE512 void lanes512_store(__m512 *acc, const int JB, NevoActivation act, float *YT) {
     if (act == NEVO_ACT_TANH) {
 #pragma GCC unroll 16
         for (int j = 0; j < JB; j++) acc[j] = tanh512_16(acc[j]);
@@ -337,6 +339,25 @@ INLINE512 void lanes512_tile(const float *W, const float *b, int sums, const flo
     for (int j = 0; j < JB; j++) _mm512_storeu_ps(YT + 16 * (size_t)j, acc[j]);
 }
 
+INLINE512 void lanes512_tile(const float *W, const float *b, int sums, const float *XT, int n, int out,
+                             const int JB, const int masked, NevoActivation act, const float *pf, int npf,
+                             float *YT) {
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int j = 0; j < JB; j++) acc[j] = sums ? _mm512_loadu_ps(YT + 16 * (size_t)j) : _mm512_set1_ps(b[j]);
+    lanes512_terms(acc, JB, masked, W, (size_t)out, XT, n, pf, npf);
+    lanes512_store(acc, JB, act, YT);
+}
+
+/* masked blocks only where some row has a zero input (observations may; the layers
+ * after a tanh do not) */
+INLINE512 int lanes512_any_zero(const float *XT, int in) {
+    __mmask16 every = 0xFFFF;
+    for (int k = 0; k < in; k++)
+        every &= _mm512_cmp_ps_mask(_mm512_loadu_ps(XT + 16 * (size_t)k), _mm512_setzero_ps(), _CMP_NEQ_UQ);
+    return every != 0xFFFF;
+}
+
 /* A tile reads one 64-byte line of each weight row it passes, so a layer too big for L1
  * is gone through in chunks of inputs of LANES_CHUNK_BYTES of weights: every tile of a
  * chunk, then the next chunk (the sums carry over in YT), while each tile prefetches
@@ -348,12 +369,7 @@ INLINE512 void lanes512_tile(const float *W, const float *b, int sums, const flo
 
 T512 static void dense_lanes512(const float *W, const float *b, const float *XT, int in, int out,
                                 NevoActivation act, float *YT) {
-    /* masked blocks only where some row has a zero input (observations may; the layers
-     * after a tanh do not) */
-    __mmask16 every = 0xFFFF;
-    for (int k = 0; k < in; k++)
-        every &= _mm512_cmp_ps_mask(_mm512_loadu_ps(XT + 16 * (size_t)k), _mm512_setzero_ps(), _CMP_NEQ_UQ);
-    int masked = every != 0xFFFF;
+    int masked = lanes512_any_zero(XT, in);
     int kc = in;
     if ((size_t)in * (size_t)out * sizeof(float) > LANES_CHUNK_BYTES)
         kc = (int)(LANES_CHUNK_BYTES / ((size_t)out * sizeof(float))), kc = kc < 16 ? 16 : kc;
@@ -431,6 +447,53 @@ T512 static void from_lanes512(const float *YT, int out, float *Y, size_t ys) {
         transpose16_512(v);
 #pragma GCC unroll 16
         for (int r = 0; r < 16; r++) _mm512_mask_storeu_ps(Y + (size_t)r * ys + o0, m, v[r]);
+    }
+}
+
+/* A convolution in the lanes layout: input (iy, ix, c) of the 16 rows at XT + 16 ((iy
+ * in_w + ix) in_c + c), output (oy, ox, f) at YT + 16 ((oy out_w + ox) out_c + f), the
+ * activation applied. Each output is its bias and then its window's terms in (ky, kx,
+ * c) order, a zero input masking its lane, as in every other convolution kernel: a
+ * window row (kx, c) is K C consecutive inputs against K C consecutive weight rows, so
+ * the window is K runs of the dense tile's terms. Binary planes leave most inputs zero
+ * in all 16 rows at once, and those are skipped whole. */
+INLINE512 void conv_lanes512_pos(const NevoLayer *L, const float *W, const float *b, const float *x, const int JB,
+                                 const int masked, NevoActivation act, float *y) {
+    int K = L->kernel, F = L->out_c, KC = L->kernel * L->in_c;
+    size_t row = 16 * (size_t)L->in_w * L->in_c;
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int j = 0; j < JB; j++) acc[j] = _mm512_set1_ps(b[j]);
+    for (int ky = 0; ky < K; ky++) lanes512_terms(acc, JB, masked, W + (size_t)ky * KC * F, (size_t)F, x + ky * row, KC, NULL, 0);
+    lanes512_store(acc, JB, act, y);
+}
+
+T512 static void conv_lanes512(const NevoLayer *L, const float *W, const float *b, const float *XT,
+                               NevoActivation act, float *YT) {
+    int S = L->stride, C = L->in_c, F = L->out_c;
+    int masked = lanes512_any_zero(XT, L->in_h * L->in_w * C);
+    for (int oy = 0; oy < L->out_h; oy++) {
+        for (int ox = 0; ox < L->out_w; ox++) {
+            const float *x = XT + 16 * ((size_t)(oy * S * L->in_w + ox * S) * C);
+            float *y = YT + 16 * ((size_t)(oy * L->out_w + ox) * F);
+            for (int f0 = 0; f0 < F; f0 += 16) {
+                int JB = min_int(16, F - f0);
+                switch (JB) {
+#define CONV_LANES_CASE(N)                                                             \
+    case N:                                                                            \
+        if (masked)                                                                    \
+            conv_lanes512_pos(L, W + f0, b + f0, x, N, 1, act, y + 16 * (size_t)f0);   \
+        else                                                                           \
+            conv_lanes512_pos(L, W + f0, b + f0, x, N, 0, act, y + 16 * (size_t)f0);   \
+        break;
+                    CONV_LANES_CASE(1) CONV_LANES_CASE(2) CONV_LANES_CASE(3) CONV_LANES_CASE(4)
+                    CONV_LANES_CASE(5) CONV_LANES_CASE(6) CONV_LANES_CASE(7) CONV_LANES_CASE(8)
+                    CONV_LANES_CASE(9) CONV_LANES_CASE(10) CONV_LANES_CASE(11) CONV_LANES_CASE(12)
+                    CONV_LANES_CASE(13) CONV_LANES_CASE(14) CONV_LANES_CASE(15) CONV_LANES_CASE(16)
+#undef CONV_LANES_CASE
+                }
+            }
+        }
     }
 }
 
@@ -607,7 +670,8 @@ T512 static void tanh512(float *y, int n) {
     }
 }
 
-static const NevoKernels k512 = {"avx512", dense512, conv512, tanh512, dense_lanes512, to_lanes512, from_lanes512, dense_nets512};
+static const NevoKernels k512 = {"avx512",      dense512,       conv512,      tanh512,      dense_lanes512,
+                                 conv_lanes512, to_lanes512, from_lanes512, dense_nets512};
 
 const NevoKernels *nevo_kernels_avx512(void) {
     __builtin_cpu_init();
@@ -970,7 +1034,7 @@ T256 static void tanh256(float *y, int n) {
     for (; i < n; i++) y[i] = nevo_tanhf(y[i]);
 }
 
-static const NevoKernels k256 = {"avx2", dense256, conv256, tanh256, NULL, NULL, NULL, dense_nets256};
+static const NevoKernels k256 = {"avx2", dense256, conv256, tanh256, NULL, NULL, NULL, NULL, dense_nets256};
 
 const NevoKernels *nevo_kernels_avx2(void) {
     __builtin_cpu_init();

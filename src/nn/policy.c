@@ -179,11 +179,11 @@ static void forward_rows(const NevoPolicy *p, const NevoKernels *K, const float 
     }
 }
 
-/* NEVO_LANES rows [i, i + NEVO_LANES) sharing an all-dense network, in the lanes layout
+/* NEVO_LANES rows [i, i + NEVO_LANES) sharing a network, in the lanes layout
  * (kernels.h): the observations are transposed in, every layer reads and writes that
  * layout, and the outputs are transposed back. Uses the scratch slots of those rows
  * only: the transposed input goes to the second buffer, since with obs_norm x0 is the
- * first. dense_lanes applies each layer's activation before it stores. */
+ * first. dense_lanes and conv_lanes apply each layer's activation before they store. */
 static void forward_lanes(const NevoPolicy *p, const NevoKernels *K, const float *theta, const float *x0,
                           size_t xs0, int i, int n, float *out, float *scratch) {
     size_t W = (size_t)p->max_width;
@@ -191,7 +191,10 @@ static void forward_lanes(const NevoPolicy *p, const NevoKernels *K, const float
     K->to_lanes(x0 + (size_t)i * xs0, xs0, p->obs_dim, a);
     for (int l = 0; l < p->n_layers; l++) {
         const NevoLayer *L = &p->layers[l];
-        K->dense_lanes(theta + L->w_off, theta + L->b_off, a, L->in_dim, L->out_dim, L->act, b);
+        if (L->kind == NEVO_LAYER_CONV)
+            K->conv_lanes(L, theta + L->w_off, theta + L->b_off, a, L->act, b);
+        else
+            K->dense_lanes(theta + L->w_off, theta + L->b_off, a, L->in_dim, L->out_dim, L->act, b);
         float *t = a;
         a = b;
         b = t;
@@ -226,11 +229,11 @@ void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride
         xs0 = W;
     }
     const NevoKernels *K = nevo_kernels();
-    /* the lanes layout and rows of several networks side by side serve all-dense
-     * networks (conv layers come first): blocks of NEVO_LANES rows of one network go
-     * through the lanes layout where the kernel set has it */
+    /* blocks of NEVO_LANES rows of one network go through the lanes layout where the
+     * kernel set has it; rows of several networks side by side serve all-dense networks
+     * (conv layers come first) */
     int all_dense = p->layers[0].kind == NEVO_LAYER_DENSE;
-    int lanes = K->dense_lanes && all_dense;
+    int lanes = K->dense_lanes != NULL;
     /* A run of rows that share a network goes through all its layers together, so its
      * weights are read once per run rather than once per row, in the order they lie in
      * memory, and its activations stay in cache from one layer to the next. */
