@@ -136,13 +136,21 @@ size_t nevo_policy_scratch_floats(const NevoPolicy *p, int n) {
  * on the 256-wide layers, so they go one network at a time. */
 #define NETS_MAX_LAYER_BYTES (64 * 1024)
 
-/* Rows [i, j) in the row layout, layer by layer for all of them: rows at stride W in
- * the two ping-pong buffers of scratch (a row's slot is its index). With nets == 1 the
- * rows share the network thetas[0]; with nets > 1 they are single rows of that many
- * all-dense networks (j = i + nets), row i + q with thetas[q], whose small layers go
- * through dense_nets: their independent sums hide the FMA latency a lone row waits on. */
+/* The scratch is two ping-pong buffers of n slots of max_width floats (a row per
+ * slot, or in the lanes layout a block of NEVO_LANES rows over NEVO_LANES slots). Every
+ * run of rows starts again from slot 0, so a call touches only as much scratch as its
+ * longest run, which stays in cache from one run to the next, instead of a fresh slot
+ * per row through memory. The first layer may read its input (normalised
+ * observations) from the first buffer: each layer reads all of its input before any
+ * is overwritten, since the first layer writes the second buffer. */
+
+/* m rows in the row layout, layer by layer for all of them: row r's input at x0 + r
+ * xs0, its outputs at out + r n_out, its activations in slot r. With nets == 1 the rows
+ * share the network thetas[0]; with nets > 1 they are single rows of that many
+ * all-dense networks (m = nets), row q with thetas[q], whose small layers go through
+ * dense_nets: their independent sums hide the FMA latency a lone row waits on. */
 static void forward_rows(const NevoPolicy *p, const NevoKernels *K, const float *const *thetas, int nets,
-                         const float *x0, size_t xs0, int i, int j, int n, float *out, float *scratch) {
+                         const float *x0, size_t xs0, int m, float *out, float *scratch, int n) {
     size_t W = (size_t)p->max_width;
     float *a = scratch, *b = scratch + W * n;
     const float *ws[NEVO_NETS_MAX], *bs[NEVO_NETS_MAX];
@@ -154,41 +162,40 @@ static void forward_rows(const NevoPolicy *p, const NevoKernels *K, const float 
         float *dst = last ? out : b;
         size_t ds = last ? (size_t)p->n_out : W;
         if (L->kind == NEVO_LAYER_CONV) {
-            for (int r = i; r < j; r++) {
-                const float *theta = thetas[nets == 1 ? 0 : r - i];
+            for (int r = 0; r < m; r++) {
+                const float *theta = thetas[nets == 1 ? 0 : r];
                 K->conv(L, theta + L->w_off, theta + L->b_off, src + r * ss, dst + r * ds);
             }
         } else if (nets == 1) {
-            K->dense(thetas[0] + L->w_off, thetas[0] + L->b_off, src + i * ss, ss, j - i, L->in_dim, L->out_dim,
-                     dst + i * ds, ds);
+            K->dense(thetas[0] + L->w_off, thetas[0] + L->b_off, src, ss, m, L->in_dim, L->out_dim, dst, ds);
         } else if ((size_t)L->in_dim * (size_t)L->out_dim * sizeof(float) < NETS_MAX_LAYER_BYTES) {
             for (int q = 0; q < nets; q++) ws[q] = thetas[q] + L->w_off, bs[q] = thetas[q] + L->b_off;
-            K->dense_nets(ws, bs, src + i * ss, ss, nets, L->in_dim, L->out_dim, dst + i * ds, ds);
+            K->dense_nets(ws, bs, src, ss, nets, L->in_dim, L->out_dim, dst, ds);
         } else {
-            for (int q = 0, r = i; q < nets; q++, r++)
-                K->dense(thetas[q] + L->w_off, thetas[q] + L->b_off, src + r * ss, ss, 1, L->in_dim, L->out_dim,
-                         dst + r * ds, ds);
+            for (int q = 0; q < nets; q++)
+                K->dense(thetas[q] + L->w_off, thetas[q] + L->b_off, src + q * ss, ss, 1, L->in_dim, L->out_dim,
+                         dst + q * ds, ds);
         }
         if (L->act != NEVO_ACT_NONE && ds == (size_t)L->out_dim) /* the rows are contiguous */
-            nevo_kernel_activate(L->act, dst + i * ds, (j - i) * L->out_dim);
+            nevo_kernel_activate(L->act, dst, m * L->out_dim);
         else if (L->act != NEVO_ACT_NONE)
-            for (int r = i; r < j; r++) nevo_kernel_activate(L->act, dst + r * ds, L->out_dim);
+            for (int r = 0; r < m; r++) nevo_kernel_activate(L->act, dst + r * ds, L->out_dim);
         float *t = a;
         a = b;
         b = t;
     }
 }
 
-/* NEVO_LANES rows [i, i + NEVO_LANES) sharing a network, in the lanes layout
- * (kernels.h): the observations are transposed in, every layer reads and writes that
- * layout, and the outputs are transposed back. Uses the scratch slots of those rows
- * only: the transposed input goes to the second buffer, since with obs_norm x0 is the
- * first. dense_lanes and conv_lanes apply each layer's activation before they store. */
+/* NEVO_LANES rows sharing a network (inputs at x0 + r xs0, outputs at out + r n_out), in
+ * the lanes layout (kernels.h): the observations are transposed in, every layer reads
+ * and writes that layout, and the outputs are transposed back. The transposed input
+ * goes to the second buffer, so the first layer reads all of it before anything
+ * writes the first. dense_lanes and conv_lanes apply each layer's activation before
+ * they store. */
 static void forward_lanes(const NevoPolicy *p, const NevoKernels *K, const float *theta, const float *x0,
-                          size_t xs0, int i, int n, float *out, float *scratch) {
-    size_t W = (size_t)p->max_width;
-    float *a = scratch + W * n + W * i, *b = scratch + W * i;
-    K->to_lanes(x0 + (size_t)i * xs0, xs0, p->obs_dim, a);
+                          size_t xs0, float *out, float *scratch, int n) {
+    float *a = scratch + (size_t)p->max_width * n, *b = scratch;
+    K->to_lanes(x0, xs0, p->obs_dim, a);
     for (int l = 0; l < p->n_layers; l++) {
         const NevoLayer *L = &p->layers[l];
         if (L->kind == NEVO_LAYER_CONV)
@@ -199,7 +206,7 @@ static void forward_lanes(const NevoPolicy *p, const NevoKernels *K, const float
         a = b;
         b = t;
     }
-    K->from_lanes(a, p->n_out, out + (size_t)i * p->n_out, (size_t)p->n_out);
+    K->from_lanes(a, p->n_out, out, (size_t)p->n_out);
 }
 
 /* how much of the next network's parameters nevo_policy_forward prefetches: 16 KB per
@@ -211,23 +218,7 @@ static void forward_lanes(const NevoPolicy *p, const NevoKernels *K, const float
 
 void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride, const int *net,
                          const float *obs, int n, float *out, float *scratch) {
-    size_t W = (size_t)p->max_width;
-    /* rows are laid out at stride max_width in two ping-pong buffers; the first layer
-     * reads the observations where they are unless they are normalised first */
-    const float *x0 = obs;
-    size_t xs0 = (size_t)p->obs_dim;
-    if (p->obs_norm) {
-        for (int i = 0; i < n; i++) {
-            const float *x = obs + (size_t)i * p->obs_dim;
-            float *dst = scratch + i * W;
-            for (int j = 0; j < p->obs_dim; j++) {
-                float v = (x[j] - p->obs_mean[j]) / p->obs_std[j];
-                dst[j] = v < -5.0f ? -5.0f : v > 5.0f ? 5.0f : v;
-            }
-        }
-        x0 = scratch;
-        xs0 = W;
-    }
+    size_t W = (size_t)p->max_width, O = (size_t)p->n_out;
     const NevoKernels *K = nevo_kernels();
     /* blocks of NEVO_LANES rows of one network go through the lanes layout where the
      * kernel set has it; rows of several networks side by side serve all-dense networks
@@ -256,17 +247,37 @@ void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride
             if (bytes > budget) bytes = budget;
             for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(next + o, 0, 2);
         }
+        /* the first layer reads the observations where they are unless they are
+         * normalised first (into the first buffer, from slot 0) */
+        int m = j - i;
+        const float *x = obs + (size_t)i * p->obs_dim;
+        size_t xs = (size_t)p->obs_dim;
+        if (p->obs_norm) {
+            for (int r = 0; r < m; r++) {
+                const float *o = x + (size_t)r * p->obs_dim;
+                float *dst = scratch + r * W;
+                for (int k = 0; k < p->obs_dim; k++) {
+                    float v = (o[k] - p->obs_mean[k]) / p->obs_std[k];
+                    dst[k] = v < -5.0f ? -5.0f : v > 5.0f ? 5.0f : v;
+                }
+            }
+            x = scratch;
+            xs = W;
+        }
+        float *y = out + (size_t)i * O;
         if (g > 1) {
             const float *thetas[NEVO_NETS_MAX];
             for (int q = 0; q < g; q++) thetas[q] = params + (size_t)net[i + q] * stride;
-            forward_rows(p, K, thetas, g, x0, xs0, i, j, n, out, scratch);
+            forward_rows(p, K, thetas, g, x, xs, m, y, scratch, n);
             i = j;
             continue;
         }
         const float *theta = params + (size_t)net[i] * stride;
+        int r = 0;
         if (lanes)
-            for (; j - i >= NEVO_LANES; i += NEVO_LANES) forward_lanes(p, K, theta, x0, xs0, i, n, out, scratch);
-        if (i < j) forward_rows(p, K, &theta, 1, x0, xs0, i, j, n, out, scratch);
+            for (; m - r >= NEVO_LANES; r += NEVO_LANES)
+                forward_lanes(p, K, theta, x + r * xs, xs, y + r * O, scratch, n);
+        if (r < m) forward_rows(p, K, &theta, 1, x + r * xs, xs, m - r, y + r * O, scratch, n);
         i = j;
     }
 }
