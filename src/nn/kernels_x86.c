@@ -298,17 +298,16 @@ INLINE512 __m512 tanh512_16(__m512 x) {
  * term is one fused multiply-add of that vector with W[k, j] broadcast from memory:
  * no listing, no lane left idle however few outputs the layer has (the row layout
  * uses half of each vector on an 8-output layer), and the outputs come out in the
- * same layout for the next layer. JB outputs (up to 16) per pass over inputs [0, n)
- * (W and XT point at the first), starting from the bias b, or with sums from the
- * partial sums already in YT; a row whose input is zero keeps its sum (masked), as if
- * the term were skipped. pf, if not NULL, is a line of weights to prefetch per input
- * (the next chunk's, for this tile), npf of them at stride out. */
-/* The terms of n inputs for JB outputs (up to 16) into acc: input k of the 16 rows at
- * XT + 16 k, its weights at W + k ws (W points at the tile's first output). */
+ * same layout for the next layer. A row whose input is zero keeps its sum (masked), as
+ * if the term were skipped; an input zero in all 16 rows is skipped whole.
+ *
+ * The terms of n inputs for JB outputs (up to 16) into acc: input k at XT + 16 k, its
+ * weights at W + k ws (W points at the tile's first output). pf, if not NULL, is the
+ * first of npf consecutive 64-byte lines to prefetch, one per input. */
 INLINE512 void lanes512_terms(__m512 *acc, const int JB, const int masked, const float *W, size_t ws,
-                              const float *XT, int n, const float *pf, int npf) {
+                              const float *XT, int n, const char *pf, int npf) {
     for (int k = 0; k < n; k++) {
-        if (pf && k < npf) _mm_prefetch((const char *)(pf + (size_t)k * ws), _MM_HINT_T1);
+        if (pf && k < npf) _mm_prefetch(pf + 64 * (size_t)k, _MM_HINT_T1);
         __m512 x = _mm512_loadu_ps(XT + 16 * (size_t)k);
         const float *w = W + (size_t)k * ws;
         if (masked) {
@@ -339,13 +338,16 @@ INLINE512 void lanes512_store(__m512 *acc, const int JB, NevoActivation act, flo
     for (int j = 0; j < JB; j++) _mm512_storeu_ps(YT + 16 * (size_t)j, acc[j]);
 }
 
+/* JB outputs over inputs [0, n) of a layer with `out` outputs, starting from the bias b
+ * or (sums) from the partial sums already in YT; npf lines from pf prefetched. */
 INLINE512 void lanes512_tile(const float *W, const float *b, int sums, const float *XT, int n, int out,
-                             const int JB, const int masked, NevoActivation act, const float *pf, int npf,
+                             const int JB, const int masked, NevoActivation act, const char *pf, int npf,
                              float *YT) {
     __m512 acc[16];
 #pragma GCC unroll 16
     for (int j = 0; j < JB; j++) acc[j] = sums ? _mm512_loadu_ps(YT + 16 * (size_t)j) : _mm512_set1_ps(b[j]);
     lanes512_terms(acc, JB, masked, W, (size_t)out, XT, n, pf, npf);
+    for (int k = n; k < npf; k++) _mm_prefetch(pf + 64 * (size_t)k, _MM_HINT_T1);
     lanes512_store(acc, JB, act, YT);
 }
 
@@ -360,11 +362,15 @@ INLINE512 int lanes512_any_zero(const float *XT, int in) {
 
 /* A tile reads one 64-byte line of each weight row it passes, so a layer too big for L1
  * is gone through in chunks of inputs of LANES_CHUNK_BYTES of weights: every tile of a
- * chunk, then the next chunk (the sums carry over in YT), while each tile prefetches
- * its own lines of the next chunk into L2, one per input. Without chunks, weights
- * streamed from memory (256-wide layers, B = 16) were fetched line by line across 16
- * passes of a 1 KB stride: 70-82 GFLOP/s there, 99-110 with 32 KB chunks (which stay
- * in L1 between tiles; 64 KB: 5% slower there, 128 KB: 20% slower). */
+ * chunk, then the next chunk (the sums carry over in YT), while the tiles prefetch the
+ * next chunk, one line per input. Without chunks, weights streamed from memory
+ * (256-wide layers, B = 16) were fetched line by line across 16 passes of a 1 KB
+ * stride: 70-82 GFLOP/s there, 99-110 with 32 KB chunks (which stay in L1 between
+ * tiles; 64 KB: 5% slower there, 128 KB: 20% slower). Each tile prefetches its share
+ * of the next chunk as consecutive lines, not its own column of lines (one per 1 KB
+ * or 512 B row): a bare loop with this access pattern and no arithmetic read 20-30
+ * GB/s that way, against 12-20 with a column per tile (sequential reads: 18-27 GB/s
+ * in the same runs). */
 #define LANES_CHUNK_BYTES (32 * 1024)
 
 T512 static void dense_lanes512(const float *W, const float *b, const float *XT, int in, int out,
@@ -373,15 +379,24 @@ T512 static void dense_lanes512(const float *W, const float *b, const float *XT,
     int kc = in;
     if ((size_t)in * (size_t)out * sizeof(float) > LANES_CHUNK_BYTES)
         kc = (int)(LANES_CHUNK_BYTES / ((size_t)out * sizeof(float))), kc = kc < 16 ? 16 : kc;
+    int tiles = (out + 15) / 16;
     for (int k0 = 0; k0 < in; k0 += kc) {
-        int n = min_int(kc, in - k0), npf = min_int(kc, in - k0 - n);
+        int n = min_int(kc, in - k0);
         int sums = k0 > 0;
         NevoActivation a = k0 + n >= in ? act : NEVO_ACT_NONE;
         const float *wk = W + (size_t)k0 * out, *xk = XT + 16 * (size_t)k0;
-        for (int j0 = 0; j0 < out; j0 += 16) {
+        /* the next chunk's lines, from the line holding its first weight, in even shares
+         * of consecutive lines, one share per tile */
+        const char *next = (const char *)((uintptr_t)(wk + (size_t)n * out) & ~(uintptr_t)63);
+        size_t lines = 0;
+        if (k0 + n < in)
+            lines = (size_t)((const char *)(wk + (size_t)min_int(2 * kc, in - k0) * out) - next + 63) / 64;
+        for (int j0 = 0, t = 0; j0 < out; j0 += 16, t++) {
             int JB = min_int(16, out - j0);
             const float *w = wk + j0, *bj = b + j0;
-            const float *pf = npf > 0 ? w + (size_t)n * out : NULL;
+            size_t l0 = lines * t / tiles, l1 = lines * (t + 1) / tiles;
+            const char *pf = l1 > l0 ? next + 64 * l0 : NULL;
+            int npf = (int)(l1 - l0);
             float *y = YT + 16 * (size_t)j0;
             switch (JB) {
 #define LANES_CASE(N)                                                      \
