@@ -136,7 +136,8 @@ TEST(bench_forward_counts) {
 
 /* The MinAtar case's roofline counts: every conv weight and bias and every dense bias
  * is read, of the dense rows only some (the observations and ReLU outputs are mostly
- * zeros), so the bytes read lie strictly between those two bounds. */
+ * zeros), so the bytes read lie strictly between those two bounds. With B rows per
+ * network, the weights count once per network. */
 TEST(bench_minatar_read_bytes) {
     NevoBenchOptions o = quick_options();
     NevoBenchForwardResult r;
@@ -151,6 +152,13 @@ TEST(bench_minatar_read_bytes) {
               floor, r.weight_bytes);
     CHECK(r.input_density > 0.0 && r.input_density < 0.5);
     CHECK(r.bare_read_gbs > 0 && isfinite(r.bare_read_gbs));
+    /* B rows per network: the same weights, B times the rows and the FLOPs per weight
+     * byte; the roofline counts are for B = 1 only */
+    NevoBenchForwardResult r16;
+    CHECK_MSG(nevo_bench_forward_minatar(&o, "minatar/breakout", P, 16, &r16, &err) == NEVO_OK, "%s", err.msg);
+    CHECK(r16.rows == 16 * P && r16.weight_bytes == r.weight_bytes && r16.flops_per_row == r.flops_per_row);
+    CHECK(r16.read_bytes == 0.0 && r16.gflops > 0.0 && isfinite(r16.gflops));
+    CHECK_NEAR(r16.weight_gbs, r16.gflops * 1e9 / 16 / r16.flops_per_row * r16.weight_bytes / P * 1e-9, 1e-9 * r16.weight_gbs);
 }
 
 TEST(bench_ga_same_work_any_threads) {
