@@ -744,32 +744,34 @@ static NevoLayer conv_layer(int h, int w, int c, int k, int s, int f) {
     return L;
 }
 
+/* Convolution shapes for the kernel tests, h, w, c, kernel, stride, filters: the MinAtar
+ * net's (4 and 10 channels), strides that do and do not divide, 1x1 to 4x4 kernels,
+ * filters around the 16-wide vector, over 1000 channels. */
+static const int conv_shapes[][6] = {
+    {10, 10, 4, 3, 1, 16}, {10, 10, 10, 3, 1, 16}, {9, 7, 3, 3, 2, 5}, {8, 8, 16, 3, 2, 32},
+    {5, 6, 1, 1, 1, 3},    {6, 6, 2, 2, 3, 17},    {12, 11, 3, 4, 2, 33}, {4, 3, 1100, 2, 1, 3},
+};
+enum { N_CONV_SHAPES = sizeof conv_shapes / sizeof conv_shapes[0] };
+
 /* 16 rows through conv_lanes (where a kernel set has it) against the portable conv and
- * activation of each row alone, bit for bit: the shapes of
- * kernels_conv_implementations_bit_identical (filters around the 16-wide tile, strides,
- * 1x1 to 4x4 kernels, over 1000 channels), rows of dense, half-zero and binary-sparse
- * inputs side by side (so some inputs are zero in every row, some in a few), -0 biases,
- * each activation; then channel 0 against infinite weights, zero in the even rows only,
- * and nothing written past the output. */
+ * activation of each row alone, bit for bit: conv_shapes, rows of dense, half-zero and
+ * binary-sparse inputs side by side (so some inputs are zero in every row, some in a
+ * few), -0 biases, each activation; then channel 0 against infinite weights, zero in
+ * the even rows only, and nothing written past the output. */
 TEST(kernels_conv_lanes_bit_identical) {
     const NevoKernels *ks[3];
     int nk = kernel_sets(ks), checked = 0;
     const NevoKernels *generic = ks[0];
     CHECK(generic->conv_lanes == NULL);
     enum { R = NEVO_LANES };
-    static const int shapes[][6] = {
-        /* h, w, c, kernel, stride, filters */
-        {10, 10, 4, 3, 1, 16}, {10, 10, 10, 3, 1, 16}, {9, 7, 3, 3, 2, 5}, {8, 8, 16, 3, 2, 32},
-        {5, 6, 1, 1, 1, 3},    {6, 6, 2, 2, 3, 17},    {12, 11, 3, 4, 2, 33}, {4, 3, 1100, 2, 1, 3},
-    };
     static const NevoActivation acts[3] = {NEVO_ACT_NONE, NEVO_ACT_TANH, NEVO_ACT_RELU};
     NevoRng rng;
     nevo_rng_init(&rng, 47, NEVO_RNG_USER, 0, 0, 0);
     for (int k = 1; k < nk; k++) {
         if (!ks[k]->conv_lanes) continue;
         checked++;
-        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-            const int *sh = shapes[s];
+        for (size_t s = 0; s < N_CONV_SHAPES; s++) {
+            const int *sh = conv_shapes[s];
             NevoLayer L = conv_layer(sh[0], sh[1], sh[2], sh[3], sh[4], sh[5]);
             int in = L.in_dim, out = L.out_dim, C = L.in_c;
             size_t nw = (size_t)L.kernel * L.kernel * C * L.out_c;
@@ -892,16 +894,11 @@ TEST(kernels_tanh_accuracy_and_bit_identical) {
 TEST(kernels_conv_implementations_bit_identical) {
     const NevoKernels *ks[3];
     int nk = kernel_sets(ks);
-    static const int shapes[][6] = {
-        /* h, w, c, kernel, stride, filters */
-        {10, 10, 4, 3, 1, 16}, {10, 10, 10, 3, 1, 16}, {9, 7, 3, 3, 2, 5}, {8, 8, 16, 3, 2, 32},
-        {5, 6, 1, 1, 1, 3},    {6, 6, 2, 2, 3, 17},    {12, 11, 3, 4, 2, 33}, {4, 3, 1100, 2, 1, 3},
-    };
     static const double p_zeros[] = {0.0, 0.6, 0.95};
     NevoRng rng;
     nevo_rng_init(&rng, 43, NEVO_RNG_USER, 0, 0, 0);
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        const int *sh = shapes[s];
+    for (size_t s = 0; s < N_CONV_SHAPES; s++) {
+        const int *sh = conv_shapes[s];
         NevoLayer L = conv_layer(sh[0], sh[1], sh[2], sh[3], sh[4], sh[5]);
         int K = L.kernel, C = L.in_c, F = L.out_c;
         size_t nw = (size_t)K * K * C * F;
