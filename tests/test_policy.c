@@ -163,9 +163,11 @@ static size_t ref_forward(const NevoEnvSpec *spec, const NevoPolicyConfig *cfg,
 enum { P_NETS = 7, N_SHUFFLED = 23, PAD = 5 };
 
 /* Runs of rows sharing a network, for the lanes layout (kernels.h: blocks of
- * NEVO_LANES rows): one exact block, blocks with rows left over, a lone row. */
-static const int lane_runs[] = {NEVO_LANES, 2 * NEVO_LANES + 3, 1, NEVO_LANES + 1, 2};
-#define N_GROUPED (NEVO_LANES + 2 * NEVO_LANES + 3 + 1 + NEVO_LANES + 1 + 2)
+ * NEVO_LANES rows): one exact block, blocks with rows left over (among them a tail of
+ * 15 after one block, whose normalised observations lie in the first scratch buffer
+ * from slot 16, next to the slots its layers write), a lone row. */
+static const int lane_runs[] = {NEVO_LANES, 2 * NEVO_LANES + 3, 1, NEVO_LANES + 1, 2, 2 * NEVO_LANES - 1};
+#define N_GROUPED (NEVO_LANES + 2 * NEVO_LANES + 3 + 1 + NEVO_LANES + 1 + 2 + 2 * NEVO_LANES - 1)
 
 /* Runs the batched forward over P_NETS random networks and compares with the reference;
  * then checks rows are bit-identical alone, in the batch and in a reversed batch. The
@@ -358,6 +360,11 @@ TEST(policy_forward_runs_in_lanes) {
     int h4[2] = {300, 20};
     c = mlp_config("tanh", 2, h4);
     check_forward_rows(&wide, &c, 0, 25, "64->18 tanh [300,20], runs", 1);
+    /* normalised observations into a layer wider than one register block (64 outputs),
+     * whose tiles read the inputs again after the first tile has stored its outputs */
+    int h5[1] = {130};
+    c = mlp_config("relu", 1, h5);
+    check_forward_rows(&wide, &c, 1, 29, "64->18 relu [130] obs_norm, runs", 1);
     /* conv networks: two conv layers (stride 2, 8 and 4 filters), and one of 20 filters
      * (a full and a partial tile; on a 6x6 image, so float sums stay within the
      * reference's tolerance) */
@@ -755,9 +762,9 @@ enum { N_CONV_SHAPES = sizeof conv_shapes / sizeof conv_shapes[0] };
 
 /* 16 rows through conv_lanes (where a kernel set has it) against the portable conv and
  * activation of each row alone, bit for bit: conv_shapes, rows of dense, half-zero and
- * binary-sparse inputs side by side (so some inputs are zero in every row, some in a
- * few), -0 biases, each activation; then channel 0 against infinite weights, zero in
- * the even rows only, and nothing written past the output. */
+ * binary-sparse inputs side by side with some inputs zero in every row, -0 biases, each
+ * activation; then channel 0 against infinite weights, zero in the even rows only
+ * (everywhere, and only late in the image), and nothing written past the output. */
 TEST(kernels_conv_lanes_bit_identical) {
     const NevoKernels *ks[3];
     int nk = kernel_sets(ks), checked = 0;
@@ -780,16 +787,27 @@ TEST(kernels_conv_lanes_bit_identical) {
             float *X = malloc(sizeof(float) * (size_t)in * R), *ref = malloc(sizeof(float) * (size_t)out * R);
             float *XT = malloc(sizeof(float) * (size_t)in * R), *YT = malloc(sizeof(float) * ((size_t)out + 1) * R);
             float *Y = malloc(sizeof(float) * (size_t)out * R);
-            for (int inf = 0; inf < 2; inf++) {
-                for (int r = 0; r < R; r++)
-                    fill_inputs(&rng, X + (size_t)r * in, (size_t)in, r % 3 == 0 ? 0.0 : r % 3 == 1 ? 0.5 : 0.95,
-                                r % 3 == 2);
-                if (inf) { /* channel 0: +inf weights, input zero in the even rows, 1 in the odd */
+            /* pass 0: random rows, and every 7th input zero in all 16 rows (skipped whole);
+             * pass 1: channel 0 has +inf weights and is zero in the even rows, 1 in the odd;
+             * pass 2: the same weights, every input nonzero but channel 0 of the last third
+             * of the pixels, zero in the even rows (a zero scan that stops early misses it) */
+            for (int inf = 0; inf < 3; inf++) {
+                for (int r = 0; r < R; r++) {
+                    float *x = X + (size_t)r * in;
+                    if (inf < 2)
+                        fill_inputs(&rng, x, (size_t)in, r % 3 == 0 ? 0.0 : r % 3 == 1 ? 0.5 : 0.95, r % 3 == 2);
+                    else
+                        for (int i = 0; i < in; i++) x[i] = 1.0f + 0.125f * (float)(i % 5);
+                    if (inf == 0)
+                        for (int i = 0; i < in; i += 7) x[i] = 0.0f;
+                }
+                if (inf == 1)
                     for (size_t t = 0; t < nw; t += (size_t)C * L.out_c)
                         for (int f = 0; f < L.out_c; f++) W[t + (size_t)f] = INFINITY;
+                if (inf > 0)
                     for (int r = 0; r < R; r++)
-                        for (int i = 0; i < in; i += C) X[(size_t)r * in + i] = r % 2 ? 1.0f : (r % 4 ? -0.0f : 0.0f);
-                }
+                        for (int i = inf == 1 ? 0 : in / C * 2 / 3 * C; i < in; i += C)
+                            X[(size_t)r * in + i] = r % 2 ? 1.0f : (r % 4 ? -0.0f : 0.0f);
                 ks[k]->to_lanes(X, (size_t)in, in, XT);
                 for (int a = 0; a < 3; a++) {
                     for (int r = 0; r < R; r++) {
@@ -812,7 +830,7 @@ TEST(kernels_conv_lanes_bit_identical) {
                                   "%s conv_lanes %dx%dx%d k%d s%d f%d, activation %d, inf %d: row %d differs from "
                                   "generic",
                                   ks[k]->name, sh[0], sh[1], sh[2], sh[3], sh[4], sh[5], (int)acts[a], inf, r);
-                    if (inf && acts[a] == NEVO_ACT_NONE) /* the odd rows met the infinite weights */
+                    if (inf == 1 && acts[a] == NEVO_ACT_NONE) /* the odd rows met the infinite weights */
                         CHECK(isinf(Y[(size_t)1 * out]) && !isinf(Y[0]));
                 }
             }

@@ -132,6 +132,7 @@ static double rows_work(void *vctx, long iters) {
 NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *game, int P, int B,
                                       NevoBenchForwardResult *out, NevoError *err) {
     memset(out, 0, sizeof *out);
+    NEVO_ASSERT(P >= 1 && B >= 1);
     NevoEnv *env = NULL;
     NevoStatus st = nevo_env_new(game, NULL, 0, &env, err);
     if (st != NEVO_OK) return st;

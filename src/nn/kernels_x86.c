@@ -303,7 +303,8 @@ INLINE512 __m512 tanh512_16(__m512 x) {
  *
  * The terms of n inputs for JB outputs (up to 16) into acc: input k at XT + 16 k, its
  * weights at W + k ws (W points at the tile's first output). pf, if not NULL, is the
- * first of npf consecutive 64-byte lines to prefetch, one per input. */
+ * first of npf consecutive 64-byte lines to prefetch, one per input while they last
+ * (lanes512_tile prefetches any left over after the last input). */
 INLINE512 void lanes512_terms(__m512 *acc, const int JB, const int masked, const float *W, size_t ws,
                               const float *XT, int n, const char *pf, int npf) {
     for (int k = 0; k < n; k++) {
