@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "nevo/eval.h"
@@ -484,6 +485,39 @@ TEST(eval_record_obs) {
  * the evaluator forgets it before every task, so a slot that ran another episode
  * before gives the same episode as a fresh instance. */
 TEST(eval_minatar_matches_reference) { check_env_against_reference("minatar/space_invaders", 60, 60); }
+
+/* The default slot count: 16 for a small network, fewer for the MinAtar net (530 KB),
+ * so the live networks of a worker fit in half the L2 cache, and never below 2; a
+ * count given is kept. */
+TEST(eval_default_slots_fit_the_cache) {
+    NevoEnv *env = open_env("minatar/breakout");
+    NevoPool *pool = nevo_pool_new(1);
+    NevoPolicy *small = small_policy(env);
+    NevoPolicyConfig c;
+    memset(&c, 0, sizeof c);
+    c.n_conv = 1, c.conv_filters[0] = 16;
+    c.n_hidden = 1, c.hidden[0] = 128;
+    strcpy(c.activation, "relu");
+    strcpy(c.init, "scaled");
+    NevoPolicy *big = NULL;
+    NevoError err = {0};
+    CHECK_MSG(nevo_policy_new(nevo_env_spec(env), &c, 0, &big, &err) == NEVO_OK, "%s", err.msg);
+    NevoEvaluator *ev = nevo_evaluator_new(env, small, pool, 0);
+    CHECK_EQ_INT(nevo_evaluator_slots(ev), 16);
+    nevo_evaluator_free(ev);
+    ev = nevo_evaluator_new(env, big, pool, 0);
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    int s = nevo_evaluator_slots(ev);
+    CHECK_MSG(s >= 2 && s < 16 && (s == 2 || (l2 > 0 && (double)s * 8.0 * (double)big->nparams <= (double)l2)),
+              "%d slots for %zu parameters, L2 %ld", s, big->nparams, l2);
+    nevo_evaluator_free(ev);
+    ev = nevo_evaluator_new(env, big, pool, 5);
+    CHECK_EQ_INT(nevo_evaluator_slots(ev), 5);
+    nevo_evaluator_free(ev);
+    nevo_policy_free(small), nevo_policy_free(big);
+    nevo_pool_free(pool);
+    nevo_env_free(env);
+}
 
 /* Timing (for benchmarks) adds up and never changes results. */
 TEST(eval_timing_sums_and_changes_nothing) {

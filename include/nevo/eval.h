@@ -36,10 +36,15 @@ typedef struct NevoEpisode {
 
 typedef struct NevoEvaluator NevoEvaluator;
 
-/* slots: live episodes per worker (0 = a default suited to the env). */
+/* slots: live episodes per worker. 0 = a default suited to a population of different
+ * networks: 16, or fewer (at least 2) where 16 such networks would not fit in half the
+ * L2 cache, so each network's weights stay cached from one step of its episode to
+ * the next. */
 NevoEvaluator *nevo_evaluator_new(const NevoEnv *env, const NevoPolicy *policy, NevoPool *pool,
                                   int slots);
 void nevo_evaluator_free(NevoEvaluator *ev);
+/* Live episodes per worker (the slots given, or the default chosen). */
+int nevo_evaluator_slots(const NevoEvaluator *ev);
 /* The pool the evaluator runs on (for other parallel work of the same run). */
 NevoPool *nevo_evaluator_pool(const NevoEvaluator *ev);
 

@@ -96,7 +96,9 @@ NevoStatus nevo_eval_params(const NevoEnv *env, const NevoPolicy *policy, const 
         tasks[e].net = 0;
         tasks[e].seed = nevo_eval_episode_seed(seed, e);
     }
-    NevoEvaluator *ev = nevo_evaluator_new(env, policy, pool, 0);
+    /* one network for every episode: as many slots as a lanes block (kernels.h), so the
+     * forward runs them 16 rows at a time against one read of the weights */
+    NevoEvaluator *ev = nevo_evaluator_new(env, policy, pool, 16);
     NevoStatus st = nevo_evaluate(ev, theta, policy->nparams, tasks, episodes, eps, NULL, err);
     if (st == NEVO_OK) nevo_eval_summarise(eps, episodes, out);
     nevo_evaluator_free(ev);
