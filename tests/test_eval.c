@@ -487,8 +487,8 @@ TEST(eval_record_obs) {
 TEST(eval_minatar_matches_reference) { check_env_against_reference("minatar/space_invaders", 60, 60); }
 
 /* The default slot count: 16 for a small network, fewer for the MinAtar net (530 KB),
- * so the live networks of a worker fit in half the L2 cache, and never below 2; a
- * count given is kept. */
+ * so the live networks of a worker fit in half the L2 cache, and never below 2; 16 in
+ * the pipelined layout; a count given is kept. */
 TEST(eval_default_slots_fit_the_cache) {
     NevoEnv *env = open_env("minatar/breakout");
     NevoPool *pool = nevo_pool_new(1);
@@ -510,6 +510,11 @@ TEST(eval_default_slots_fit_the_cache) {
     int s = nevo_evaluator_slots(ev);
     CHECK_MSG(s >= 2 && s < 16 && (s == 2 || (l2 > 0 && (double)s * 8.0 * (double)big->nparams <= (double)l2)),
               "%d slots for %zu parameters, L2 %ld", s, big->nparams, l2);
+    /* pipelined batches keep 16 (hand-offs per batch), and back */
+    nevo_evaluator_set_pipeline(ev, 2);
+    CHECK_EQ_INT(nevo_evaluator_slots(ev), 16);
+    nevo_evaluator_set_pipeline(ev, 1);
+    CHECK_EQ_INT(nevo_evaluator_slots(ev), s);
     nevo_evaluator_free(ev);
     ev = nevo_evaluator_new(env, big, pool, 5);
     CHECK_EQ_INT(nevo_evaluator_slots(ev), 5);
