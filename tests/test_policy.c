@@ -840,6 +840,25 @@ TEST(kernels_conv_lanes_bit_identical) {
     if (nevo_kernels_named("avx512")) CHECK(checked == 1);
 }
 
+/* relu in every kernel set: y < 0 ? 0 : y bit for bit (negatives, -inf and negative
+ * subnormals to +0; -0, +0, NaN, positives and +inf kept), every length up to 40 (the
+ * vector tails), nothing written past n. */
+TEST(kernels_relu_bit_identical) {
+    const NevoKernels *ks[3];
+    int nk = kernel_sets(ks);
+    static const float cases[] = {-1.5f, -0.0f, 0.0f, 2.25f, NAN, -INFINITY, INFINITY, -1e-45f, 1e-45f, -NAN};
+    enum { NC = sizeof cases / sizeof cases[0] };
+    float y[41], want[41];
+    for (int k = 0; k < nk; k++) {
+        for (int n = 0; n <= 40; n++) {
+            for (int i = 0; i <= 40; i++) y[i] = cases[(i * 7 + n) % NC];
+            for (int i = 0; i <= 40; i++) want[i] = i < n && y[i] < 0.0f ? 0.0f : y[i];
+            ks[k]->relu(y, n);
+            CHECK_MSG(same_bits(y, want, 41), "%s relu, n = %d: differs from y < 0 ? 0 : y", ks[k]->name, n);
+        }
+    }
+}
+
 /* Error of got against the true tanh (libm's, in double) in units of the float spacing
  * at the true value. */
 static double tanh_ulps(float x, float got) {

@@ -81,7 +81,12 @@ static void tanh_generic(float *y, int n) {
     for (int i = 0; i < n; i++) y[i] = nevo_tanhf(y[i]);
 }
 
-static const NevoKernels generic = {"generic", dense_generic, conv_generic, tanh_generic, NULL, NULL, NULL, NULL, NULL};
+static void relu_generic(float *y, int n) {
+    for (int i = 0; i < n; i++) y[i] = y[i] < 0.0f ? 0.0f : y[i]; /* NaN stays NaN */
+}
+
+static const NevoKernels generic = {"generic", dense_generic, conv_generic, tanh_generic, relu_generic,
+                                    NULL,      NULL,          NULL,         NULL,         NULL};
 
 const NevoKernels *nevo_kernels_named(const char *name) {
     if (strcmp(name, "generic") == 0) return &generic;
@@ -111,14 +116,9 @@ const NevoKernels *nevo_kernels(void) {
     return chosen;
 }
 
-NEVO_KERNEL_CLONES
-static void relu(float *y, int n) {
-    for (int i = 0; i < n; i++) y[i] = y[i] < 0.0f ? 0.0f : y[i]; /* NaN stays NaN */
-}
-
 void nevo_kernel_activate(NevoActivation act, float *y, int n) {
     if (act == NEVO_ACT_TANH)
         nevo_kernels()->tanh(y, n);
     else if (act == NEVO_ACT_RELU)
-        relu(y, n);
+        nevo_kernels()->relu(y, n);
 }

@@ -59,6 +59,8 @@ typedef struct NevoKernels {
     void (*conv)(const NevoLayer *L, const float *W, const float *b, const float *x, float *y);
     /* y = tanh(y) elementwise, nevo_tanhf's results bit for bit */
     void (*tanh)(float *y, int n);
+    /* y = y < 0 ? 0 : y elementwise (-0 and NaN stay as they are) */
+    void (*relu)(float *y, int n);
     /* dense and then act for a block of NEVO_LANES rows held in the "lanes" layout,
      * input k of every row at XT + NEVO_LANES k (the rows are the lanes of a vector):
      * each row's act(b + x W), output o of every row at YT + NEVO_LANES o, every output
