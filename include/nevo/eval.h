@@ -37,9 +37,10 @@ typedef struct NevoEpisode {
 typedef struct NevoEvaluator NevoEvaluator;
 
 /* slots: live episodes per worker. 0 = a default suited to a population of different
- * networks: 16, or fewer (at least 2) where 16 such networks would not fit in half the
- * L2 cache, so each network's weights stay cached from one step of its episode to
- * the next; in the pipelined layout (below), 16 per batch. */
+ * networks: 16, or fewer where 16 such networks would not fit in half the L2 cache
+ * (as many as fit, at least 2), so that most of the weights a step reads are still
+ * cached from the same network's previous step; in the pipelined layout (below), 16
+ * per batch. */
 NevoEvaluator *nevo_evaluator_new(const NevoEnv *env, const NevoPolicy *policy, NevoPool *pool,
                                   int slots);
 void nevo_evaluator_free(NevoEvaluator *ev);
