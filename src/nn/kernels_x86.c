@@ -293,6 +293,12 @@ INLINE512 __m512 tanh512_16(__m512 x) {
     return _mm512_mask_mov_ps(th, nan, x);
 }
 
+/* y < 0 ? 0 : y on 16 floats: the lanes below zero set to +0, so -0 and NaN stay (the
+ * portable relu's bits). */
+INLINE512 __m512 relu512_16(__m512 y) {
+    return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(y, _mm512_setzero_ps(), _CMP_LT_OQ), _mm512_setzero_ps());
+}
+
 /* Sixteen rows in the lanes of a vector ("lanes" layout, kernels.h): input k of the
  * 16 rows is one vector, XT + 16 k, and output j of the 16 rows one accumulator, so a
  * term is one fused multiply-add of that vector with W[k, j] broadcast from memory:
@@ -331,9 +337,7 @@ INLINE512 void lanes512_store(__m512 *acc, const int JB, NevoActivation act, flo
         for (int j = 0; j < JB; j++) acc[j] = tanh512_16(acc[j]);
     } else if (act == NEVO_ACT_RELU) {
 #pragma GCC unroll 16
-        for (int j = 0; j < JB; j++) /* y < 0 ? 0 : y, so -0 and NaN stay */
-            acc[j] = _mm512_mask_mov_ps(acc[j], _mm512_cmp_ps_mask(acc[j], _mm512_setzero_ps(), _CMP_LT_OQ),
-                                        _mm512_setzero_ps());
+        for (int j = 0; j < JB; j++) acc[j] = relu512_16(acc[j]);
     }
 #pragma GCC unroll 16
     for (int j = 0; j < JB; j++) _mm512_storeu_ps(YT + 16 * (size_t)j, acc[j]);
@@ -480,7 +484,8 @@ INLINE512 void conv_lanes512_pos(const NevoLayer *L, const float *W, const float
     __m512 acc[16];
 #pragma GCC unroll 16
     for (int j = 0; j < JB; j++) acc[j] = _mm512_set1_ps(b[j]);
-    for (int ky = 0; ky < K; ky++) lanes512_terms(acc, JB, masked, W + (size_t)ky * KC * F, (size_t)F, x + ky * row, KC, NULL, 0);
+    for (int ky = 0; ky < K; ky++)
+        lanes512_terms(acc, JB, masked, W + (size_t)ky * KC * F, (size_t)F, x + ky * row, KC, NULL, 0);
     lanes512_store(acc, JB, act, y);
 }
 
@@ -686,14 +691,12 @@ T512 static void tanh512(float *y, int n) {
     }
 }
 
-/* y < 0 ? 0 : y: the lanes below zero set to +0, so -0 and NaN stay (the portable
- * relu's bits; GCC 12 at -O2 leaves that loop scalar, 5% of a MinAtar GA run) */
+/* relu512_16 over y (GCC 12 at -O2 leaves the portable loop scalar: 5% of a MinAtar GA
+ * run) */
 T512 static void relu512(float *y, int n) {
     for (int i = 0; i < n; i += 16) {
         __mmask16 m = mask16(n - i);
-        __m512 v = _mm512_maskz_loadu_ps(m, y + i);
-        __mmask16 neg = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ);
-        _mm512_mask_storeu_ps(y + i, m & neg, _mm512_setzero_ps());
+        _mm512_mask_storeu_ps(y + i, m, relu512_16(_mm512_maskz_loadu_ps(m, y + i)));
     }
 }
 
@@ -824,8 +827,9 @@ INLINE256 int nonzero256_rows(const float *X, size_t xs, int rows, int k0, int n
     return cnt;
 }
 
-/* nets512_tile with vectors of 8: R rows x VB vectors (R x VB <= 8 accumulators); no
- * masked FMA, so a row whose input is zero takes its old sums back (blend). */
+/* block512_tile's rows of different networks with vectors of 8: R rows x VB vectors
+ * (R x VB <= 8 accumulators); no masked FMA, so a row whose input is zero takes its
+ * old sums back (blend). */
 INLINE256 void nets256_tile(const float *const *W, const float *const *b, int j0, int sums, const float *X,
                             size_t xs, const int32_t *idx, int n, int out, const int R, const int VB,
                             const int masked, __m256i mt, float *Y, size_t ys) {
@@ -1066,7 +1070,8 @@ T256 static void relu256(float *y, int n) {
     int i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 v = _mm256_loadu_ps(y + i);
-        _mm256_storeu_ps(y + i, _mm256_blendv_ps(v, _mm256_setzero_ps(), _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LT_OQ)));
+        __m256 neg = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LT_OQ);
+        _mm256_storeu_ps(y + i, _mm256_blendv_ps(v, _mm256_setzero_ps(), neg));
     }
     for (; i < n; i++) y[i] = y[i] < 0.0f ? 0.0f : y[i];
 }
