@@ -721,24 +721,43 @@ INLINE256 __m256i mask8(int remaining) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(remaining), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-/* nonzero512 for one row, without a compress instruction: each index is written and
- * kept (the count advanced) only if its input is nonzero. */
-INLINE256 int nonzero256(const float *x, int k0, int n, int32_t *idx) {
-    int cnt = 0, i = 0;
+/* nonzero512 without a compress instruction, for rows (up to NEVO_NETS_MAX) of X: each
+ * index is written and kept (the count advanced) only if any row's input is nonzero;
+ * *all_rows when no row has a zero among the kept ones. */
+INLINE256 int nonzero256_rows(const float *X, size_t xs, int rows, int k0, int n, int32_t *idx, int *all_rows) {
+    int cnt = 0, i = 0, all = 1;
     for (; i + 8 <= n; i += 8) {
-        unsigned m = (unsigned)_mm256_movemask_ps(
-            _mm256_cmp_ps(_mm256_loadu_ps(x + k0 + i), _mm256_setzero_ps(), _CMP_NEQ_UQ));
-        if (!m) continue;
+        unsigned any = 0, every = 0xFFu;
+        for (int r = 0; r < rows; r++) {
+            unsigned m = (unsigned)_mm256_movemask_ps(
+                _mm256_cmp_ps(_mm256_loadu_ps(X + (size_t)r * xs + k0 + i), _mm256_setzero_ps(), _CMP_NEQ_UQ));
+            any |= m, every &= m;
+        }
+        all &= any == every;
+        if (!any) continue;
         for (int l = 0; l < 8; l++) {
             idx[cnt] = k0 + i + l;
-            cnt += (int)((m >> l) & 1u);
+            cnt += (int)((any >> l) & 1u);
         }
     }
     for (; i < n; i++) {
+        int any = 0, every = 1;
+        for (int r = 0; r < rows; r++) {
+            int nz = X[(size_t)r * xs + k0 + i] != 0.0f; /* NaN != 0 */
+            any |= nz, every &= nz;
+        }
+        all &= any == every;
         idx[cnt] = k0 + i;
-        cnt += x[k0 + i] != 0.0f; /* NaN != 0 */
+        cnt += any;
     }
+    *all_rows = all;
     return cnt;
+}
+
+/* nonzero256_rows for one row */
+INLINE256 int nonzero256(const float *x, int k0, int n, int32_t *idx) {
+    int all_rows;
+    return nonzero256_rows(x, 0, 1, k0, n, idx, &all_rows);
 }
 
 #define LOAD256(p, v, VB, mt) ((v) == (VB)-1 ? _mm256_maskload_ps((p), (mt)) : _mm256_loadu_ps(p))
@@ -795,37 +814,6 @@ T256 static void dense256(const float *W, const float *b, const float *X, size_t
     }
 }
 
-/* nonzero512 for rows (up to NEVO_NETS_MAX) of X: the inputs where any row is nonzero,
- * and *all_rows when no row has a zero among them. */
-INLINE256 int nonzero256_rows(const float *X, size_t xs, int rows, int k0, int n, int32_t *idx, int *all_rows) {
-    int cnt = 0, i = 0, all = 1;
-    for (; i + 8 <= n; i += 8) {
-        unsigned any = 0, every = 0xFFu;
-        for (int r = 0; r < rows; r++) {
-            unsigned m = (unsigned)_mm256_movemask_ps(
-                _mm256_cmp_ps(_mm256_loadu_ps(X + (size_t)r * xs + k0 + i), _mm256_setzero_ps(), _CMP_NEQ_UQ));
-            any |= m, every &= m;
-        }
-        all &= any == every;
-        if (!any) continue;
-        for (int l = 0; l < 8; l++) {
-            idx[cnt] = k0 + i + l;
-            cnt += (int)((any >> l) & 1u);
-        }
-    }
-    for (; i < n; i++) {
-        int any = 0, every = 1;
-        for (int r = 0; r < rows; r++) {
-            int nz = X[(size_t)r * xs + k0 + i] != 0.0f; /* NaN != 0 */
-            any |= nz, every &= nz;
-        }
-        all &= any == every;
-        idx[cnt] = k0 + i;
-        cnt += any;
-    }
-    *all_rows = all;
-    return cnt;
-}
 
 /* block512_tile's rows of different networks with vectors of 8: R rows x VB vectors
  * (R x VB <= 8 accumulators); no masked FMA, so a row whose input is zero takes its
