@@ -6,6 +6,7 @@
 
 #include "algo/algo_internal.h"
 #include "harness.h"
+#include "nn/kernels.h"
 #include "nevo/rng.h"
 #include "nevo/train.h"
 
@@ -48,40 +49,57 @@ static void load(NevoConfig *cfg, const char *path) {
     CHECK_MSG(nevo_config_load(cfg, path, &err) == NEVO_OK, "%s", err.msg);
 }
 
-/* nevo_perturb_rows against the plain loop, bit for bit: every row length up to 41
- * and 1000, every misalignment of plus and of minus (the streamed middle, the scalar
- * head and tail, minus stored plainly when its alignment differs), minus NULL, and
- * nothing written around the rows. */
+/* Each kernel set's perturb (and nevo_perturb_rows, the chosen one) against the plain
+ * loop, bit for bit: every row length up to 41 and 1000, every misalignment of plus and
+ * of minus (the streamed middle, the scalar head and tail, minus stored plainly when
+ * its alignment differs), plus or minus NULL, streamed and ordinary stores, and nothing
+ * written around the rows. */
 TEST(algo_perturb_rows_bit_identical) {
-    enum { MAXN = 1000, PAD = 8 };
+    enum { MAXN = 1000, PAD = 16 };
     static float theta[MAXN], eps[MAXN], plus[MAXN + 2 * PAD], minus[MAXN + 2 * PAD];
     NevoRng rng;
     nevo_rng_init(&rng, 5, NEVO_RNG_USER, 0, 0, 0);
     nevo_rng_fill_normal(&rng, theta, MAXN);
     nevo_rng_fill_normal(&rng, eps, MAXN);
     const float sigma = 0.037f;
-    for (int n = 1; n <= MAXN; n = n < 41 ? n + 1 : MAXN) {
-        for (int po = 0; po < 4; po++) {
-            for (int mo = -1; mo < 4; mo++) { /* -1: no minus row */
-                for (int i = 0; i < MAXN + 2 * PAD; i++) plus[i] = minus[i] = 7.0f;
-                float *p = plus + PAD + po, *m = mo < 0 ? NULL : minus + PAD + mo;
-                nevo_perturb_rows(p, m, theta, sigma, eps, (size_t)n);
-                for (int k = 0; k < n; k++) {
-                    float d = sigma * eps[k], want_p = theta[k] + d, want_m = theta[k] - d;
-                    CHECK_MSG(memcmp(&p[k], &want_p, sizeof want_p) == 0, "n %d offsets %d/%d: plus[%d] %.9g vs %.9g",
-                              n, po, mo, k, p[k], want_p);
-                    if (m)
-                        CHECK_MSG(memcmp(&m[k], &want_m, sizeof want_m) == 0,
-                                  "n %d offsets %d/%d: minus[%d] %.9g vs %.9g", n, po, mo, k, m[k], want_m);
-                }
-                for (int i = 0; i < MAXN + 2 * PAD; i++) {
-                    int in_p = i >= PAD + po && i < PAD + po + n, in_m = m && i >= PAD + mo && i < PAD + mo + n;
-                    if (!in_p) CHECK_MSG(plus[i] == 7.0f, "n %d: wrote plus outside the row at %d", n, i - PAD - po);
-                    if (!in_m) CHECK_MSG(minus[i] == 7.0f, "n %d: wrote minus outside the row", n);
+    static const char *const sets[4] = {"generic", "avx2", "avx512", NULL}; /* NULL: nevo_perturb_rows */
+    for (int set = 0; set < 4; set++) {
+        const NevoKernels *K = sets[set] ? nevo_kernels_named(sets[set]) : NULL;
+        if (sets[set] && !K) continue; /* not on this CPU */
+        const char *name = sets[set] ? sets[set] : "nevo_perturb_rows";
+        for (int n = 1; n <= MAXN; n = n < 41 ? n + 1 : MAXN) {
+            for (int stream = 0; stream < 2; stream++) {
+                for (int po = -1; po < 8; po++) { /* -1: no plus row */
+                    for (int mo = -1; mo < 8; mo += 3) { /* -1: no minus row */
+                        if (po < 0 && mo < 0) continue;
+                        for (int i = 0; i < MAXN + 2 * PAD; i++) plus[i] = minus[i] = 7.0f;
+                        float *p = po < 0 ? NULL : plus + PAD + po, *m = mo < 0 ? NULL : minus + PAD + mo;
+                        if (K)
+                            K->perturb(p, m, theta, sigma, eps, (size_t)n, stream);
+                        else
+                            nevo_perturb_rows(p, m, theta, sigma, eps, (size_t)n, stream);
+                        for (int k = 0; k < n; k++) {
+                            float d = sigma * eps[k], want_p = theta[k] + d, want_m = theta[k] - d;
+                            if (p)
+                                CHECK_MSG(memcmp(&p[k], &want_p, sizeof want_p) == 0,
+                                          "%s n %d offsets %d/%d stream %d: plus[%d] %.9g vs %.9g", name, n, po, mo,
+                                          stream, k, p[k], want_p);
+                            if (m)
+                                CHECK_MSG(memcmp(&m[k], &want_m, sizeof want_m) == 0,
+                                          "%s n %d offsets %d/%d stream %d: minus[%d] %.9g vs %.9g", name, n, po, mo,
+                                          stream, k, m[k], want_m);
+                        }
+                        for (int i = 0; i < MAXN + 2 * PAD; i++) {
+                            int in_p = p && i >= PAD + po && i < PAD + po + n;
+                            int in_m = m && i >= PAD + mo && i < PAD + mo + n;
+                            if (!in_p) CHECK_MSG(plus[i] == 7.0f, "%s n %d: wrote plus outside the row", name, n);
+                            if (!in_m) CHECK_MSG(minus[i] == 7.0f, "%s n %d: wrote minus outside the row", name, n);
+                        }
+                    }
                 }
             }
+            if (n == MAXN) break;
         }
-        if (n == MAXN) break;
     }
 }
 

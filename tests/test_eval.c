@@ -6,6 +6,7 @@
  * count and the number of episode slots per worker. Numeric faults are provoked with a
  * deliberately broken environment plugged in through nevo_env_new_from_class. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -102,7 +103,23 @@ static void check_same_episode(const NevoEpisode *got, const NevoEpisode *want, 
               got->ret, got->length, got->terminated, want->ret, want->length, want->terminated);
 }
 
-/* Evaluates the tasks for threads 1..3 and slots 1, 3, 16 against the reference. */
+/* nevo_evaluate_built's builder for the tests: network net is row net of a population
+ * (a copy, so a row read from anywhere but the slot's own would be caught), and the
+ * builds are counted. */
+typedef struct RowSource {
+    const float *params;
+    size_t stride, np;
+    atomic_int builds;
+} RowSource;
+
+static void build_from_rows(void *ctx, int net, float *theta) {
+    RowSource *rs = ctx;
+    memcpy(theta, rs->params + (size_t)net * rs->stride, sizeof(float) * rs->np);
+    atomic_fetch_add(&rs->builds, 1);
+}
+
+/* Evaluates the tasks for threads 1..3 and slots 1, 3, 16 against the reference, with
+ * the population given and built as each episode starts (nevo_evaluate_built). */
 static void check_env_against_reference(const char *name, int max_steps, int want_limit) {
     NevoEnv *env = open_env(name);
     nevo_env_set_max_steps(env, max_steps);
@@ -144,6 +161,18 @@ static void check_env_against_reference(const char *name, int max_steps, int wan
                          slots[b], depths[c]);
                 for (int i = 0; i < N_TASKS; i++) check_same_episode(&res[i], &ref[i], i, what);
                 /* a second call on the same evaluator gives the same results */
+                memset(res, 0xCD, sizeof res);
+                CHECK(nevo_evaluate(ev, params, stride, tasks, N_TASKS, res, NULL, &err) == NEVO_OK);
+                for (int i = 0; i < N_TASKS; i++) check_same_episode(&res[i], &ref[i], i, what);
+                /* built as each episode starts, twice (the rows are reused), then given again */
+                for (int rep = 0; rep < 2; rep++) {
+                    RowSource rs = {params, stride, p->nparams, 0};
+                    memset(res, 0xCD, sizeof res);
+                    CHECK_MSG(nevo_evaluate_built(ev, build_from_rows, &rs, tasks, N_TASKS, res, NULL, &err) ==
+                                  NEVO_OK, "%s, built: %s", what, err.msg);
+                    CHECK_EQ_INT(atomic_load(&rs.builds), N_TASKS); /* one build per episode */
+                    for (int i = 0; i < N_TASKS; i++) check_same_episode(&res[i], &ref[i], i, what);
+                }
                 memset(res, 0xCD, sizeof res);
                 CHECK(nevo_evaluate(ev, params, stride, tasks, N_TASKS, res, NULL, &err) == NEVO_OK);
                 for (int i = 0; i < N_TASKS; i++) check_same_episode(&res[i], &ref[i], i, what);

@@ -69,6 +69,7 @@ void nevo_evaluator_set_progress(NevoEvaluator *ev, NevoProgressFn fn, void *ctx
  * (benchmarks); it never changes results. */
 typedef struct NevoEvalTimes {
     double wall_s, forward_s, env_s;
+    double build_s; /* thread-seconds building parameters (nevo_evaluate_built) */
     long long frames;
     int threads, calls;
 } NevoEvalTimes;
@@ -83,5 +84,20 @@ void nevo_evaluator_times(const NevoEvaluator *ev, NevoEvalTimes *out);
 NevoStatus nevo_evaluate(NevoEvaluator *ev, const float *params, size_t stride,
                          const NevoTask *tasks, int n, NevoEpisode *results,
                          NevoObsStats *task_stats, NevoError *err);
+
+/* Builds network `net`'s parameters (nparams floats, 64-byte aligned) into theta; called
+ * from any worker, so it must be thread-safe, and its result must depend on net alone. */
+typedef void (*NevoBuildFn)(void *ctx, int net, float *theta);
+
+/* nevo_evaluate with no parameter matrix: each episode's parameters are built as the
+ * episode starts, by the worker that runs it, into a row the slot keeps for the
+ * episode (the same results as building every row first and calling nevo_evaluate).
+ * For one episode per network (the GA's children): the row is written into the cache
+ * and read from there by the episode's steps, where a population built first is
+ * written to memory and read back (at MinAtar's 530 KB networks, 256 children are
+ * 135 MB each way), and nothing waits for the whole population to be built. Each task
+ * builds its own row, so networks with several episodes are built that many times. */
+NevoStatus nevo_evaluate_built(NevoEvaluator *ev, NevoBuildFn build, void *ctx, const NevoTask *tasks, int n,
+                               NevoEpisode *results, NevoObsStats *task_stats, NevoError *err);
 
 #endif

@@ -3,12 +3,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 #include "algo/algo_internal.h"
 #include "nevo/rng.h"
+#include "nn/kernels.h"
 
 NevoStatus nevo_algo_new(const NevoConfig *cfg, const NevoEnv *env, NevoPolicy *policy,
                          const NevoNoise *noise, NevoEvaluator *ev, NevoAlgo **out, NevoError *err) {
@@ -57,10 +55,10 @@ NevoStatus nevo_algo_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
     return a->ops->load(a, r, err);
 }
 
-NevoStatus nevo_algo_rollouts(NevoAlgo *a, const float *params, int n, int episodes,
-                              uint32_t generation, const uint32_t *stream_ids, double *fitness,
-                              float *bc, NevoGenStats *stats, NevoObsStats *obs, double obs_prob,
-                              NevoError *err) {
+NevoStatus nevo_algo_rollouts_built(NevoAlgo *a, const float *params, NevoBuildFn build, void *build_ctx, int n,
+                                    int episodes, uint32_t generation, const uint32_t *stream_ids, double *fitness,
+                                    float *bc, NevoGenStats *stats, NevoObsStats *obs, double obs_prob,
+                                    NevoError *err) {
     int n_tasks = n * episodes;
     NevoTask *tasks = nevo_alloc(sizeof(NevoTask) * (size_t)n_tasks);
     NevoEpisode *results = nevo_alloc(sizeof(NevoEpisode) * (size_t)n_tasks);
@@ -85,8 +83,9 @@ NevoStatus nevo_algo_rollouts(NevoAlgo *a, const float *params, int n, int episo
             }
         }
     }
-    NevoStatus st = nevo_evaluate(a->ev, params, a->policy->nparams, tasks, n_tasks, results,
-                                  task_stats, err);
+    NevoStatus st = build ? nevo_evaluate_built(a->ev, build, build_ctx, tasks, n_tasks, results, task_stats, err)
+                          : nevo_evaluate(a->ev, params, a->policy->nparams, tasks, n_tasks, results, task_stats,
+                                          err);
     if (st == NEVO_OK) {
         for (int i = 0; i < n; i++) {
             double sum = 0.0, steps = 0.0;
@@ -120,6 +119,13 @@ NevoStatus nevo_algo_rollouts(NevoAlgo *a, const float *params, int n, int episo
     free(tasks);
     free(results);
     return st;
+}
+
+NevoStatus nevo_algo_rollouts(NevoAlgo *a, const float *params, int n, int episodes, uint32_t generation,
+                              const uint32_t *stream_ids, double *fitness, float *bc, NevoGenStats *stats,
+                              NevoObsStats *obs, double obs_prob, NevoError *err) {
+    return nevo_algo_rollouts_built(a, params, NULL, NULL, n, episodes, generation, stream_ids, fitness, bc, stats,
+                                    obs, obs_prob, err);
 }
 
 static const double *sort_keys;
@@ -179,31 +185,7 @@ double nevo_median(const double *x, int n) {
     return m;
 }
 
-void nevo_perturb_rows(float *plus, float *minus, const float *theta, float sigma, const float *eps, size_t n) {
-    size_t k = 0;
-#if defined(__x86_64__)
-    for (; k < n && ((uintptr_t)(plus + k) & 15) != 0; k++) {
-        float d = sigma * eps[k];
-        plus[k] = theta[k] + d;
-        if (minus) minus[k] = theta[k] - d;
-    }
-    /* the two rows are np floats apart: minus shares plus's alignment when np % 4 == 0,
-     * else it takes ordinary stores */
-    int stream_minus = minus && ((uintptr_t)(minus + k) & 15) == 0;
-    __m128 s = _mm_set1_ps(sigma);
-    for (; k + 4 <= n; k += 4) {
-        __m128 d = _mm_mul_ps(s, _mm_loadu_ps(eps + k)), t = _mm_loadu_ps(theta + k);
-        _mm_stream_ps(plus + k, _mm_add_ps(t, d));
-        if (stream_minus)
-            _mm_stream_ps(minus + k, _mm_sub_ps(t, d));
-        else if (minus)
-            _mm_storeu_ps(minus + k, _mm_sub_ps(t, d));
-    }
-    _mm_sfence(); /* streamed stores are visible before the pool reports the task done */
-#endif
-    for (; k < n; k++) {
-        float d = sigma * eps[k];
-        plus[k] = theta[k] + d;
-        if (minus) minus[k] = theta[k] - d;
-    }
+void nevo_perturb_rows(float *plus, float *minus, const float *theta, float sigma, const float *eps, size_t n,
+                       int stream) {
+    nevo_kernels()->perturb(plus, minus, theta, sigma, eps, n, stream);
 }

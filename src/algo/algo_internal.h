@@ -49,14 +49,16 @@ void nevo_rank_desc(const double *fitness, int n, int *order);
 void nevo_centered_ranks(const double *fitness, int n, double *out);
 double nevo_median(const double *x, int n);
 
-/* plus = theta + sigma * eps and, unless minus is NULL, minus = theta - sigma * eps,
- * elementwise (d = sigma * eps[k] rounded, then added or subtracted); plus may be theta
- * (in place, as GA replay does). One pass; on x86 the rows are written with
- * non-temporal stores, since a new population row is next read by the forward, which
- * streams the whole population (far beyond the caches) back: this saves the read for
- * ownership of every line written and keeps theta in L2 for the next row built from
- * it. */
-void nevo_perturb_rows(float *plus, float *minus, const float *theta, float sigma, const float *eps, size_t n);
+/* plus = theta + sigma * eps and minus = theta - sigma * eps, elementwise (d = sigma *
+ * eps[k] rounded, then added or subtracted), either row NULL to skip it; plus may be
+ * theta (in place, as GA replay does). One pass, in the kernel set's widest useful
+ * vectors (the same bits in every set). stream: on x86 the rows are written
+ * with non-temporal stores, for a population the forward streams back from memory
+ * (beyond the caches): that saves the read for ownership of every line written and
+ * keeps theta in L2 for the next row built from it. Without it, ordinary stores, for a
+ * row that is read next from the cache (nevo_evaluate_built). */
+void nevo_perturb_rows(float *plus, float *minus, const float *theta, float sigma, const float *eps, size_t n,
+                       int stream);
 
 /* (bc: NULL, or (n, bc_dim) floats that receive each network's mean behaviour over its
  * episodes.) Runs each of n networks (rows of params) for `episodes` episodes; network i's
@@ -69,5 +71,11 @@ NevoStatus nevo_algo_rollouts(NevoAlgo *a, const float *params, int n, int episo
                               uint32_t generation, const uint32_t *stream_ids, double *fitness,
                               float *bc, NevoGenStats *stats, NevoObsStats *obs, double obs_prob,
                               NevoError *err);
+/* The same with network i's parameters built by build(build_ctx, i, theta) as each of
+ * its episodes starts (nevo_evaluate_built) instead of read from params (NULL then). */
+NevoStatus nevo_algo_rollouts_built(NevoAlgo *a, const float *params, NevoBuildFn build, void *build_ctx, int n,
+                                    int episodes, uint32_t generation, const uint32_t *stream_ids, double *fitness,
+                                    float *bc, NevoGenStats *stats, NevoObsStats *obs, double obs_prob,
+                                    NevoError *err);
 
 #endif

@@ -134,7 +134,7 @@ static void build_pair(void *vctx, int i, int worker) {
     size_t np = es->np;
     const float *eps = noise_for(es, job->gen, i);
     float *plus = es->pop + (size_t)(2 * i) * np;
-    nevo_perturb_rows(plus, plus + np, job->ag->theta, job->sigma, eps, np);
+    nevo_perturb_rows(plus, plus + np, job->ag->theta, job->sigma, eps, np, 1);
 }
 
 /* grad[k] = sum_i (w+_i - w-_i) eps_i[k], over parameter chunks in parallel; each

@@ -41,12 +41,18 @@ typedef struct GA {
     NevoAlgo base;
     int P, T, rs;
     size_t np;
-    float *pop;           /* (P + 1, np): the children, then the previous elite */
+    float *pop;           /* (P, np) the children, only with several episodes per child;
+                             with one, each is built as its episode starts
+                             (nevo_evaluate_built) */
     Genome *genomes;      /* (P) the children's genomes */
+    int *source;          /* (P) what each child is built from (make_children) */
+    uint32_t gen;         /* the generation being built */
     float *parents;       /* (T, np) cached parent theta */
+    float *parents_next;  /* (T, np) the next generation's, built from parents */
     Genome *parent_genomes; /* (T) */
     int n_parents;        /* 0 before the first generation */
     float *elite;         /* (np) */
+    float *elite_next;    /* (np) */
     Genome elite_genome;
     int has_elite;
     double *fitness;      /* (P + 1) */
@@ -88,52 +94,70 @@ static void genome_push(Genome *g, Ref r) {
 
 /* dst = src + sigma * eps(ref), eps the noise-table slice named by ref: the one
  * mutation step, shared by live runs (a child from its cached parent) and replay
- * (in place, dst == src), so both round the same way. */
-static void apply_mutation(const GA *ga, float *dst, const float *src, Ref r) {
+ * (in place, dst == src), so both round the same way. stream: nevo_perturb_rows's. */
+static void apply_mutation(const GA *ga, float *dst, const float *src, Ref r, int stream) {
     const float *eps = nevo_noise_slice(ga->base.noise, ga->np, ga->base.cfg->seed, NEVO_RNG_MUTATE,
                                         r.generation, r.individual, 0);
-    nevo_perturb_rows(dst, NULL, src, r.sigma, eps, ga->np);
+    nevo_perturb_rows(dst, NULL, src, r.sigma, eps, ga->np, stream);
 }
 
 static void replay(const GA *ga, const Genome *g, float *theta) {
     nevo_policy_init_params(ga->base.policy, ga->base.noise, ga->base.cfg->seed, g->init_generation,
                             g->init_individual, theta);
-    for (int j = 0; j < g->n; j++) apply_mutation(ga, theta, theta, g->refs[j]);
+    for (int j = 0; j < g->n; j++) apply_mutation(ga, theta, theta, g->refs[j], 1);
 }
 
 /* What child i's parameters are built from (make_children decides, serially). */
 enum { FROM_INIT = -2, FROM_ELITE = -1 }; /* else: the index of a parent */
 
+/* Child i's parameters built into theta: a fresh init, the elite, or parent + sigma *
+ * noise slice; i = P is the previous elite. Reads the current parents and elite, so it
+ * must run before either is replaced. stream: nevo_perturb_rows's (a row of pop, which
+ * the forward reads back from memory, against a row built as its episode starts,
+ * which stays in the cache for the episode's steps). */
+static void make_child(const GA *ga, int i, float *theta, int stream) {
+    if (i == ga->P || ga->source[i] == FROM_ELITE) {
+        memcpy(theta, ga->elite, sizeof(float) * ga->np);
+    } else if (ga->source[i] == FROM_INIT) {
+        nevo_policy_init_params(ga->base.policy, ga->base.noise, ga->base.cfg->seed, ga->gen, (uint32_t)i, theta);
+    } else {
+        apply_mutation(ga, theta, ga->parents + (size_t)ga->source[i] * ga->np,
+                       ga->genomes[i].refs[ga->genomes[i].n - 1], stream);
+    }
+}
+
+/* Child i's parameters: its pop row where the children were built into pop, else built
+ * again (the same bits). */
+static void child_theta(const GA *ga, int i, float *theta) {
+    if (ga->pop && i < ga->P)
+        memcpy(theta, ga->pop + (size_t)i * ga->np, sizeof(float) * ga->np);
+    else
+        make_child(ga, i, theta, 0);
+}
+
+/* nevo_evaluate_built's builder: the child as its episode starts */
+static void build_child(void *ctx, int net, float *theta) { make_child(ctx, net, theta, 0); }
+
 typedef struct ChildJob {
     GA *ga;
-    uint32_t gen;
-    const int *source;
     const int *order; /* children in build order: grouped by parent */
 } ChildJob;
 
-/* One child's parameters: a fresh init, the elite, or parent + sigma * noise slice. The
- * children are independent, so they are built in parallel, one vector add each over
- * nparams floats (at MinAtar's 132k parameters and P = 256, a generation's largest
- * memory traffic outside the forward pass). */
-static void build_child(void *vctx, int t, int worker) {
+/* Builds child order[t] into its pop row (several episodes per child). The children are
+ * independent, so they are built in parallel, one vector add each over nparams floats
+ * (at MinAtar's 132k parameters and P = 256, a generation's largest memory traffic
+ * outside the forward pass). */
+static void build_pop_row(void *vctx, int t, int worker) {
     const ChildJob *job = vctx;
-    GA *ga = job->ga;
     int i = job->order[t];
-    float *theta = ga->pop + (size_t)i * ga->np;
-    int src = job->source[i];
-    if (src == FROM_INIT) {
-        nevo_policy_init_params(ga->base.policy, ga->base.noise, ga->base.cfg->seed, job->gen, (uint32_t)i, theta);
-    } else if (src == FROM_ELITE) {
-        memcpy(theta, ga->elite, sizeof(float) * ga->np);
-    } else {
-        apply_mutation(ga, theta, ga->parents + (size_t)src * ga->np, ga->genomes[i].refs[ga->genomes[i].n - 1]);
-    }
+    (void)worker;
+    make_child(job->ga, i, job->ga->pop + (size_t)i * job->ga->np, 1);
 }
 
 static void make_children(GA *ga, uint32_t gen) {
     const NevoConfig *cfg = ga->base.cfg;
-    int *source = nevo_alloc(sizeof(int) * (size_t)ga->P);
-    int *order = nevo_alloc(sizeof(int) * (size_t)ga->P);
+    int *source = ga->source;
+    ga->gen = gen;
     for (int i = 0; i < ga->P; i++) {
         Genome *g = &ga->genomes[i];
         if (ga->n_parents == 0 || ga->rs) {
@@ -156,18 +180,19 @@ static void make_children(GA *ga, uint32_t gen) {
         genome_push(g, r);
         source[i] = p;
     }
+    if (!ga->pop) return; /* built as their episodes start */
     /* build the children of one parent one after another, so each parent is read from
      * memory about once (the build order changes no result: each child has its own row) */
+    int *order = nevo_alloc(sizeof(int) * (size_t)ga->P);
     int n = 0;
     for (int i = 0; i < ga->P; i++)
         if (source[i] < 0) order[n++] = i;
     for (int p = 0; p < ga->n_parents; p++)
         for (int i = 0; i < ga->P; i++)
             if (source[i] == p) order[n++] = i;
-    ChildJob job = {ga, gen, source, order};
-    nevo_pool_run(nevo_evaluator_pool(ga->base.ev), ga->P, build_child, &job);
+    ChildJob job = {ga, order};
+    nevo_pool_run(nevo_evaluator_pool(ga->base.ev), ga->P, build_pop_row, &job);
     free(order);
-    free(source);
 }
 
 static NevoStatus ga_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err) {
@@ -175,8 +200,8 @@ static NevoStatus ga_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
     const NevoConfig *cfg = a->cfg;
     uint32_t gen = (uint32_t)a->generation;
     make_children(ga, gen);
-    NevoStatus st = nevo_algo_rollouts(a, ga->pop, ga->P, cfg->episodes, gen, NULL, ga->fitness,
-                                       ga->bcs, stats, NULL, 0.0, err);
+    NevoStatus st = nevo_algo_rollouts_built(a, ga->pop, ga->pop ? NULL : build_child, ga, ga->P,
+                                             cfg->episodes, gen, NULL, ga->fitness, ga->bcs, stats, NULL, 0.0, err);
     if (st) return st;
     ga->have_bcs = ga->bcs != NULL;
     nevo_rank_desc(ga->fitness, ga->P, ga->order);
@@ -214,7 +239,6 @@ static NevoStatus ga_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
     for (int c = 0; c < k; c++) cand[c] = ga->order[c];
     int elite_in_pop = cfg->ga.elitism && ga->has_elite && !ga->rs && ga->n_parents > 0;
     if (ga->has_elite && !elite_in_pop) {
-        memcpy(ga->pop + (size_t)ga->P * ga->np, ga->elite, sizeof(float) * ga->np);
         cand[k - 1] = ga->P;
     } else if (elite_in_pop) {
         int present = 0;
@@ -229,7 +253,7 @@ static NevoStatus ga_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
         uint32_t *ids = nevo_alloc(sizeof(uint32_t) * (size_t)k);
         double *val = nevo_alloc(sizeof(double) * (size_t)k);
         for (int c = 0; c < k; c++) {
-            memcpy(rows + (size_t)c * ga->np, ga->pop + (size_t)cand[c] * ga->np, sizeof(float) * ga->np);
+            child_theta(ga, cand[c], rows + (size_t)c * ga->np);
             ids[c] = NEVO_STREAM_VALIDATION;
         }
         st = nevo_algo_rollouts(a, rows, k, cfg->ga.validation_episodes, gen, ids, val, NULL, stats,
@@ -248,28 +272,37 @@ static NevoStatus ga_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
     }
     stats->elite_mean = elite_score;
 
-    /* The new elite (copy out before the parents are overwritten). */
-    if (elite != ga->P) {
-        memcpy(ga->elite, ga->pop + (size_t)elite * ga->np, sizeof(float) * ga->np);
-        genome_copy(&ga->elite_genome, &ga->genomes[elite]);
-    }
-    ga->has_elite = 1;
-
     /* Parents: top T by the selection score, the elite always among them (GA-NS selects
-     * by novelty alone). */
+     * by novelty alone). Built into parents_next, then the new elite into elite_next,
+     * both from the current parents and elite, which are replaced only then. */
+    int elite_row = -1;
     if (!ga->rs) {
         int T = ga->T;
-        int elite_row = ga->ns ? T : -1;
+        elite_row = ga->ns ? T : -1;
         for (int t = 0; t < T; t++) {
             int i = sel[t];
-            memcpy(ga->parents + (size_t)t * ga->np, ga->pop + (size_t)i * ga->np, sizeof(float) * ga->np);
+            child_theta(ga, i, ga->parents_next + (size_t)t * ga->np);
             genome_copy(&ga->parent_genomes[t], &ga->genomes[i]);
             if (i == elite) elite_row = t;
         }
+    }
+    if (elite != ga->P) {
+        child_theta(ga, elite, ga->elite_next);
+        float *e = ga->elite;
+        ga->elite = ga->elite_next;
+        ga->elite_next = e;
+        genome_copy(&ga->elite_genome, &ga->genomes[elite]);
+    }
+    ga->has_elite = 1;
+    if (!ga->rs) {
+        int T = ga->T;
         if (elite_row < 0) {
-            memcpy(ga->parents + (size_t)(T - 1) * ga->np, ga->elite, sizeof(float) * ga->np);
+            memcpy(ga->parents_next + (size_t)(T - 1) * ga->np, ga->elite, sizeof(float) * ga->np);
             genome_copy(&ga->parent_genomes[T - 1], &ga->elite_genome);
         }
+        float *p = ga->parents;
+        ga->parents = ga->parents_next;
+        ga->parents_next = p;
         ga->n_parents = T;
     }
     return NEVO_OK;
@@ -345,6 +378,9 @@ static void ga_free(NevoAlgo *a) {
     free(ga->genomes);
     free(ga->parent_genomes);
     free(ga->pop);
+    free(ga->source);
+    free(ga->parents_next);
+    free(ga->elite_next);
     free(ga->parents);
     free(ga->elite);
     free(ga->fitness);
@@ -381,11 +417,14 @@ NevoStatus nevo_ga_new(const NevoAlgo *base, NevoAlgo **out, NevoError *err) {
     ga->rs = strcmp(cfg->algo, "rs") == 0;
     ga->T = ga->rs ? 0 : cfg->ga.truncation;
     ga->np = policy->nparams;
-    ga->pop = nevo_alloc_aligned(sizeof(float) * ga->np * (size_t)(ga->P + 1));
+    if (cfg->episodes > 1) ga->pop = nevo_alloc_aligned(sizeof(float) * ga->np * (size_t)ga->P);
+    ga->source = nevo_alloc(sizeof(int) * (size_t)ga->P);
     ga->genomes = nevo_alloc(sizeof(Genome) * (size_t)ga->P);
     ga->parents = nevo_alloc_aligned(sizeof(float) * ga->np * (size_t)(ga->T > 0 ? ga->T : 1));
+    ga->parents_next = nevo_alloc_aligned(sizeof(float) * ga->np * (size_t)(ga->T > 0 ? ga->T : 1));
     ga->parent_genomes = nevo_alloc(sizeof(Genome) * (size_t)(ga->T > 0 ? ga->T : 1));
     ga->elite = nevo_alloc_aligned(sizeof(float) * ga->np);
+    ga->elite_next = nevo_alloc_aligned(sizeof(float) * ga->np);
     ga->fitness = nevo_alloc(sizeof(double) * (size_t)(ga->P + 1));
     ga->order = nevo_alloc(sizeof(int) * (size_t)(ga->P + 1));
     ga->ns = strcmp(cfg->algo, "ga-ns") == 0;

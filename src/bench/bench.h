@@ -244,8 +244,11 @@ typedef struct NevoBenchTrainResult {
     double frames_per_s;
     double cpu_share;        /* process CPU time / (threads x wall) */
     double eval_s;           /* wall time inside nevo_evaluate; the rest of `seconds` is
-                                materialisation, selection, updates, novelty */
+                                materialisation (where not built inside the evaluator),
+                                selection, updates, novelty */
     double forward_s, env_s; /* thread-seconds in batched inference and in env steps */
+    double build_s;          /* thread-seconds building parameters inside the evaluator
+                                (the GA's children, built as their episodes start) */
 } NevoBenchTrainResult;
 
 /* Runs `generations` generations of the config (JSON text; any algo) on `threads`

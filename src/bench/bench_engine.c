@@ -81,6 +81,7 @@ NevoStatus nevo_bench_train(const NevoBenchOptions *o, const char *config_json, 
             out->eval_s = et.wall_s;
             out->forward_s = et.forward_s;
             out->env_s = et.env_s;
+            out->build_s = et.build_s;
         }
     }
     out->frames_per_s = (double)out->frames / out->seconds;

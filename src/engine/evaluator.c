@@ -25,7 +25,10 @@ typedef struct Batch {
     float *obs;       /* (slots, obs_dim) observations of the live slots, compacted */
     float *out;       /* (slots, n_out) */
     float *actions;   /* (slots, action_dim) */
-    int *net;         /* (slots) network row of each live slot */
+    int *net;         /* (slots) network row of each live slot (built: its row of theta) */
+    int *row;         /* (slots) built mode: the row of theta each slot owns, a
+                         permutation of 0..slots-1 that compaction swaps */
+    float *theta;     /* built mode: (slots, nparams), allocated at first use */
     int *task;        /* (slots) task index of each live slot */
     float *scratch;   /* policy scratch */
     int live;         /* live slots (pipelined mode) */
@@ -36,7 +39,8 @@ enum { B_FILL, B_FORWARD, B_STEP, B_DONE, B_BUSY };
 
 typedef struct Clock {
     double forward_s, env_s; /* with timing on: thread-seconds in forward and env */
-    char pad[48];            /* one cache line per thread */
+    double build_s;          /* and in building parameters (built mode) */
+    char pad[40];            /* one cache line per thread */
 } Clock;
 
 struct NevoEvaluator {
@@ -58,6 +62,8 @@ struct NevoEvaluator {
     /* the current call */
     const float *params;
     size_t stride;
+    NevoBuildFn build; /* built mode: each episode's parameters built as it starts */
+    void *build_ctx;
     const NevoTask *tasks;
     NevoEpisode *results;
     NevoObsStats *task_stats;
@@ -82,6 +88,8 @@ static void batch_alloc(Batch *b, const NevoEnvSpec *spec, const NevoPolicy *pol
     b->actions = nevo_alloc_aligned(sizeof(float) * (size_t)S * spec->action_dim);
     b->net = nevo_alloc(sizeof(int) * (size_t)S);
     b->task = nevo_alloc(sizeof(int) * (size_t)S);
+    b->row = nevo_alloc(sizeof(int) * (size_t)S);
+    for (int s = 0; s < S; s++) b->row[s] = s;
     b->scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(policy, S));
 }
 
@@ -95,6 +103,8 @@ static void batches_free(NevoEvaluator *ev) {
         free(b->actions);
         free(b->net);
         free(b->task);
+        free(b->row);
+        free(b->theta);
         free(b->scratch);
     }
     free(ev->batches);
@@ -187,7 +197,8 @@ void nevo_evaluator_set_timing(NevoEvaluator *ev, int on) {
     ev->wall_s = 0.0;
     ev->timed_frames = 0;
     ev->calls = 0;
-    for (int w = 0; w < nevo_pool_threads(ev->pool); w++) ev->clocks[w].forward_s = ev->clocks[w].env_s = 0.0;
+    for (int w = 0; w < nevo_pool_threads(ev->pool); w++)
+        ev->clocks[w].forward_s = ev->clocks[w].env_s = ev->clocks[w].build_s = 0.0;
 }
 
 void nevo_evaluator_times(const NevoEvaluator *ev, NevoEvalTimes *out) {
@@ -199,6 +210,7 @@ void nevo_evaluator_times(const NevoEvaluator *ev, NevoEvalTimes *out) {
     for (int w = 0; w < out->threads; w++) {
         out->forward_s += ev->clocks[w].forward_s;
         out->env_s += ev->clocks[w].env_s;
+        out->build_s += ev->clocks[w].build_s;
     }
 }
 
@@ -235,15 +247,23 @@ static void fail(NevoEvaluator *ev, const char *fmt, int task, int step) {
     }
 }
 
-/* Starts task t in slot s; returns 0 if the first observation is not finite. */
-static int start(NevoEvaluator *ev, Batch *bt, int s, int t) {
+/* Starts task t in slot s (in built mode, first building its parameters into the
+ * slot's row of theta); returns 0 if the first observation is not finite. */
+static int start(NevoEvaluator *ev, Batch *bt, Clock *clk, int s, int t) {
     const NevoEnvSpec *spec = nevo_env_spec(ev->env);
     const NevoTask *task = &ev->tasks[t];
     float *obs = bt->obs + (size_t)s * spec->obs_dim;
     void *inst = bt->insts + (size_t)s * ev->inst_size;
     nevo_env_forget(ev->env, inst); /* the episode depends on its seed alone */
     nevo_env_reset(ev->env, inst, task->seed, obs);
-    bt->net[s] = task->net;
+    if (ev->build) {
+        double t0 = ev->timing ? now_s() : 0.0;
+        ev->build(ev->build_ctx, task->net, bt->theta + (size_t)bt->row[s] * ev->policy->nparams);
+        if (ev->timing) clk->build_s += now_s() - t0;
+        bt->net[s] = bt->row[s];
+    } else {
+        bt->net[s] = task->net;
+    }
     bt->task[s] = t;
     NevoEpisode *r = &ev->results[t];
     memset(r, 0, sizeof *r);
@@ -256,12 +276,12 @@ static int start(NevoEvaluator *ev, Batch *bt, int s, int t) {
 }
 
 /* Fills the batch's slots from the queue; returns the live count, or -1 on failure. */
-static int fill(NevoEvaluator *ev, Batch *bt) {
+static int fill(NevoEvaluator *ev, Batch *bt, Clock *clk) {
     int live = 0;
     while (live < ev->slots) {
         int t = atomic_fetch_add(&ev->next_task, 1);
         if (t >= ev->n_tasks) break;
-        if (!start(ev, bt, live, t)) return -1;
+        if (!start(ev, bt, clk, live, t)) return -1;
         live++;
     }
     return live;
@@ -270,7 +290,10 @@ static int fill(NevoEvaluator *ev, Batch *bt) {
 /* The batched forward of the live slots and their actions; returns 0 on failure. */
 static int infer(NevoEvaluator *ev, Batch *bt, int live) {
     const NevoPolicy *pol = ev->policy;
-    nevo_policy_forward(pol, ev->params, ev->stride, bt->net, bt->obs, live, bt->out, bt->scratch);
+    if (ev->build)
+        nevo_policy_forward(pol, bt->theta, pol->nparams, bt->net, bt->obs, live, bt->out, bt->scratch);
+    else
+        nevo_policy_forward(pol, ev->params, ev->stride, bt->net, bt->obs, live, bt->out, bt->scratch);
     if (!all_finite(bt->out, live * pol->n_out)) {
         for (int s = 0; s < live; s++)
             if (!all_finite(bt->out + (size_t)s * pol->n_out, pol->n_out)) {
@@ -286,7 +309,7 @@ static int infer(NevoEvaluator *ev, Batch *bt, int live) {
 
 /* Steps every live slot once; a finished episode's slot takes the next task or the
  * last live slot. Returns the new live count, or -1 on failure. */
-static int step_all(NevoEvaluator *ev, Batch *bt, int live) {
+static int step_all(NevoEvaluator *ev, Batch *bt, Clock *clk, int live) {
     const NevoEnvSpec *spec = nevo_env_spec(ev->env);
     int odim = spec->obs_dim, adim = spec->action_dim;
     long long local_frames = 0;
@@ -318,7 +341,7 @@ static int step_all(NevoEvaluator *ev, Batch *bt, int live) {
         /* refill this slot from the queue, or move the last live slot into it */
         int next = atomic_fetch_add(&ev->next_task, 1);
         if (next < ev->n_tasks) {
-            if (!start(ev, bt, s, next)) return -1;
+            if (!start(ev, bt, clk, s, next)) return -1;
             s++;
         } else {
             live--;
@@ -328,6 +351,9 @@ static int step_all(NevoEvaluator *ev, Batch *bt, int live) {
                 memcpy(bt->actions + (size_t)s * adim, bt->actions + (size_t)live * adim, sizeof(float) * (size_t)adim);
                 bt->net[s] = bt->net[live];
                 bt->task[s] = bt->task[live];
+                int freed = bt->row[s]; /* the finished slot's row goes to the tail */
+                bt->row[s] = bt->row[live];
+                bt->row[live] = freed;
             }
         }
     }
@@ -343,7 +369,7 @@ static void run_fused(void *ctx, int item, int worker) {
     Batch *bt = &ev->batches[worker];
     Clock *clk = &ev->clocks[worker];
     (void)item;
-    int live = fill(ev, bt);
+    int live = fill(ev, bt, clk);
     const int timing = ev->timing;
     double t0 = timing ? now_s() : 0.0, t1 = 0.0;
     while (live > 0 && !failed(ev)) {
@@ -352,10 +378,11 @@ static void run_fused(void *ctx, int item, int worker) {
             t1 = now_s();
             clk->forward_s += t1 - t0;
         }
-        live = step_all(ev, bt, live);
-        if (timing) { /* resets of refilled slots count as env time */
+        double built = clk->build_s;
+        live = step_all(ev, bt, clk, live);
+        if (timing) { /* resets of refilled slots count as env time, their builds not */
             t0 = now_s();
-            clk->env_s += t0 - t1;
+            clk->env_s += t0 - t1 - (clk->build_s - built);
         }
     }
 }
@@ -407,15 +434,15 @@ static void run_pipelined(void *ctx, int item, int worker) {
             int mine = (does_forward && st == B_FORWARD) || (does_env && (st == B_FILL || st == B_STEP));
             if (!mine || !atomic_compare_exchange_strong(&bt->state, &st, B_BUSY)) continue;
             claimed = 1;
-            double t0 = timing ? now_s() : 0.0;
+            double t0 = timing ? now_s() : 0.0, built = clk->build_s;
             int next;
             if (st == B_FORWARD) {
                 next = infer(ev, bt, bt->live) ? B_STEP : B_DONE;
                 if (timing) clk->forward_s += now_s() - t0;
             } else {
-                bt->live = st == B_FILL ? fill(ev, bt) : step_all(ev, bt, bt->live);
+                bt->live = st == B_FILL ? fill(ev, bt, clk) : step_all(ev, bt, clk, bt->live);
                 next = bt->live > 0 ? B_FORWARD : B_DONE;
-                if (timing) clk->env_s += now_s() - t0;
+                if (timing) clk->env_s += now_s() - t0 - (clk->build_s - built);
             }
             publish(ev, bt, next);
         }
@@ -423,11 +450,8 @@ static void run_pipelined(void *ctx, int item, int worker) {
     }
 }
 
-NevoStatus nevo_evaluate(NevoEvaluator *ev, const float *params, size_t stride,
-                         const NevoTask *tasks, int n, NevoEpisode *results,
-                         NevoObsStats *task_stats, NevoError *err) {
-    ev->params = params;
-    ev->stride = stride;
+static NevoStatus evaluate(NevoEvaluator *ev, const NevoTask *tasks, int n, NevoEpisode *results,
+                           NevoObsStats *task_stats, NevoError *err) {
     ev->tasks = tasks;
     ev->results = results;
     ev->task_stats = task_stats;
@@ -451,4 +475,25 @@ NevoStatus nevo_evaluate(NevoEvaluator *ev, const float *params, size_t stride,
         return ev->first_error.status;
     }
     return NEVO_OK;
+}
+
+NevoStatus nevo_evaluate(NevoEvaluator *ev, const float *params, size_t stride, const NevoTask *tasks, int n,
+                         NevoEpisode *results, NevoObsStats *task_stats, NevoError *err) {
+    ev->params = params;
+    ev->stride = stride;
+    ev->build = NULL;
+    return evaluate(ev, tasks, n, results, task_stats, err);
+}
+
+NevoStatus nevo_evaluate_built(NevoEvaluator *ev, NevoBuildFn build, void *ctx, const NevoTask *tasks, int n,
+                               NevoEpisode *results, NevoObsStats *task_stats, NevoError *err) {
+    NEVO_ASSERT(build);
+    for (int i = 0; i < ev->n_batches; i++)
+        if (!ev->batches[i].theta)
+            ev->batches[i].theta = nevo_alloc_aligned(sizeof(float) * (size_t)ev->slots * ev->policy->nparams);
+    ev->params = NULL;
+    ev->stride = 0;
+    ev->build = build;
+    ev->build_ctx = ctx;
+    return evaluate(ev, tasks, n, results, task_stats, err);
 }

@@ -85,8 +85,18 @@ static void relu_generic(float *y, int n) {
     for (int i = 0; i < n; i++) y[i] = y[i] < 0.0f ? 0.0f : y[i]; /* NaN stays NaN */
 }
 
-static const NevoKernels generic = {"generic", dense_generic, conv_generic, tanh_generic, relu_generic,
-                                    NULL,      NULL,          NULL,         NULL,         NULL};
+static void perturb_generic(float *plus, float *minus, const float *theta, float sigma, const float *eps, size_t n,
+                            int stream) {
+    (void)stream;
+    for (size_t k = 0; k < n; k++) {
+        float d = sigma * eps[k];
+        if (plus) plus[k] = theta[k] + d;
+        if (minus) minus[k] = theta[k] - d;
+    }
+}
+
+static const NevoKernels generic = {"generic", dense_generic, conv_generic, tanh_generic, relu_generic, NULL,
+                                    NULL,      NULL,          NULL,         NULL,         perturb_generic};
 
 const NevoKernels *nevo_kernels_named(const char *name) {
     if (strcmp(name, "generic") == 0) return &generic;

@@ -83,6 +83,11 @@ typedef struct NevoKernels {
      * on each row alone. NULL in the portable set. */
     void (*dense_nets)(const float *const *W, const float *const *b, const float *X, size_t xs, int rows, int in,
                        int out, float *Y, size_t ys);
+    /* plus[k] = theta[k] + d and minus[k] = theta[k] - d, d = sigma * eps[k] rounded, for
+     * k < n, either row NULL to skip it (materialising a GA child or an ES pair,
+     * nevo_perturb_rows); stream: non-temporal stores where the set has them */
+    void (*perturb)(float *plus, float *minus, const float *theta, float sigma, const float *eps, size_t n,
+                    int stream);
 } NevoKernels;
 
 /* The kernels in use (chosen on first call). */
