@@ -17,8 +17,10 @@
  *  5. the updated agent is evaluated on es.center_episodes common episodes: its reward
  *     is reported and, for the NS family, its mean behaviour joins the archive.
  * Observation-normalisation statistics gather a random fraction of the rollouts and are
- * applied to the (shared) policy after the update. Noise slices are read in place, so
- * memory is O(population x nparams) for the population only. */
+ * applied to the (shared) policy after the update. Noise slices are read in place, and
+ * with one episode per perturbation each perturbed theta is built as its episode
+ * starts (nevo_evaluate_built), so no population matrix is kept; with several, the
+ * population is built first, O(population x nparams). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,7 +56,8 @@ typedef struct ES {
     double best_reward; /* NSRA-ES: best agent reward so far */
     int stagnation;     /* NSRA-ES: generations since it improved */
     NevoObsStats obs;   /* running observation statistics */
-    float *pop;         /* (2 n, np) */
+    float *pop;         /* (2 n, np), only with several episodes per perturbation; with
+                           one, each is built as its episode starts (nevo_evaluate_built) */
     float *bcs;         /* (2 n, bc_dim) */
     int have_bcs;       /* bcs hold the last generation's behaviours (not part of the state) */
     double *grad;       /* (np) */
@@ -120,7 +123,7 @@ static void update_best(ES *es) {
         if (es->agents[m].reward > es->agents[es->best_agent].reward) es->best_agent = m;
 }
 
-/* Perturbation pair i: theta +- sigma * eps_i, rows 2i and 2i + 1 (pairs in parallel). */
+/* Perturbation pair i: theta +- sigma * eps_i, rows 2i and 2i + 1. */
 typedef struct PairJob {
     const ES *es;
     const Agent *ag;
@@ -128,6 +131,8 @@ typedef struct PairJob {
     float sigma;
 } PairJob;
 
+/* Both rows of pair i into pop (pairs in parallel), streamed: the forward reads them
+ * back from memory. */
 static void build_pair(void *vctx, int i, int worker) {
     const PairJob *job = vctx;
     const ES *es = job->es;
@@ -135,6 +140,15 @@ static void build_pair(void *vctx, int i, int worker) {
     const float *eps = noise_for(es, job->gen, i);
     float *plus = es->pop + (size_t)(2 * i) * np;
     nevo_perturb_rows(plus, plus + np, job->ag->theta, job->sigma, eps, np, 1);
+}
+
+/* nevo_evaluate_built's builder: perturbation net (pair net / 2, + for even, - for odd)
+ * as its episode starts, into the cache its steps read it from. */
+static void build_perturbation(void *vctx, int net, float *theta) {
+    const PairJob *job = vctx;
+    const float *eps = noise_for(job->es, job->gen, net / 2);
+    nevo_perturb_rows(net % 2 ? NULL : theta, net % 2 ? theta : NULL, job->ag->theta, job->sigma, eps, job->es->np,
+                      0);
 }
 
 /* grad[k] = sum_i (w+_i - w-_i) eps_i[k], over parameter chunks in parallel; each
@@ -217,7 +231,7 @@ static NevoStatus es_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
     Agent *ag = &es->agents[chosen];
 
     PairJob pj = {es, ag, gen, sigma};
-    nevo_pool_run(nevo_evaluator_pool(a->ev), n, build_pair, &pj);
+    if (es->pop) nevo_pool_run(nevo_evaluator_pool(a->ev), n, build_pair, &pj);
     uint32_t *ids = nevo_alloc(sizeof(uint32_t) * (size_t)(2 * n));
     for (int i = 0; i < 2 * n; i++) ids[i] = (uint32_t)(i / 2);
     NevoObsStats gathered;
@@ -225,9 +239,9 @@ static NevoStatus es_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
     int shift = cfg->es.reward_shift != 0.0;
     a->reward_shift = cfg->es.reward_shift;
     a->shaped = shift ? es->shaped : NULL;
-    st = nevo_algo_rollouts(a, es->pop, 2 * n, cfg->episodes, gen, ids, es->fitness,
-                            es->bc_dim > 0 ? es->bcs : NULL, stats, cfg->es.obs_norm ? &gathered : NULL,
-                            cfg->es.obs_norm_prob, err);
+    st = nevo_algo_rollouts_built(a, es->pop, es->pop ? NULL : build_perturbation, &pj, 2 * n, cfg->episodes, gen,
+                                  ids, es->fitness, es->bc_dim > 0 ? es->bcs : NULL, stats,
+                                  cfg->es.obs_norm ? &gathered : NULL, cfg->es.obs_norm_prob, err);
     a->reward_shift = 0.0;
     a->shaped = NULL;
     free(ids);
@@ -425,7 +439,7 @@ NevoStatus nevo_es_new(const NevoAlgo *base, NevoAlgo **out, NevoError *err) {
         ag->v = nevo_alloc(sizeof(double) * es->np);
     }
     es->w = cfg->ns.weight;
-    es->pop = nevo_alloc_aligned(sizeof(float) * es->np * (size_t)(2 * es->n_pairs));
+    if (cfg->episodes > 1) es->pop = nevo_alloc_aligned(sizeof(float) * es->np * (size_t)(2 * es->n_pairs));
     es->bcs = nevo_alloc(sizeof(float) * (size_t)(2 * es->n_pairs) * (size_t)(es->bc_dim > 0 ? es->bc_dim : 1));
     es->grad = nevo_alloc(sizeof(double) * es->np);
     size_t n2 = sizeof(double) * (size_t)(2 * es->n_pairs);
