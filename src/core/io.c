@@ -92,23 +92,37 @@ bool nevo_reader_ok(const NevoReader *r, bool exact) {
     return !r->failed && (!exact || r->pos == r->len);
 }
 
-static uint32_t crc_table[256];
+/* CRC-32 (IEEE 802.3, reflected, as zlib), eight bytes a step ("slicing by 8"):
+ * crc_table[j][b] is the CRC of byte b followed by j zero bytes, so one step folds
+ * eight bytes with eight independent lookups instead of a chain of eight. A checkpoint
+ * and a policy file are written every generation by default (MinAtar: 0.5-3 MB), and
+ * the bytewise loop took 10% of an ES run's time. */
+static uint32_t crc_table[8][256];
 static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
 
 static void crc_init(void) {
     for (uint32_t i = 0; i < 256; i++) {
         uint32_t c = i;
         for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        crc_table[i] = c;
+        crc_table[0][i] = c;
     }
+    for (int j = 1; j < 8; j++)
+        for (uint32_t i = 0; i < 256; i++)
+            crc_table[j][i] = crc_table[0][crc_table[j - 1][i] & 0xFF] ^ (crc_table[j - 1][i] >> 8);
 }
 
 uint32_t nevo_crc32(const void *data, size_t n) {
     pthread_once(&crc_once, crc_init);
-    const uint32_t *table = crc_table;
+    const uint32_t(*t)[256] = crc_table;
     const uint8_t *p = data;
     uint32_t c = 0xFFFFFFFFu;
-    for (size_t i = 0; i < n; i++) c = table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
+    for (; n >= 8; n -= 8, p += 8) {
+        /* little-endian byte order of the reflected CRC, read byte by byte (any host) */
+        uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+        c = t[7][lo & 0xFF] ^ t[6][(lo >> 8) & 0xFF] ^ t[5][(lo >> 16) & 0xFF] ^ t[4][lo >> 24] ^ t[3][p[4]] ^
+            t[2][p[5]] ^ t[1][p[6]] ^ t[0][p[7]];
+    }
+    for (; n; n--, p++) c = t[0][(c ^ *p) & 0xFF] ^ (c >> 8);
     return c ^ 0xFFFFFFFFu;
 }
 
