@@ -38,7 +38,7 @@ typedef struct NevoEvaluator NevoEvaluator;
 
 /* slots: live episodes per worker. 0 = a default suited to a population of different
  * networks: 16, or fewer where 16 such networks would not fit in half the L2 cache
- * (as many as fit, at least 2), so that most of the weights a step reads are still
+ * (as many as fit, at least 1), so that most of the weights a step reads are still
  * cached from the same network's previous step; in the pipelined layout (below), 16
  * per batch. */
 NevoEvaluator *nevo_evaluator_new(const NevoEnv *env, const NevoPolicy *policy, NevoPool *pool,

@@ -123,15 +123,20 @@ static void batches_make(NevoEvaluator *ev, int n) {
 /* Slots per worker when the caller leaves it open. With one episode per network (the GA
  * and ES), each step of an episode reads its network's weights again, and between two
  * steps of one episode the worker reads the other slots' networks: with as many slots
- * as fit in half the L2 cache (at least 2), most of what a step reads is still cached
- * from that network's previous step rather than in memory (a MinAtar step reads a
- * third to a half of the big layer's rows, so 2 of those 530 KB nets gain too). Measured with the MinAtar net (530 KB), GA on
- * Breakout from generation 100, 1 thread: 118-149k frames/s with 16 slots, 165-175k
- * with 4, 176-182k with 2, 172-176k with 1 (2 threads: 261k -> 317k with 2). Small
- * networks keep 16, which amortises the per-call costs and lets single rows go side by
- * side (dense_nets). Results do not depend on the slot count. */
+ * as fit in half the L2 cache (at least 1), most of what a step reads is still cached
+ * from that network's previous step rather than in memory. In built mode
+ * (nevo_evaluate_built) the slot's network is also written there as the episode
+ * starts, and streaming the next child's parent and noise through the cache evicts
+ * the other slots' networks. Measured with the MinAtar net (530 KB), GA on Breakout in
+ * built mode on an Intel Xeon (2 MiB L2), 1 thread: from scratch 107-118k frames/s
+ * with 1 slot, 102k with 2, 95-101k with 3, 87-90k with 4, 61k with 8; from generation
+ * 200, 190k with 1, 165-169k with 2 and 3 (2 threads: 355-367k with 1, 324-326k with
+ * 2). (Before built mode, on an AMD EPYC with 1 MiB L2: 118-149k with 16, 165-175k with
+ * 4, 176-182k with 2, 172-176k with 1.) Small networks keep 16, which amortises the
+ * per-call costs and lets single rows go side by side (dense_nets). Results do not
+ * depend on the slot count. */
 #define DEFAULT_SLOTS 16
-#define MIN_DEFAULT_SLOTS 2
+#define MIN_DEFAULT_SLOTS 1
 
 static int default_slots(const NevoPolicy *p) {
     long l2 = 0;
