@@ -579,20 +579,30 @@ TEST(eval_timing_sums_and_changes_nothing) {
                 check_same_episode(&timed[i], &plain[i], i, "timing on");
                 want += timed[i].length;
             }
-    }
-    nevo_evaluator_times(ev, &t);
-    CHECK_EQ_INT(t.calls, 2);
-    CHECK_EQ_INT(t.threads, 2);
-    CHECK_MSG(t.frames == want, "frames %lld, episodes' lengths %lld", t.frames, want);
-    CHECK(t.wall_s > 0.0 && t.forward_s > 0.0 && t.env_s > 0.0);
-    CHECK_MSG(t.forward_s + t.env_s <= t.threads * t.wall_s * 1.0001, "forward %g + env %g > %d x wall %g",
-              t.forward_s, t.env_s, t.threads, t.wall_s);
-    if (depth > 1) /* thread 0 runs every forward, thread 1 every env step */
-        CHECK(t.forward_s <= t.wall_s * 1.0001 && t.env_s <= t.wall_s * 1.0001);
-    nevo_evaluator_set_timing(ev, 1); /* zeroes */
-    nevo_evaluator_times(ev, &t);
-    CHECK(t.calls == 0 && t.frames == 0 && t.forward_s == 0.0);
-    nevo_evaluator_free(ev);
+        }
+        nevo_evaluator_times(ev, &t);
+        CHECK_EQ_INT(t.calls, 2);
+        CHECK_EQ_INT(t.threads, 2);
+        CHECK_MSG(t.frames == want, "frames %lld, episodes' lengths %lld", t.frames, want);
+        CHECK(t.wall_s > 0.0 && t.forward_s > 0.0 && t.env_s > 0.0 && t.build_s == 0.0);
+        CHECK_MSG(t.forward_s + t.env_s <= t.threads * t.wall_s * 1.0001, "forward %g + env %g > %d x wall %g",
+                  t.forward_s, t.env_s, t.threads, t.wall_s);
+        if (depth > 1) /* thread 0 runs every forward, thread 1 every env step */
+            CHECK(t.forward_s <= t.wall_s * 1.0001 && t.env_s <= t.wall_s * 1.0001);
+        /* built as each episode starts: the builds are timed apart from the env steps */
+        nevo_evaluator_set_timing(ev, 1); /* zeroes */
+        RowSource rs = {params, stride, p->nparams, 0};
+        CHECK(nevo_evaluate_built(ev, build_from_rows, &rs, tasks, N_TASKS, timed, NULL, &err) == NEVO_OK);
+        for (int i = 0; i < N_TASKS; i++) check_same_episode(&timed[i], &plain[i], i, "built, timing on");
+        nevo_evaluator_times(ev, &t);
+        CHECK(t.calls == 1 && t.forward_s > 0.0 && t.env_s > 0.0 && t.build_s > 0.0);
+        CHECK_MSG(t.forward_s + t.env_s + t.build_s <= t.threads * t.wall_s * 1.0001,
+                  "forward %g + env %g + build %g > %d x wall %g", t.forward_s, t.env_s, t.build_s, t.threads,
+                  t.wall_s);
+        nevo_evaluator_set_timing(ev, 1); /* zeroes */
+        nevo_evaluator_times(ev, &t);
+        CHECK(t.calls == 0 && t.frames == 0 && t.forward_s == 0.0 && t.build_s == 0.0);
+        nevo_evaluator_free(ev);
     }
     nevo_pool_free(pool);
     free(params);
