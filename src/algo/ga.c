@@ -136,6 +136,26 @@ static void child_theta(const GA *ga, int i, float *theta) {
         make_child(ga, i, theta, 0);
 }
 
+/* Rows of children (child_theta), one row per task over the pool: the parents and the
+ * validation candidates, 31 MinAtar networks a generation, took 8% of a 2-thread
+ * generation from scratch built one after another. */
+typedef struct ThetaJob {
+    const GA *ga;
+    const int *which; /* (n) the children */
+    float *rows;      /* (n, np) */
+} ThetaJob;
+
+static void theta_row(void *vctx, int t, int worker) {
+    const ThetaJob *job = vctx;
+    (void)worker;
+    child_theta(job->ga, job->which[t], job->rows + (size_t)t * job->ga->np);
+}
+
+static void child_thetas(const GA *ga, const int *which, int n, float *rows) {
+    ThetaJob job = {ga, which, rows};
+    nevo_pool_run(nevo_evaluator_pool(ga->base.ev), n, theta_row, &job);
+}
+
 /* nevo_evaluate_built's builder: the child as its episode starts */
 static void build_child(void *ctx, int net, float *theta) { make_child(ctx, net, theta, 0); }
 
@@ -246,17 +266,15 @@ static NevoStatus ga_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
         for (int c = 0; c < k; c++) present |= cand[c] == 0;
         if (!present) cand[k - 1] = 0;
     }
-    int elite = cand[0];
+    int elite = cand[0], elite_val_row = -1;
     double elite_score = ga->fitness[elite];
     if (cfg->ga.validation_episodes > 0) {
         /* The candidates, copied into consecutive rows, all face the same episodes. */
         float *rows = ga->val_rows;
         uint32_t *ids = nevo_alloc(sizeof(uint32_t) * (size_t)k);
         double *val = nevo_alloc(sizeof(double) * (size_t)k);
-        for (int c = 0; c < k; c++) {
-            child_theta(ga, cand[c], rows + (size_t)c * ga->np);
-            ids[c] = NEVO_STREAM_VALIDATION;
-        }
+        child_thetas(ga, cand, k, rows);
+        for (int c = 0; c < k; c++) ids[c] = NEVO_STREAM_VALIDATION;
         st = nevo_algo_rollouts(a, rows, k, cfg->ga.validation_episodes, gen, ids, val, NULL, stats,
                                 NULL, 0.0, err);
         if (st == NEVO_OK) {
@@ -264,6 +282,7 @@ static NevoStatus ga_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
             for (int c = 1; c < k; c++)
                 if (val[c] > val[best]) best = c;
             elite = cand[best];
+            elite_val_row = best;
             elite_score = val[best];
         }
         free(ids);
@@ -279,15 +298,17 @@ static NevoStatus ga_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
     if (!ga->rs) {
         int T = ga->T;
         elite_row = ga->ns ? T : -1;
+        child_thetas(ga, sel, T, ga->parents_next);
         for (int t = 0; t < T; t++) {
-            int i = sel[t];
-            child_theta(ga, i, ga->parents_next + (size_t)t * ga->np);
-            genome_copy(&ga->parent_genomes[t], &ga->genomes[i]);
-            if (i == elite) elite_row = t;
+            genome_copy(&ga->parent_genomes[t], &ga->genomes[sel[t]]);
+            if (sel[t] == elite) elite_row = t;
         }
     }
     if (elite != ga->P) {
-        child_theta(ga, elite, ga->elite_next);
+        if (elite_val_row >= 0) /* its row from the validation, else built again */
+            memcpy(ga->elite_next, ga->val_rows + (size_t)elite_val_row * ga->np, sizeof(float) * ga->np);
+        else
+            child_theta(ga, elite, ga->elite_next);
         float *e = ga->elite;
         ga->elite = ga->elite_next;
         ga->elite_next = e;
