@@ -114,6 +114,7 @@ typedef struct RowSource {
 
 static void build_from_rows(void *ctx, int net, float *theta) {
     RowSource *rs = ctx;
+    CHECK_MSG((uintptr_t)theta % 64 == 0, "row at %p: not on a 64-byte line", (void *)theta);
     memcpy(theta, rs->params + (size_t)net * rs->stride, sizeof(float) * rs->np);
     atomic_fetch_add(&rs->builds, 1);
 }

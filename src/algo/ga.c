@@ -254,7 +254,7 @@ static NevoStatus ga_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
     stats->median = nevo_median(ga->fitness, ga->P);
 
     /* Elite candidates: the top k children; the previous elite takes the last slot
-     * unless it is already among them (as child 0 under elitism). It sits in row P. */
+     * unless it is already among them (as child 0 under elitism). Its index is P. */
     int k = cfg->ga.validation_candidates < ga->P ? cfg->ga.validation_candidates : ga->P;
     int cand[1000]; /* validation_candidates <= 1000 (config schema) */
     for (int c = 0; c < k; c++) cand[c] = ga->order[c];
@@ -269,7 +269,7 @@ static NevoStatus ga_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
     int elite = cand[0], elite_val_row = -1;
     double elite_score = ga->fitness[elite];
     if (cfg->ga.validation_episodes > 0) {
-        /* The candidates, copied into consecutive rows, all face the same episodes. */
+        /* The candidates, built into consecutive rows, all face the same episodes. */
         float *rows = ga->val_rows;
         uint32_t *ids = nevo_alloc(sizeof(uint32_t) * (size_t)k);
         double *val = nevo_alloc(sizeof(double) * (size_t)k);

@@ -28,7 +28,7 @@ typedef struct Batch {
     int *net;         /* (slots) network row of each live slot (built: its row of theta) */
     int *row;         /* (slots) built mode: the row of theta each slot owns, a
                          permutation of 0..slots-1 that compaction swaps */
-    float *theta;     /* built mode: (slots, nparams), allocated at first use */
+    float *theta;     /* built mode: (slots, theta_stride), allocated at first use */
     int *task;        /* (slots) task index of each live slot */
     float *scratch;   /* policy scratch */
     int live;         /* live slots (pipelined mode) */
@@ -252,6 +252,10 @@ static void fail(NevoEvaluator *ev, const char *fmt, int task, int step) {
     }
 }
 
+/* Floats from one row of a batch's theta to the next (built mode): nparams rounded up to
+ * a 64-byte line, so every row starts on a line, as NevoBuildFn promises. */
+static size_t theta_stride(const NevoPolicy *p) { return (p->nparams + 15) & ~(size_t)15; }
+
 /* Starts task t in slot s (in built mode, first building its parameters into the
  * slot's row of theta); returns 0 if the first observation is not finite. */
 static int start(NevoEvaluator *ev, Batch *bt, Clock *clk, int s, int t) {
@@ -263,7 +267,7 @@ static int start(NevoEvaluator *ev, Batch *bt, Clock *clk, int s, int t) {
     nevo_env_reset(ev->env, inst, task->seed, obs);
     if (ev->build) {
         double t0 = ev->timing ? now_s() : 0.0;
-        ev->build(ev->build_ctx, task->net, bt->theta + (size_t)bt->row[s] * ev->policy->nparams);
+        ev->build(ev->build_ctx, task->net, bt->theta + (size_t)bt->row[s] * theta_stride(ev->policy));
         if (ev->timing) clk->build_s += now_s() - t0;
         bt->net[s] = bt->row[s];
     } else {
@@ -296,7 +300,7 @@ static int fill(NevoEvaluator *ev, Batch *bt, Clock *clk) {
 static int infer(NevoEvaluator *ev, Batch *bt, int live) {
     const NevoPolicy *pol = ev->policy;
     if (ev->build)
-        nevo_policy_forward(pol, bt->theta, pol->nparams, bt->net, bt->obs, live, bt->out, bt->scratch);
+        nevo_policy_forward(pol, bt->theta, theta_stride(pol), bt->net, bt->obs, live, bt->out, bt->scratch);
     else
         nevo_policy_forward(pol, ev->params, ev->stride, bt->net, bt->obs, live, bt->out, bt->scratch);
     if (!all_finite(bt->out, live * pol->n_out)) {
@@ -495,7 +499,7 @@ NevoStatus nevo_evaluate_built(NevoEvaluator *ev, NevoBuildFn build, void *ctx, 
     NEVO_ASSERT(build);
     for (int i = 0; i < ev->n_batches; i++)
         if (!ev->batches[i].theta)
-            ev->batches[i].theta = nevo_alloc_aligned(sizeof(float) * (size_t)ev->slots * ev->policy->nparams);
+            ev->batches[i].theta = nevo_alloc_aligned(sizeof(float) * (size_t)ev->slots * theta_stride(ev->policy));
     ev->params = NULL;
     ev->stride = 0;
     ev->build = build;
