@@ -85,14 +85,19 @@ static void relu_generic(float *y, int n) {
     for (int i = 0; i < n; i++) y[i] = y[i] < 0.0f ? 0.0f : y[i]; /* NaN stays NaN */
 }
 
-static void perturb_generic(float *plus, float *minus, const float *theta, float sigma, const float *eps, size_t n,
-                            int stream) {
-    (void)stream;
-    for (size_t k = 0; k < n; k++) {
+void nevo_perturb_portable(float *plus, float *minus, const float *theta, float sigma, const float *eps, size_t k0,
+                           size_t k1) {
+    for (size_t k = k0; k < k1; k++) {
         float d = sigma * eps[k];
         if (plus) plus[k] = theta[k] + d;
         if (minus) minus[k] = theta[k] - d;
     }
+}
+
+static void perturb_generic(float *plus, float *minus, const float *theta, float sigma, const float *eps, size_t n,
+                            int stream) {
+    (void)stream;
+    nevo_perturb_portable(plus, minus, theta, sigma, eps, 0, n);
 }
 
 static const NevoKernels generic = {"generic", dense_generic, conv_generic, tanh_generic, relu_generic, NULL,

@@ -122,6 +122,11 @@ float nevo_tanhf(float x);
 
 void nevo_kernel_activate(NevoActivation act, float *y, int n);
 
+/* The portable perturb over elements [k0, k1) (plus and minus as in NevoKernels.perturb,
+ * indexed from 0): the generic set's whole loop, and the SIMD sets' head and tail. */
+void nevo_perturb_portable(float *plus, float *minus, const float *theta, float sigma, const float *eps, size_t k0,
+                           size_t k1);
+
 /* x86 implementations (kernels_x86.c); NULL elsewhere. */
 const NevoKernels *nevo_kernels_avx2(void);
 const NevoKernels *nevo_kernels_avx512(void);

@@ -1128,12 +1128,10 @@ T256 static void perturb256(float *plus, float *minus, const float *theta, float
                             int stream) {
     size_t k = 0;
     const float *first = plus ? plus : minus;
-    if (stream)
-        for (; k < n && ((uintptr_t)(first + k) & 31) != 0; k++) {
-            float d = sigma * eps[k];
-            if (plus) plus[k] = theta[k] + d;
-            if (minus) minus[k] = theta[k] - d;
-        }
+    if (stream) {
+        while (k < n && ((uintptr_t)(first + k) & 31) != 0) k++;
+        nevo_perturb_portable(plus, minus, theta, sigma, eps, 0, k);
+    }
     int stream_plus = stream && plus, stream_minus = stream && minus && ((uintptr_t)(minus + k) & 31) == 0;
     __m256 s = _mm256_set1_ps(sigma);
     for (; k + 8 <= n; k += 8) {
@@ -1148,11 +1146,7 @@ T256 static void perturb256(float *plus, float *minus, const float *theta, float
             _mm256_storeu_ps(minus + k, _mm256_sub_ps(t, d));
     }
     if (stream) _mm_sfence(); /* streamed stores are visible before the pool reports the task done */
-    for (; k < n; k++) {
-        float d = sigma * eps[k];
-        if (plus) plus[k] = theta[k] + d;
-        if (minus) minus[k] = theta[k] - d;
-    }
+    nevo_perturb_portable(plus, minus, theta, sigma, eps, k, n);
 }
 
 static const NevoKernels k256 = {"avx2", dense256, conv256, tanh256,      relu256,
