@@ -248,7 +248,8 @@ typedef struct NevoBenchTrainResult {
                                 selection, updates, novelty */
     double forward_s, env_s; /* thread-seconds in batched inference and in env steps */
     double build_s;          /* thread-seconds building parameters inside the evaluator
-                                (the GA's children, built as their episodes start) */
+                                (GA children, ES perturbations: built as their episodes
+                                start) */
 } NevoBenchTrainResult;
 
 /* Runs `generations` generations of the config (JSON text; any algo) on `threads`
