@@ -298,11 +298,12 @@ static NevoStatus ga_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
     if (!ga->rs) {
         int T = ga->T;
         elite_row = ga->ns ? T : -1;
-        child_thetas(ga, sel, T, ga->parents_next);
         for (int t = 0; t < T; t++) {
             genome_copy(&ga->parent_genomes[t], &ga->genomes[sel[t]]);
             if (sel[t] == elite) elite_row = t;
         }
+        /* the last row is the elite's, below, when it is not among them */
+        child_thetas(ga, sel, elite_row < 0 ? T - 1 : T, ga->parents_next);
     }
     if (elite != ga->P) {
         if (elite_val_row >= 0) /* its row from the validation, else built again */
