@@ -103,6 +103,61 @@ TEST(algo_perturb_rows_bit_identical) {
     }
 }
 
+/* Each kernel set's weighted_sum (and nevo_weighted_sum, the chosen one) against the
+ * plain loop (row after row, g[k] += w_i * row_i[k] in double), bit for bit: 1-19 rows
+ * (the vector loop takes 8 a pass: full passes, a partial one, both), every range start
+ * 0-4 and length up to 37 and 1000 (the vector body, the scalar tail), rows and sums
+ * starting anywhere, weights of both signs and of very different sizes (so the order of
+ * the sums shows in the bits), and nothing written outside [k0, k1). */
+TEST(algo_weighted_sum_bit_identical) {
+    enum { MAXN = 1000, ROWS = 19, PAD = 8 };
+    static float rows[ROWS][MAXN + PAD];
+    static double g0[MAXN + 2 * PAD], want[MAXN + 2 * PAD], got[MAXN + 2 * PAD];
+    double w[ROWS];
+    const float *r[ROWS];
+    NevoRng rng;
+    nevo_rng_init(&rng, 9, NEVO_RNG_USER, 0, 0, 0);
+    for (int i = 0; i < ROWS; i++) {
+        nevo_rng_fill_normal(&rng, rows[i], MAXN + PAD);
+        float u;
+        nevo_rng_fill_normal(&rng, &u, 1);
+        w[i] = (double)u * (i % 3 == 0 ? 1e6 : i % 3 == 1 ? 1.0 : 1e-6);
+    }
+    for (int k = 0; k < MAXN + 2 * PAD; k++) {
+        float u;
+        nevo_rng_fill_normal(&rng, &u, 1);
+        g0[k] = u;
+    }
+    static const char *const sets[4] = {"generic", "avx2", "avx512", NULL}; /* NULL: nevo_weighted_sum */
+    for (int set = 0; set < 4; set++) {
+        const NevoKernels *K = sets[set] ? nevo_kernels_named(sets[set]) : NULL;
+        if (sets[set] && !K) continue; /* not on this CPU */
+        const char *name = sets[set] ? sets[set] : "nevo_weighted_sum";
+        for (int m = 1; m <= ROWS; m++) {
+            for (int ro = 0; ro < 3; ro++) { /* rows start ro floats in */
+                for (int i = 0; i < m; i++) r[i] = rows[(i * 7 + ro) % ROWS] + ro;
+                for (int n = 0; n <= MAXN; n = n < 37 ? n + 1 : MAXN) {
+                    for (int k0 = 0; k0 <= 4; k0 += m % 2 ? 1 : 3) {
+                        size_t a = (size_t)k0, b = (size_t)k0 + (size_t)n;
+                        if (b > MAXN) b = MAXN;
+                        memcpy(want, g0, sizeof want);
+                        memcpy(got, g0, sizeof got);
+                        for (int i = 0; i < m; i++)
+                            for (size_t k = a; k < b; k++) want[PAD + k] += w[i] * (double)r[i][k];
+                        if (K)
+                            K->weighted_sum(got + PAD, r, w, m, a, b);
+                        else
+                            nevo_weighted_sum(got + PAD, r, w, m, a, b);
+                        CHECK_MSG(memcmp(got, want, sizeof want) == 0, "%s: %d rows, [%zu, %zu) offset %d differ",
+                                  name, m, a, b, ro);
+                    }
+                    if (n == MAXN) break;
+                }
+            }
+        }
+    }
+}
+
 TEST(algo_ga_solves_cartpole) {
     NevoConfig cfg;
     load(&cfg, "configs/cartpole_ga.json");

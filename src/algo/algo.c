@@ -189,3 +189,7 @@ void nevo_perturb_rows(float *plus, float *minus, const float *theta, float sigm
                        int stream) {
     nevo_kernels()->perturb(plus, minus, theta, sigma, eps, n, stream);
 }
+
+void nevo_weighted_sum(double *g, const float *const *rows, const double *w, int m, size_t k0, size_t k1) {
+    nevo_kernels()->weighted_sum(g, rows, w, m, k0, k1);
+}

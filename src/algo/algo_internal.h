@@ -60,6 +60,11 @@ double nevo_median(const double *x, int n);
 void nevo_perturb_rows(float *plus, float *minus, const float *theta, float sigma, const float *eps, size_t n,
                        int stream);
 
+/* g[k] += w[0] rows[0][k] + ... + w[m-1] rows[m-1][k] for k0 <= k < k1, in double, the
+ * rows added one after another in the order given (each product and each sum rounded
+ * once), so the bits do not depend on the kernel set or on how [0, np) is split. */
+void nevo_weighted_sum(double *g, const float *const *rows, const double *w, int m, size_t k0, size_t k1);
+
 /* (bc: NULL, or (n, bc_dim) floats that receive each network's mean behaviour over its
  * episodes.) Runs each of n networks (rows of params) for `episodes` episodes; network i's
  * episode e gets the seed named (seed, ENV_SEED, generation, stream_ids[i] (or i if

@@ -61,6 +61,8 @@ typedef struct ES {
     float *bcs;         /* (2 n, bc_dim) */
     int have_bcs;       /* bcs hold the last generation's behaviours (not part of the state) */
     double *grad;       /* (np) */
+    const float **grad_rows; /* (n) the noise slices the gradient sums */
+    double *grad_w;          /* (n) their weights */
     double *fitness, *ranks, *novelty, *nranks, *weights; /* (2 n) each */
 } ES;
 
@@ -151,27 +153,23 @@ static void build_perturbation(void *vctx, int net, float *theta) {
                       0);
 }
 
-/* grad[k] = sum_i (w+_i - w-_i) eps_i[k], over parameter chunks in parallel; each
- * element still sums over i in ascending order, so the result does not depend on the
- * thread count. */
+/* grad[k] = sum_i (w+_i - w-_i) eps_i[k] over the pairs whose weight is not zero, over
+ * parameter chunks in parallel; each element still sums over i in ascending order, so
+ * the result does not depend on the thread count. */
 #define GRAD_CHUNK 4096
 typedef struct GradJob {
     ES *es;
-    uint32_t gen;
+    const float **rows; /* the noise slices of the pairs used, ascending */
+    double *w;          /* their weights */
+    int m;
 } GradJob;
 
 static void grad_chunk(void *vctx, int c, int worker) {
     const GradJob *job = vctx;
-    ES *es = job->es;
-    size_t k0 = (size_t)c * GRAD_CHUNK, k1 = k0 + GRAD_CHUNK < es->np ? k0 + GRAD_CHUNK : es->np;
-    double *g = es->grad;
+    size_t np = job->es->np, k0 = (size_t)c * GRAD_CHUNK, k1 = k0 + GRAD_CHUNK < np ? k0 + GRAD_CHUNK : np;
+    double *g = job->es->grad;
     for (size_t k = k0; k < k1; k++) g[k] = 0.0;
-    for (int i = 0; i < es->n_pairs; i++) {
-        double wi = es->weights[2 * i] - es->weights[2 * i + 1];
-        if (wi == 0.0) continue;
-        const float *eps = noise_for(es, job->gen, i);
-        for (size_t k = k0; k < k1; k++) g[k] += wi * eps[k];
-    }
+    nevo_weighted_sum(g, job->rows, job->w, job->m, k0, k1);
 }
 
 /* ARS's refinements on the rollout weights (Mania et al. 2018): with top_directions b,
@@ -277,7 +275,13 @@ static NevoStatus es_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
         es->weights[i] = es->mode == MODE_ES ? r : w * r + (1.0 - w) * es->nranks[i];
     }
     es->used_pairs = select_directions(es, raw);
-    GradJob gj = {es, gen};
+    GradJob gj = {es, es->grad_rows, es->grad_w, 0};
+    for (int i = 0; i < n; i++) {
+        double wi = es->weights[2 * i] - es->weights[2 * i + 1];
+        if (wi == 0.0) continue; /* a pair that does not step (ARS top directions, ties) */
+        gj.rows[gj.m] = noise_for(es, gen, i);
+        gj.w[gj.m++] = wi;
+    }
     nevo_pool_run(nevo_evaluator_pool(a->ev), (int)((np + GRAD_CHUNK - 1) / GRAD_CHUNK), grad_chunk, &gj);
     optimiser_step(es, ag);
     if (cfg->es.obs_norm) {
@@ -389,6 +393,8 @@ static void es_free(NevoAlgo *a) {
     free(es->pop);
     free(es->bcs);
     free(es->grad);
+    free(es->grad_rows);
+    free(es->grad_w);
     free(es->fitness);
     free(es->ranks);
     free(es->novelty);
@@ -442,6 +448,8 @@ NevoStatus nevo_es_new(const NevoAlgo *base, NevoAlgo **out, NevoError *err) {
     if (cfg->episodes > 1) es->pop = nevo_alloc_aligned(sizeof(float) * es->np * (size_t)(2 * es->n_pairs));
     es->bcs = nevo_alloc(sizeof(float) * (size_t)(2 * es->n_pairs) * (size_t)(es->bc_dim > 0 ? es->bc_dim : 1));
     es->grad = nevo_alloc(sizeof(double) * es->np);
+    es->grad_rows = nevo_alloc(sizeof(const float *) * (size_t)es->n_pairs);
+    es->grad_w = nevo_alloc(sizeof(double) * (size_t)es->n_pairs);
     size_t n2 = sizeof(double) * (size_t)(2 * es->n_pairs);
     es->fitness = nevo_alloc(n2);
     es->ranks = nevo_alloc(n2);

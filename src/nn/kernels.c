@@ -100,8 +100,17 @@ static void perturb_generic(float *plus, float *minus, const float *theta, float
     nevo_perturb_portable(plus, minus, theta, sigma, eps, 0, n);
 }
 
-static const NevoKernels generic = {"generic", dense_generic, conv_generic, tanh_generic, relu_generic, NULL,
-                                    NULL,      NULL,          NULL,         NULL,         perturb_generic};
+void nevo_weighted_sum_portable(double *g, const float *const *rows, const double *w, int m, size_t k0, size_t k1) {
+    for (int i = 0; i < m; i++) {
+        const float *r = rows[i];
+        double wi = w[i];
+        for (size_t k = k0; k < k1; k++) g[k] += wi * (double)r[k];
+    }
+}
+
+static const NevoKernels generic = {"generic", dense_generic, conv_generic, tanh_generic,    relu_generic,
+                                    NULL,      NULL,          NULL,         NULL,            NULL,
+                                    perturb_generic,          nevo_weighted_sum_portable};
 
 const NevoKernels *nevo_kernels_named(const char *name) {
     if (strcmp(name, "generic") == 0) return &generic;

@@ -88,6 +88,11 @@ typedef struct NevoKernels {
      * nevo_perturb_rows); stream: non-temporal stores where the set has them */
     void (*perturb)(float *plus, float *minus, const float *theta, float sigma, const float *eps, size_t n,
                     int stream);
+    /* g[k] = (((g[k] + w[0] rows[0][k]) + w[1] rows[1][k]) + ...) + w[m-1] rows[m-1][k]
+     * for k0 <= k < k1, in double: each float widened (exactly), each product and each
+     * sum rounded once, the rows in the order given (the ES gradient over noise slices,
+     * nevo_weighted_sum) */
+    void (*weighted_sum)(double *g, const float *const *rows, const double *w, int m, size_t k0, size_t k1);
 } NevoKernels;
 
 /* The kernels in use (chosen on first call). */
@@ -126,6 +131,9 @@ void nevo_kernel_activate(NevoActivation act, float *y, int n);
  * indexed from 0): the generic set's whole loop, and the SIMD sets' head and tail. */
 void nevo_perturb_portable(float *plus, float *minus, const float *theta, float sigma, const float *eps, size_t k0,
                            size_t k1);
+
+/* The portable weighted_sum: the generic set's, and the SIMD sets' tail. */
+void nevo_weighted_sum_portable(double *g, const float *const *rows, const double *w, int m, size_t k0, size_t k1);
 
 /* x86 implementations (kernels_x86.c); NULL elsewhere. */
 const NevoKernels *nevo_kernels_avx2(void);
