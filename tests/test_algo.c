@@ -158,6 +158,78 @@ TEST(algo_weighted_sum_bit_identical) {
     }
 }
 
+/* nevo_algo_rollouts_built with a queue order: the same fitness, behaviours, frames and
+ * observation statistics, bit for bit, as in ascending order, from a parameter matrix
+ * and from a builder; 2 episodes each (tasks move in pairs), on the maze (behaviours). */
+typedef struct RowsCtx {
+    const float *params;
+    size_t np;
+} RowsCtx;
+
+static void build_row(void *ctx, int net, float *theta) {
+    const RowsCtx *c = ctx;
+    memcpy(theta, c->params + (size_t)net * c->np, sizeof(float) * c->np);
+}
+
+TEST(algo_rollouts_queue_order_changes_nothing) {
+    enum { N = 13, EPISODES = 2 };
+    NevoConfig cfg;
+    nevo_config_defaults(&cfg);
+    NevoError err = {0};
+    CHECK_MSG(nevo_config_apply_json(&cfg,
+                                     "{\"env\": \"maze/hard\", \"algo\": \"ga\", \"seed\": 6, \"population\": 13,"
+                                     " \"max_episode_steps\": 150, \"policy\": {\"hidden\": [16]}}",
+                                     "test", &err) == NEVO_OK, "%s", err.msg);
+    NevoEnv *env = NULL;
+    CHECK_MSG(nevo_env_new(cfg.env, NULL, 0, &env, &err) == NEVO_OK, "%s", err.msg);
+    const NevoEnvSpec *spec = nevo_env_spec(env);
+    NevoPolicy *p = NULL;
+    CHECK(nevo_policy_new(spec, &cfg.policy, 0, &p, &err) == NEVO_OK);
+    NevoPool *pool = nevo_pool_new(2);
+    NevoNoise *noise = nevo_noise_new((size_t)1 << 16, pool);
+    NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, 0);
+    NevoAlgo *algo = NULL;
+    CHECK_MSG(nevo_algo_new(&cfg, env, p, noise, ev, &algo, &err) == NEVO_OK, "%s", err.msg);
+    size_t np = p->nparams;
+    float *params = nevo_alloc_aligned(sizeof(float) * np * N);
+    for (int i = 0; i < N; i++) nevo_policy_init_params(p, noise, 6, 0, (uint32_t)i, params + (size_t)i * np);
+    RowsCtx rc = {params, np};
+    const int queue[N] = {12, 3, 7, 0, 11, 5, 9, 1, 2, 10, 4, 8, 6};
+    double fit[3][N];
+    float bc[3][N * 2];
+    NevoGenStats gs[3];
+    NevoObsStats obs[3];
+    CHECK(spec->bc_dim == 2);
+    for (int run = 0; run < 3; run++) { /* ascending; queued from the matrix; queued, built */
+        memset(&gs[run], 0, sizeof gs[run]);
+        nevo_obs_stats_init(&obs[run], spec->obs_dim);
+        CHECK_MSG(nevo_algo_rollouts_built(algo, run < 2 ? params : NULL, run < 2 ? NULL : build_row, &rc, N,
+                                           run ? queue : NULL, EPISODES, 3, NULL, fit[run], bc[run], &gs[run],
+                                           &obs[run], 0.5, &err) == NEVO_OK,
+                  "%s", err.msg);
+    }
+    for (int run = 1; run < 3; run++) {
+        CHECK_MSG(memcmp(fit[run], fit[0], sizeof fit[0]) == 0, "run %d: fitness differs from ascending order", run);
+        CHECK_MSG(memcmp(bc[run], bc[0], sizeof bc[0]) == 0, "run %d: behaviours differ", run);
+        CHECK(gs[run].frames == gs[0].frames && gs[run].episodes == gs[0].episodes);
+        CHECK(obs[run].count == obs[0].count);
+        CHECK(memcmp(obs[run].sum, obs[0].sum, sizeof(double) * (size_t)spec->obs_dim) == 0);
+        CHECK(memcmp(obs[run].sumsq, obs[0].sumsq, sizeof(double) * (size_t)spec->obs_dim) == 0);
+    }
+    /* the networks differ, so a result put back at the wrong network would show */
+    int distinct = 0;
+    for (int i = 1; i < N; i++) distinct += fit[0][i] != fit[0][0];
+    CHECK_MSG(distinct > 0 && obs[0].count > 0, "the networks all scored the same, or no observation was kept");
+    for (int run = 0; run < 3; run++) nevo_obs_stats_free(&obs[run]);
+    free(params);
+    nevo_algo_free(algo);
+    nevo_evaluator_free(ev);
+    nevo_noise_free(noise);
+    nevo_pool_free(pool);
+    nevo_policy_free(p);
+    nevo_env_free(env);
+}
+
 TEST(algo_ga_solves_cartpole) {
     NevoConfig cfg;
     load(&cfg, "configs/cartpole_ga.json");

@@ -56,7 +56,7 @@ NevoStatus nevo_algo_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
 }
 
 NevoStatus nevo_algo_rollouts_built(NevoAlgo *a, const float *params, NevoBuildFn build, void *build_ctx, int n,
-                                    int episodes, uint32_t generation, const uint32_t *stream_ids, double *fitness,
+                                    const int *queue, int episodes, uint32_t generation, const uint32_t *stream_ids, double *fitness,
                                     float *bc, NevoGenStats *stats, NevoObsStats *obs, double obs_prob,
                                     NevoError *err) {
     int n_tasks = n * episodes;
@@ -83,9 +83,34 @@ NevoStatus nevo_algo_rollouts_built(NevoAlgo *a, const float *params, NevoBuildF
             }
         }
     }
-    NevoStatus st = build ? nevo_evaluate_built(a->ev, build, build_ctx, tasks, n_tasks, results, task_stats, err)
-                          : nevo_evaluate(a->ev, params, a->policy->nparams, tasks, n_tasks, results, task_stats,
+    /* the evaluator takes tasks in array order: with a queue order, the tasks (and their
+     * statistics) go in permuted and the results come back to their networks */
+    NevoTask *q_tasks = tasks;
+    NevoEpisode *q_results = results;
+    NevoObsStats *q_stats = task_stats;
+    if (queue) {
+        q_tasks = nevo_alloc(sizeof(NevoTask) * (size_t)n_tasks);
+        q_results = nevo_alloc(sizeof(NevoEpisode) * (size_t)n_tasks);
+        if (task_stats) q_stats = nevo_alloc(sizeof(NevoObsStats) * (size_t)n_tasks);
+        for (int j = 0; j < n; j++)
+            for (int e = 0; e < episodes; e++) {
+                q_tasks[j * episodes + e] = tasks[queue[j] * episodes + e];
+                if (task_stats) q_stats[j * episodes + e] = task_stats[queue[j] * episodes + e];
+            }
+    }
+    NevoStatus st = build ? nevo_evaluate_built(a->ev, build, build_ctx, q_tasks, n_tasks, q_results, q_stats, err)
+                          : nevo_evaluate(a->ev, params, a->policy->nparams, q_tasks, n_tasks, q_results, q_stats,
                                           err);
+    if (queue) {
+        for (int j = 0; j < n; j++)
+            for (int e = 0; e < episodes; e++) {
+                results[queue[j] * episodes + e] = q_results[j * episodes + e];
+                if (task_stats) task_stats[queue[j] * episodes + e] = q_stats[j * episodes + e];
+            }
+        free(q_tasks);
+        free(q_results);
+        if (task_stats) free(q_stats);
+    }
     if (st == NEVO_OK) {
         for (int i = 0; i < n; i++) {
             double sum = 0.0, steps = 0.0;
@@ -124,7 +149,7 @@ NevoStatus nevo_algo_rollouts_built(NevoAlgo *a, const float *params, NevoBuildF
 NevoStatus nevo_algo_rollouts(NevoAlgo *a, const float *params, int n, int episodes, uint32_t generation,
                               const uint32_t *stream_ids, double *fitness, float *bc, NevoGenStats *stats,
                               NevoObsStats *obs, double obs_prob, NevoError *err) {
-    return nevo_algo_rollouts_built(a, params, NULL, NULL, n, episodes, generation, stream_ids, fitness, bc, stats,
+    return nevo_algo_rollouts_built(a, params, NULL, NULL, n, NULL, episodes, generation, stream_ids, fitness, bc, stats,
                                     obs, obs_prob, err);
 }
 

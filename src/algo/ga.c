@@ -46,6 +46,7 @@ typedef struct GA {
                              (nevo_evaluate_built) */
     Genome *genomes;      /* (P) the children's genomes */
     int *source;          /* (P) what each child is built from (make_children) */
+    int *build_order;     /* (P) the children grouped by what they are built from */
     uint32_t gen;         /* the generation being built */
     float *parents;       /* (T, np) cached parent theta */
     float *parents_next;  /* (T, np) the next generation's, built from parents */
@@ -201,19 +202,19 @@ static void make_children(GA *ga, uint32_t gen) {
         genome_push(g, r);
         source[i] = p;
     }
-    if (!ga->pop) return; /* built as their episodes start */
-    /* build the children of one parent one after another, so each parent is read from
-     * memory about once (the build order changes no result: each child has its own row) */
-    int *order = nevo_alloc(sizeof(int) * (size_t)ga->P);
-    int n = 0;
+    /* the children of one parent are built one after another, so each parent is read
+     * from memory about once and then from the cache (the build order changes no
+     * result: each child has its own row): into pop here, or as their episodes start,
+     * queued in this order */
+    int *order = ga->build_order, n = 0;
     for (int i = 0; i < ga->P; i++)
         if (source[i] < 0) order[n++] = i;
     for (int p = 0; p < ga->n_parents; p++)
         for (int i = 0; i < ga->P; i++)
             if (source[i] == p) order[n++] = i;
+    if (!ga->pop) return;
     ChildJob job = {ga, order};
     nevo_pool_run(nevo_evaluator_pool(ga->base.ev), ga->P, build_pop_row, &job);
-    free(order);
 }
 
 static NevoStatus ga_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err) {
@@ -222,7 +223,8 @@ static NevoStatus ga_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
     uint32_t gen = (uint32_t)a->generation;
     make_children(ga, gen);
     NevoStatus st = nevo_algo_rollouts_built(a, ga->pop, ga->pop ? NULL : build_child, ga, ga->P,
-                                             cfg->episodes, gen, NULL, ga->fitness, ga->bcs, stats, NULL, 0.0, err);
+                                             ga->pop ? NULL : ga->build_order, cfg->episodes, gen, NULL, ga->fitness,
+                                             ga->bcs, stats, NULL, 0.0, err);
     if (st) return st;
     ga->have_bcs = ga->bcs != NULL;
     nevo_rank_desc(ga->fitness, ga->P, ga->order);
@@ -401,6 +403,7 @@ static void ga_free(NevoAlgo *a) {
     free(ga->parent_genomes);
     free(ga->pop);
     free(ga->source);
+    free(ga->build_order);
     free(ga->parents_next);
     free(ga->elite_next);
     free(ga->parents);
@@ -442,6 +445,7 @@ NevoStatus nevo_ga_new(const NevoAlgo *base, NevoAlgo **out, NevoError *err) {
     ga->np = policy->nparams;
     if (cfg->episodes > 1) ga->pop = nevo_alloc_aligned(sizeof(float) * ga->np * (size_t)ga->P);
     ga->source = nevo_alloc(sizeof(int) * (size_t)ga->P);
+    ga->build_order = nevo_alloc(sizeof(int) * (size_t)ga->P);
     ga->genomes = nevo_alloc(sizeof(Genome) * (size_t)ga->P);
     ga->parents = nevo_alloc_aligned(sizeof(float) * ga->np * (size_t)(ga->T > 0 ? ga->T : 1));
     ga->parents_next = nevo_alloc_aligned(sizeof(float) * ga->np * (size_t)(ga->T > 0 ? ga->T : 1));
