@@ -94,6 +94,10 @@ TEST(io_crc32_known_answers) {
     for (size_t off = 0; off < 8; off++)
         for (size_t n = 0; n + off <= sizeof buf; n++)
             CHECK_MSG(nevo_crc32(buf + off, n) == crc32_ref(buf + off, n), "offset %zu length %zu", off, n);
+    /* in two parts, split anywhere (a container's header, then its payload) */
+    for (size_t cut = 0; cut <= sizeof buf; cut++)
+        CHECK_MSG(nevo_crc32_extend(nevo_crc32(buf, cut), buf + cut, sizeof buf - cut) == crc32_ref(buf, sizeof buf),
+                  "split at %zu", cut);
 }
 
 TEST(io_buf_reader_roundtrip) {

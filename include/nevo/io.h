@@ -53,9 +53,16 @@ char *nevo_read_str(NevoReader *r, size_t max_len);
 bool nevo_reader_ok(const NevoReader *r, bool exact);
 
 uint32_t nevo_crc32(const void *data, size_t n);
+/* The CRC-32 of bytes whose first part has CRC crc and which go on with data[0, n):
+ * nevo_crc32 of a whole is nevo_crc32_extend of its parts in turn, from 0. */
+uint32_t nevo_crc32_extend(uint32_t crc, const void *data, size_t n);
 
 /* Writes data to path atomically (temp file + fsync + rename + directory fsync). */
 NevoStatus nevo_write_atomic(const char *path, const void *data, size_t n, NevoError *err);
+/* The same with the file's bytes given as `parts` pieces, data[i] of len[i] bytes, one
+ * after another (a container's header, payload and checksum, not copied together). */
+NevoStatus nevo_write_atomic_parts(const char *path, const void *const *data, const size_t *len, int parts,
+                                   NevoError *err);
 /* Reads a whole file; *data is malloc'ed (caller frees). */
 NevoStatus nevo_read_all(const char *path, uint8_t **data, size_t *n, NevoError *err);
 
