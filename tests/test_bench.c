@@ -69,6 +69,26 @@ TEST(bench_memory_kernels) {
     free(c);
 }
 
+/* The streaming loop does its FMAs: rows times the sum of the weights (small
+ * integers: exact in float in any order), every line read, the partial last line
+ * excluded by the caller (n a multiple of 16). */
+TEST(bench_stream_fma_kernel_sums) {
+    if (!nevo_bench_isa_supported(NEVO_ISA_AVX512)) {
+        float none[16] = {0};
+        CHECK(isnan(nevo_bench_stream_fma_kernel(none, 16, 16)));
+        return;
+    }
+    size_t n = 16 * 300; /* more lines than the prefetch distance */
+    float *x = aligned_alloc(64, n * sizeof(float));
+    CHECK(x != NULL);
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++) sum += x[i] = (float)(i % 11);
+    CHECK_NEAR(nevo_bench_stream_fma_kernel(x, n, 16), 16.0 * sum, 0.0);
+    CHECK_NEAR(nevo_bench_stream_fma_kernel(x, n, 48), 48.0 * sum, 0.0);
+    CHECK_NEAR(nevo_bench_stream_fma_kernel(x, 32, 16), 16.0 * (2 * 55 + 45), 0.0); /* 0-10, 0-10, 0-9 */
+    free(x);
+}
+
 TEST(bench_peak_and_memory_positive) {
     NevoBenchOptions o = quick_options();
     NevoPool *pool = nevo_pool_new(2);
@@ -158,6 +178,12 @@ TEST(bench_minatar_read_bytes) {
     CHECK_MSG(nevo_bench_forward_minatar(&o, "minatar/breakout", P, 16, &r16, &err) == NEVO_OK, "%s", err.msg);
     CHECK(r16.rows == 16 * P && r16.weight_bytes == r.weight_bytes && r16.flops_per_row == r.flops_per_row);
     CHECK(r16.read_bytes == 0.0 && r16.gflops > 0.0 && isfinite(r16.gflops));
+    /* the streaming loop's rate is measured at 16 rows where the CPU has AVX-512 */
+    CHECK(isnan(r.stream_fma_gbs));
+    if (nevo_bench_isa_supported(NEVO_ISA_AVX512))
+        CHECK(r16.stream_fma_gbs > 0.0 && isfinite(r16.stream_fma_gbs));
+    else
+        CHECK(isnan(r16.stream_fma_gbs));
     CHECK_NEAR(r16.weight_gbs, r16.gflops * 1e9 / 16 / r16.flops_per_row * r16.weight_bytes / P * 1e-9, 1e-9 * r16.weight_gbs);
 }
 

@@ -143,6 +143,17 @@ void nevo_bench_memory(const NevoBenchOptions *o, NevoPool *pool, NevoBenchLimit
                        NevoBenchEmit emit, void *ctx);
 /* Single-core read bandwidth (GB/s) over the n floats at x (best of reps). */
 double nevo_bench_read_bandwidth(const NevoBenchOptions *o, const float *x, size_t n);
+/* Single-core rate (GB/s) of a loop that streams the n floats at x (64-byte aligned, n a
+ * multiple of 16) with `rows` fused multiply-adds per float (rows a multiple of 16),
+ * each float broadcast against a vector of rows as a dense layer's weight at B = rows
+ * in the lanes layout, the lines prefetched ahead: the rate the memory system and the
+ * FMA units allow together at that many FLOPs per byte (rows / 2). NaN without
+ * AVX-512 (the lanes layout is AVX-512's). */
+double nevo_bench_stream_fma(const NevoBenchOptions *o, const float *x, size_t n, int rows);
+/* Its loop once: returns rows x the sum of the n floats (each FMA adds its weight to
+ * each of 16 rows of its accumulator, rows / 16 times; the lanes summed at the end).
+ * NaN without AVX-512. */
+double nevo_bench_stream_fma_kernel(const float *x, size_t n, int rows);
 
 /* ---- environments --------------------------------------------------------------- */
 
@@ -183,6 +194,8 @@ typedef struct NevoBenchForwardResult {
                               every conv weight and bias, and of each dense layer its biases
                               and the rows of its nonzero inputs (the rest are skipped) */
     double bare_read_gbs;  /* MinAtar case: those bytes read by a loop that does nothing else */
+    double stream_fma_gbs; /* MinAtar case, B a multiple of 16: the weights streamed by a loop
+                              doing B FMAs per weight and nothing else (nevo_bench_stream_fma) */
     double blas_gflops;    /* the same case through OpenBLAS sgemm (NaN without OpenBLAS) */
     double blas_max_diff;  /* largest |OpenBLAS output - nevo output| */
 } NevoBenchForwardResult;

@@ -229,6 +229,7 @@ NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *gam
     out->cpu_share = t.cpu_share;
     out->weight_gbs = t.best / B * 4.0 * (double)np * 1e-9; /* once per network */
     out->bw_gbs = nevo_bench_read_bandwidth(o, params, np * (size_t)P);
+    out->stream_fma_gbs = B % 16 == 0 ? nevo_bench_stream_fma(o, params, np * (size_t)P / 16 * 16, B) : NAN;
     out->tanh_share = NAN;
     out->input_density = (double)nonzero / ((double)rows * odim);
     out->read_bytes = read_bytes;
