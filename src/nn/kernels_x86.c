@@ -314,25 +314,52 @@ INLINE512 __m512 relu512_16(__m512 y) {
  * 64-byte lines to prefetch, spread evenly over the terms: issued back to back after
  * the last term instead (as they were when listing left fewer terms than lines), the
  * prefetches stalled on the line fill buffers, 15% of the dense layer's time. */
-INLINE512 void lanes512_terms(__m512 *acc, const int JB, const float *W, size_t ws, const float *XT, int n,
-                              const uint16_t *idx, const char *pf, int npf) {
-    const int per = pf ? (npf + n - 1) / n : 0; /* lines per term */
-    for (int i = 0; i < n; i++) {
-        for (int l = i * per; l < i * per + per && l < npf; l++) _mm_prefetch(pf + 64 * (size_t)l, _MM_HINT_T1);
-        if (idx) {
-            int k = idx[i];
-            __m512 x = _mm512_loadu_ps(XT + 16 * (size_t)k);
-            const float *w = W + (size_t)k * ws;
-            __mmask16 nz = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_NEQ_UQ);
+INLINE512 void lanes512_term(__m512 *acc, const int JB, const float *W, size_t ws, const float *XT, int k,
+                             const int masked) {
+    __m512 x = _mm512_loadu_ps(XT + 16 * (size_t)k);
+    const float *w = W + (size_t)k * ws;
+    if (masked) {
+        __mmask16 nz = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_NEQ_UQ);
 #pragma GCC unroll 16
-            for (int j = 0; j < JB; j++) acc[j] = _mm512_mask3_fmadd_ps(x, _mm512_set1_ps(w[j]), acc[j], nz);
+        for (int j = 0; j < JB; j++) acc[j] = _mm512_mask3_fmadd_ps(x, _mm512_set1_ps(w[j]), acc[j], nz);
+    } else {
+#pragma GCC unroll 16
+        for (int j = 0; j < JB; j++) acc[j] = _mm512_fmadd_ps(x, _mm512_set1_ps(w[j]), acc[j]);
+    }
+}
+
+/* The terms with their prefetches, in separate loops for the listed and the unlisted
+ * case and for the terms that prefetch and the ones after: with the prefetch range and
+ * the idx test worked out in every iteration, the loop ran at 0.75-0.9 of one without
+ * them (64x64 and 256x256 layers, weights in L1 and L2, an Intel Xeon). */
+INLINE512 void lanes512_terms_from(__m512 *acc, const int JB, const float *W, size_t ws, const float *XT, int n,
+                                   const uint16_t *idx, const char *pf, int npf, const int listed) {
+    int i = 0;
+    if (pf) {
+        const int per = (npf + n - 1) / n; /* lines per term */
+        const int with = (npf + per - 1) / per; /* terms that prefetch */
+        if (per == 1) {
+            for (; i < with; i++) {
+                _mm_prefetch(pf + 64 * (size_t)i, _MM_HINT_T1);
+                lanes512_term(acc, JB, W, ws, XT, listed ? idx[i] : i, listed);
+            }
         } else {
-            __m512 x = _mm512_loadu_ps(XT + 16 * (size_t)i);
-            const float *w = W + (size_t)i * ws;
-#pragma GCC unroll 16
-            for (int j = 0; j < JB; j++) acc[j] = _mm512_fmadd_ps(x, _mm512_set1_ps(w[j]), acc[j]);
+            for (; i < with; i++) {
+                int l0 = i * per, l1 = l0 + per < npf ? l0 + per : npf;
+                for (int l = l0; l < l1; l++) _mm_prefetch(pf + 64 * (size_t)l, _MM_HINT_T1);
+                lanes512_term(acc, JB, W, ws, XT, listed ? idx[i] : i, listed);
+            }
         }
     }
+    for (; i < n; i++) lanes512_term(acc, JB, W, ws, XT, listed ? idx[i] : i, listed);
+}
+
+INLINE512 void lanes512_terms(__m512 *acc, const int JB, const float *W, size_t ws, const float *XT, int n,
+                              const uint16_t *idx, const char *pf, int npf) {
+    if (idx)
+        lanes512_terms_from(acc, JB, W, ws, XT, n, idx, pf, npf, 1);
+    else
+        lanes512_terms_from(acc, JB, W, ws, XT, n, NULL, pf, npf, 0);
 }
 
 /* The most inputs lanes512_list lists at once: a chunk of a dense layer has at most
