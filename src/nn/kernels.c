@@ -110,7 +110,7 @@ void nevo_weighted_sum_portable(double *g, const float *const *rows, const doubl
 
 static const NevoKernels generic = {"generic", dense_generic, conv_generic, tanh_generic,    relu_generic,
                                     NULL,      NULL,          NULL,         NULL,            NULL,
-                                    perturb_generic,          nevo_weighted_sum_portable};
+                                    perturb_generic,          nevo_weighted_sum_portable, NULL};
 
 const NevoKernels *nevo_kernels_named(const char *name) {
     if (strcmp(name, "generic") == 0) return &generic;

@@ -93,6 +93,11 @@ typedef struct NevoKernels {
      * sum rounded once, the rows in the order given (the ES gradient over noise slices,
      * nevo_weighted_sum) */
     void (*weighted_sum)(double *g, const float *const *rows, const double *w, int m, size_t k0, size_t k1);
+    /* dense_lanes for two blocks of NEVO_LANES rows of one network at once (XT0 -> YT0,
+     * XT1 -> YT1), each weight loaded once for both: each block's bits as dense_lanes
+     * gives them. NULL where dense_lanes is. */
+    void (*dense_lanes2)(const float *W, const float *b, const float *XT0, const float *XT1, int in, int out,
+                         NevoActivation act, float *YT0, float *YT1);
 } NevoKernels;
 
 /* The kernels in use (chosen on first call). */
