@@ -158,6 +158,43 @@ TEST(algo_weighted_sum_bit_identical) {
     }
 }
 
+/* An algorithm on its own environment, policy, 2-thread pool, small noise table and
+ * evaluator, from a config given as JSON (checked), for tests that call it directly. */
+typedef struct AlgoRig {
+    NevoConfig cfg;
+    NevoEnv *env;
+    NevoPolicy *p;
+    NevoPool *pool;
+    NevoNoise *noise;
+    NevoEvaluator *ev;
+    NevoAlgo *algo;
+} AlgoRig;
+
+static void rig_open(AlgoRig *r, const char *json) {
+    NevoError err = {0};
+    nevo_config_defaults(&r->cfg);
+    CHECK_MSG(nevo_config_apply_json(&r->cfg, json, "test", &err) == NEVO_OK, "%s", err.msg);
+    CHECK_MSG(nevo_config_check(&r->cfg, &err) == NEVO_OK, "%s", err.msg);
+    r->env = NULL;
+    CHECK_MSG(nevo_env_new(r->cfg.env, NULL, 0, &r->env, &err) == NEVO_OK, "%s", err.msg);
+    r->p = NULL;
+    CHECK(nevo_policy_new(nevo_env_spec(r->env), &r->cfg.policy, 0, &r->p, &err) == NEVO_OK);
+    r->pool = nevo_pool_new(2);
+    r->noise = nevo_noise_new((size_t)1 << 16, r->pool);
+    r->ev = nevo_evaluator_new(r->env, r->p, r->pool, 0);
+    r->algo = NULL;
+    CHECK_MSG(nevo_algo_new(&r->cfg, r->env, r->p, r->noise, r->ev, &r->algo, &err) == NEVO_OK, "%s", err.msg);
+}
+
+static void rig_close(AlgoRig *r) {
+    nevo_algo_free(r->algo);
+    nevo_evaluator_free(r->ev);
+    nevo_noise_free(r->noise);
+    nevo_pool_free(r->pool);
+    nevo_policy_free(r->p);
+    nevo_env_free(r->env);
+}
+
 /* nevo_algo_rollouts_built with a queue order: the same fitness, behaviours, frames and
  * observation statistics, bit for bit, as in ascending order, from a parameter matrix
  * and from a builder; 2 episodes each (tasks move in pairs), on the maze (behaviours). */
@@ -173,26 +210,14 @@ static void build_row(void *ctx, int net, float *theta) {
 
 TEST(algo_rollouts_queue_order_changes_nothing) {
     enum { N = 13, EPISODES = 2 };
-    NevoConfig cfg;
-    nevo_config_defaults(&cfg);
+    AlgoRig rig;
+    rig_open(&rig, "{\"env\": \"maze/hard\", \"algo\": \"ga\", \"seed\": 6, \"population\": 13,"
+                   " \"max_episode_steps\": 150, \"ga\": {\"truncation\": 5}, \"policy\": {\"hidden\": [16]}}");
     NevoError err = {0};
-    CHECK_MSG(nevo_config_apply_json(&cfg,
-                                     "{\"env\": \"maze/hard\", \"algo\": \"ga\", \"seed\": 6, \"population\": 13,"
-                                     " \"max_episode_steps\": 150, \"policy\": {\"hidden\": [16]}}",
-                                     "test", &err) == NEVO_OK, "%s", err.msg);
-    NevoEnv *env = NULL;
-    CHECK_MSG(nevo_env_new(cfg.env, NULL, 0, &env, &err) == NEVO_OK, "%s", err.msg);
-    const NevoEnvSpec *spec = nevo_env_spec(env);
-    NevoPolicy *p = NULL;
-    CHECK(nevo_policy_new(spec, &cfg.policy, 0, &p, &err) == NEVO_OK);
-    NevoPool *pool = nevo_pool_new(2);
-    NevoNoise *noise = nevo_noise_new((size_t)1 << 16, pool);
-    NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, 0);
-    NevoAlgo *algo = NULL;
-    CHECK_MSG(nevo_algo_new(&cfg, env, p, noise, ev, &algo, &err) == NEVO_OK, "%s", err.msg);
-    size_t np = p->nparams;
+    const NevoEnvSpec *spec = nevo_env_spec(rig.env);
+    size_t np = rig.p->nparams;
     float *params = nevo_alloc_aligned(sizeof(float) * np * N);
-    for (int i = 0; i < N; i++) nevo_policy_init_params(p, noise, 6, 0, (uint32_t)i, params + (size_t)i * np);
+    for (int i = 0; i < N; i++) nevo_policy_init_params(rig.p, rig.noise, 6, 0, (uint32_t)i, params + (size_t)i * np);
     RowsCtx rc = {params, np};
     const int queue[N] = {12, 3, 7, 0, 11, 5, 9, 1, 2, 10, 4, 8, 6};
     double fit[3][N];
@@ -203,7 +228,7 @@ TEST(algo_rollouts_queue_order_changes_nothing) {
     for (int run = 0; run < 3; run++) { /* ascending; queued from the matrix; queued, built */
         memset(&gs[run], 0, sizeof gs[run]);
         nevo_obs_stats_init(&obs[run], spec->obs_dim);
-        CHECK_MSG(nevo_algo_rollouts_built(algo, run < 2 ? params : NULL, run < 2 ? NULL : build_row, &rc, N,
+        CHECK_MSG(nevo_algo_rollouts_built(rig.algo, run < 2 ? params : NULL, run < 2 ? NULL : build_row, &rc, N,
                                            run ? queue : NULL, EPISODES, 3, NULL, fit[run], bc[run], &gs[run],
                                            &obs[run], 0.5, &err) == NEVO_OK,
                   "%s", err.msg);
@@ -222,12 +247,7 @@ TEST(algo_rollouts_queue_order_changes_nothing) {
     CHECK_MSG(distinct > 0 && obs[0].count > 0, "the networks all scored the same, or no observation was kept");
     for (int run = 0; run < 3; run++) nevo_obs_stats_free(&obs[run]);
     free(params);
-    nevo_algo_free(algo);
-    nevo_evaluator_free(ev);
-    nevo_noise_free(noise);
-    nevo_pool_free(pool);
-    nevo_policy_free(p);
-    nevo_env_free(env);
+    rig_close(&rig);
 }
 
 TEST(algo_ga_solves_cartpole) {
@@ -297,27 +317,17 @@ TEST(algo_es_pendulum_better_than_minus_300) {
  * whose std is |r+ - r-| / 2, so the pair's weight difference is +-2 whatever the
  * rewards, and plain SGD (no momentum, no L2) steps lr / (1 * sigma) * 2 * eps_j. */
 TEST(algo_es_top_directions_step_by_hand) {
-    NevoConfig cfg;
-    nevo_config_defaults(&cfg);
+    AlgoRig rig;
+    rig_open(&rig, "{\"env\": \"CartPole-v1\", \"algo\": \"es\", \"seed\": 3, \"population\": 8,"
+                   " \"policy\": {\"hidden\": [], \"init\": \"normc\"},"
+                   " \"es\": {\"sigma\": 0.1, \"optimizer\": \"sgd\", \"lr\": 0.01, \"momentum\": 0.0,"
+                   " \"l2\": 0.0, \"obs_norm\": false, \"center_episodes\": 1,"
+                   " \"shaping\": \"reward_std\", \"top_directions\": 1}}");
+    NevoConfig cfg = rig.cfg;
     NevoError err = {0};
-    CHECK_MSG(nevo_config_apply_json(&cfg,
-                                     "{\"env\": \"CartPole-v1\", \"algo\": \"es\", \"seed\": 3, \"population\": 8,"
-                                     " \"policy\": {\"hidden\": [], \"init\": \"normc\"},"
-                                     " \"es\": {\"sigma\": 0.1, \"optimizer\": \"sgd\", \"lr\": 0.01, \"momentum\": 0.0,"
-                                     " \"l2\": 0.0, \"obs_norm\": false, \"center_episodes\": 1,"
-                                     " \"shaping\": \"reward_std\", \"top_directions\": 1}}",
-                                     "test", &err) == NEVO_OK, "%s", err.msg);
-    CHECK_MSG(nevo_config_check(&cfg, &err) == NEVO_OK, "%s", err.msg);
-    NevoEnv *env = NULL;
-    CHECK(nevo_env_new(cfg.env, NULL, 0, &env, &err) == NEVO_OK);
-    NevoPolicy *p = NULL;
-    CHECK(nevo_policy_new(nevo_env_spec(env), &cfg.policy, 0, &p, &err) == NEVO_OK);
-    NevoPool *pool = nevo_pool_new(2);
-    NevoNoise *noise = nevo_noise_new((size_t)1 << 16, pool);
-    NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, 0);
-    NevoAlgo *algo = NULL;
-    CHECK_MSG(nevo_algo_new(&cfg, env, p, noise, ev, &algo, &err) == NEVO_OK, "%s", err.msg);
-    size_t np = p->nparams;
+    NevoNoise *noise = rig.noise;
+    NevoAlgo *algo = rig.algo;
+    size_t np = rig.p->nparams;
     float theta0[64], theta1[64];
     CHECK(np <= 64);
     nevo_algo_best(algo, theta0);
@@ -341,37 +351,22 @@ TEST(algo_es_top_directions_step_by_hand) {
     /* top_directions above the number of pairs is refused */
     cfg.es.top_directions = 5;
     CHECK(nevo_config_check(&cfg, &err) == NEVO_ERR_INVALID);
-    nevo_algo_free(algo);
-    nevo_evaluator_free(ev);
-    nevo_noise_free(noise);
-    nevo_pool_free(pool);
-    nevo_policy_free(p);
-    nevo_env_free(env);
+    rig_close(&rig);
 }
 
 /* es.reward_shift: CartPole pays exactly 1 per step, so with a shift of 1 every shaped
  * return is 0: with reward-std shaping the weights are all 0 and theta must not move,
  * while the reported fitness stays the true returns (episode lengths). */
 TEST(algo_es_reward_shift_shapes_only_the_update) {
-    NevoConfig cfg;
-    nevo_config_defaults(&cfg);
+    AlgoRig rig;
+    rig_open(&rig, "{\"env\": \"CartPole-v1\", \"algo\": \"es\", \"seed\": 4, \"population\": 8,"
+                   " \"policy\": {\"hidden\": [], \"init\": \"normc\"},"
+                   " \"es\": {\"sigma\": 0.1, \"optimizer\": \"sgd\", \"lr\": 0.01, \"momentum\": 0.0,"
+                   " \"l2\": 0.0, \"obs_norm\": false, \"center_episodes\": 1,"
+                   " \"shaping\": \"reward_std\", \"reward_shift\": 1.0}}");
     NevoError err = {0};
-    CHECK_MSG(nevo_config_apply_json(&cfg,
-                                     "{\"env\": \"CartPole-v1\", \"algo\": \"es\", \"seed\": 4, \"population\": 8,"
-                                     " \"policy\": {\"hidden\": [], \"init\": \"normc\"},"
-                                     " \"es\": {\"sigma\": 0.1, \"optimizer\": \"sgd\", \"lr\": 0.01, \"momentum\": 0.0,"
-                                     " \"l2\": 0.0, \"obs_norm\": false, \"center_episodes\": 1,"
-                                     " \"shaping\": \"reward_std\", \"reward_shift\": 1.0}}",
-                                     "test", &err) == NEVO_OK, "%s", err.msg);
-    NevoEnv *env = NULL;
-    CHECK(nevo_env_new(cfg.env, NULL, 0, &env, &err) == NEVO_OK);
-    NevoPolicy *p = NULL;
-    CHECK(nevo_policy_new(nevo_env_spec(env), &cfg.policy, 0, &p, &err) == NEVO_OK);
-    NevoPool *pool = nevo_pool_new(2);
-    NevoNoise *noise = nevo_noise_new((size_t)1 << 16, pool);
-    NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, 0);
-    NevoAlgo *algo = NULL;
-    CHECK_MSG(nevo_algo_new(&cfg, env, p, noise, ev, &algo, &err) == NEVO_OK, "%s", err.msg);
+    NevoAlgo *algo = rig.algo;
+    const NevoPolicy *p = rig.p;
     float theta0[64], theta1[64];
     CHECK(p->nparams <= 64);
     nevo_algo_best(algo, theta0);
@@ -381,10 +376,5 @@ TEST(algo_es_reward_shift_shapes_only_the_update) {
     CHECK_MSG(memcmp(theta0, theta1, sizeof(float) * p->nparams) == 0, "theta moved on all-zero shaped returns");
     /* true returns: 8 episodes of 8+ steps each, best = longest, frames = their sum plus the centre's */
     CHECK_MSG(gs.best >= 8.0 && gs.mean >= 8.0 && gs.best <= 500.0, "best %g mean %g", gs.best, gs.mean);
-    nevo_algo_free(algo);
-    nevo_evaluator_free(ev);
-    nevo_noise_free(noise);
-    nevo_pool_free(pool);
-    nevo_policy_free(p);
-    nevo_env_free(env);
+    rig_close(&rig);
 }
