@@ -198,6 +198,73 @@ TEST(eval_max_steps_caps_episodes) {
     check_env_against_reference("Pendulum-v1", 50, 50);
 }
 
+/* NEVO_TASK_WITH_NEXT: a flagged task's successor is built next by the same worker (the
+ * build right after it in that worker's sequence), and the results are the reference's.
+ * One task per network, so a build names its task; every even task flagged, and the
+ * last one too (it has no successor: taken alone). Fused layout, 1-3 threads, 1, 3 and
+ * 16 slots. */
+typedef struct BuildLog {
+    RowSource rows;
+    atomic_int n;
+    int net[N_NETS], worker[N_NETS];
+} BuildLog;
+
+static _Thread_local int log_worker = -1;
+static atomic_int log_workers;
+
+static void build_logged(void *ctx, int net, float *theta) {
+    BuildLog *lg = ctx;
+    if (log_worker < 0) log_worker = atomic_fetch_add(&log_workers, 1);
+    build_from_rows(&lg->rows, net, theta);
+    int k = atomic_fetch_add(&lg->n, 1);
+    lg->net[k] = net, lg->worker[k] = log_worker;
+}
+
+TEST(eval_task_with_next_runs_next_on_the_same_worker) {
+    NevoEnv *env = open_env("CartPole-v1");
+    NevoPolicy *p = small_policy(env);
+    size_t stride;
+    float *params = population(p, &stride);
+    NevoTask tasks[N_NETS];
+    NevoEpisode ref[N_NETS];
+    for (int i = 0; i < N_NETS; i++) {
+        tasks[i].net = i;
+        tasks[i].flags = i % 2 == 0 || i == N_NETS - 1 ? NEVO_TASK_WITH_NEXT : 0;
+        tasks[i].seed = nevo_rng_derive(5, NEVO_RNG_ENV_SEED, 0, (uint32_t)i, 0);
+        ref_episode(env, p, params, stride, &tasks[i], &ref[i], NULL);
+    }
+    static const int threads[3] = {1, 2, 3}, slots[3] = {1, 3, 16};
+    for (int a = 0; a < 3; a++) {
+        NevoPool *pool = nevo_pool_new(threads[a]);
+        for (int b = 0; b < 3; b++) {
+            NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, slots[b]);
+            BuildLog lg = {{params, stride, p->nparams, 0}, 0, {0}, {0}};
+            NevoEpisode res[N_NETS];
+            memset(res, 0xCD, sizeof res);
+            NevoError err = {0};
+            CHECK_MSG(nevo_evaluate_built(ev, build_logged, &lg, tasks, N_NETS, res, NULL, &err) == NEVO_OK, "%s",
+                      err.msg);
+            char what[96];
+            snprintf(what, sizeof what, "with next, %d threads, %d slots", threads[a], slots[b]);
+            for (int i = 0; i < N_NETS; i++) check_same_episode(&res[i], &ref[i], i, what);
+            CHECK_EQ_INT(atomic_load(&lg.n), N_NETS);
+            for (int k = 0; k < N_NETS; k++) {
+                int t = lg.net[k];
+                if (t % 2 != 0 || t + 1 >= N_NETS) continue;
+                int next = -1; /* the same worker's next build */
+                for (int q = k + 1; q < N_NETS && next < 0; q++)
+                    if (lg.worker[q] == lg.worker[k]) next = lg.net[q];
+                CHECK_MSG(next == t + 1, "%s: task %d was followed on its worker by %d, not %d", what, t, next, t + 1);
+            }
+            nevo_evaluator_free(ev);
+        }
+        nevo_pool_free(pool);
+    }
+    free(params);
+    nevo_policy_free(p);
+    nevo_env_free(env);
+}
+
 /* --- progress ---------------------------------------------------------------------- */
 
 typedef struct Progress {

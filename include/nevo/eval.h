@@ -19,6 +19,10 @@
 #include "nevo/threads.h"
 
 #define NEVO_TASK_RECORD_OBS 1u /* add this episode's observations to its NevoObsStats */
+/* The next task is built from the same sources (an ES pair: theta + sigma eps, then
+ * theta - sigma eps): whoever takes this task takes that one too, and starts it next in
+ * the same batch, while the sources are still in its cache. Changes no result. */
+#define NEVO_TASK_WITH_NEXT 2u
 
 /* One episode to run: which network (a row of the parameter matrix) and its seed. */
 typedef struct NevoTask {

@@ -11,7 +11,7 @@
 NevoStatus nevo_algo_new(const NevoConfig *cfg, const NevoEnv *env, NevoPolicy *policy,
                          const NevoNoise *noise, NevoEvaluator *ev, NevoAlgo **out, NevoError *err) {
     *out = NULL;
-    NevoAlgo base = {NULL, cfg, env, policy, noise, ev, 0, 0.0, NULL};
+    NevoAlgo base = {NULL, cfg, env, policy, noise, ev, 0, 0.0, NULL, 0};
     if (noise->size <= policy->nparams)
         return nevo_error(err, NEVO_ERR_INVALID,
                           "noise_table_floats (%zu) must exceed the network's %zu parameters", noise->size,
@@ -69,7 +69,7 @@ NevoStatus nevo_algo_rollouts_built(NevoAlgo *a, const float *params, NevoBuildF
             NevoTask *t = &tasks[i * episodes + e];
             t->net = i;
             t->seed = nevo_rng_derive(a->cfg->seed, NEVO_RNG_ENV_SEED, generation, id, (uint32_t)e);
-            t->flags = 0;
+            t->flags = a->pairs && episodes == 1 && i % 2 == 0 ? NEVO_TASK_WITH_NEXT : 0;
         }
     }
     if (obs) {

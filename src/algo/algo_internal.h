@@ -36,6 +36,10 @@ struct NevoAlgo {
      * length), for the update alone; `fitness` and every report keep true returns. */
     double reward_shift;
     double *shaped;
+    /* ES: while set, networks 2i and 2i + 1 are built from the same noise slice, and
+     * with one episode each nevo_algo_rollouts_built has one worker take both, one
+     * after the other (NEVO_TASK_WITH_NEXT) */
+    int pairs;
 };
 
 /* Each fills the NevoAlgo header from `base` (which nevo_algo_new prepares). */

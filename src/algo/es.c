@@ -237,11 +237,13 @@ static NevoStatus es_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
     int shift = cfg->es.reward_shift != 0.0;
     a->reward_shift = cfg->es.reward_shift;
     a->shaped = shift ? es->shaped : NULL;
+    a->pairs = es->pop == NULL; /* built as their episodes start */
     st = nevo_algo_rollouts_built(a, es->pop, es->pop ? NULL : build_perturbation, &pj, 2 * n, NULL, cfg->episodes,
                                   gen, ids, es->fitness, es->bc_dim > 0 ? es->bcs : NULL, stats,
                                   cfg->es.obs_norm ? &gathered : NULL, cfg->es.obs_norm_prob, err);
     a->reward_shift = 0.0;
     a->shaped = NULL;
+    a->pairs = 0;
     free(ids);
     if (st) {
         if (cfg->es.obs_norm) nevo_obs_stats_free(&gathered);

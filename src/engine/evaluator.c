@@ -32,6 +32,8 @@ typedef struct Batch {
     int *task;        /* (slots) task index of each live slot */
     float *scratch;   /* policy scratch */
     int live;         /* live slots (pipelined mode) */
+    int held;         /* a task claimed with the one before it (NEVO_TASK_WITH_NEXT),
+                         to start next, or -1 */
     atomic_int state; /* pipelined mode: one of the B_ states */
 } Batch;
 
@@ -284,11 +286,31 @@ static int start(NevoEvaluator *ev, Batch *bt, Clock *clk, int s, int t) {
     return 1;
 }
 
+/* The batch's next task: the one it holds, else the queue's next, taken together with
+ * the one after it where that is flagged NEVO_TASK_WITH_NEXT (the second is held);
+ * n_tasks when the queue is empty. */
+static int take_task(NevoEvaluator *ev, Batch *bt) {
+    if (bt->held >= 0) {
+        int t = bt->held;
+        bt->held = -1;
+        return t;
+    }
+    int t = atomic_load_explicit(&ev->next_task, memory_order_relaxed);
+    for (;;) {
+        if (t >= ev->n_tasks) return ev->n_tasks;
+        int k = (ev->tasks[t].flags & NEVO_TASK_WITH_NEXT) && t + 1 < ev->n_tasks ? 2 : 1;
+        if (atomic_compare_exchange_weak(&ev->next_task, &t, t + k)) {
+            if (k == 2) bt->held = t + 1;
+            return t;
+        }
+    }
+}
+
 /* Fills the batch's slots from the queue; returns the live count, or -1 on failure. */
 static int fill(NevoEvaluator *ev, Batch *bt, Clock *clk) {
     int live = 0;
     while (live < ev->slots) {
-        int t = atomic_fetch_add(&ev->next_task, 1);
+        int t = take_task(ev, bt);
         if (t >= ev->n_tasks) break;
         if (!start(ev, bt, clk, live, t)) return -1;
         live++;
@@ -348,7 +370,7 @@ static int step_all(NevoEvaluator *ev, Batch *bt, Clock *clk, int live) {
         local_frames = 0;
         if (ev->progress) ev->progress(ev->progress_ctx, done);
         /* refill this slot from the queue, or move the last live slot into it */
-        int next = atomic_fetch_add(&ev->next_task, 1);
+        int next = take_task(ev, bt);
         if (next < ev->n_tasks) {
             if (!start(ev, bt, clk, s, next)) return -1;
             s++;
@@ -470,7 +492,10 @@ static NevoStatus evaluate(NevoEvaluator *ev, const NevoTask *tasks, int n, Nevo
     atomic_store(&ev->frames, 0);
     atomic_store(&ev->failed, 0);
     atomic_store(&ev->batches_done, 0);
-    for (int i = 0; i < ev->n_batches; i++) atomic_store(&ev->batches[i].state, B_FILL);
+    for (int i = 0; i < ev->n_batches; i++) {
+        atomic_store(&ev->batches[i].state, B_FILL);
+        ev->batches[i].held = -1;
+    }
     int nw = nevo_pool_threads(ev->pool);
     double t0 = ev->timing ? now_s() : 0.0;
     nevo_pool_run(ev->pool, nw, ev->depth == 1 ? run_fused : run_pipelined, ev);
