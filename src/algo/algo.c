@@ -89,6 +89,13 @@ NevoStatus nevo_algo_rollouts_built(NevoAlgo *a, const float *params, NevoBuildF
     NevoEpisode *q_results = results;
     NevoObsStats *q_stats = task_stats;
     if (queue) {
+        /* a permutation of the networks, or some would not run and others twice */
+        unsigned char *seen = nevo_alloc((size_t)n);
+        for (int j = 0; j < n; j++) {
+            NEVO_ASSERT(queue[j] >= 0 && queue[j] < n && !seen[queue[j]]);
+            seen[queue[j]] = 1;
+        }
+        free(seen);
         q_tasks = nevo_alloc(sizeof(NevoTask) * (size_t)n_tasks);
         q_results = nevo_alloc(sizeof(NevoEpisode) * (size_t)n_tasks);
         if (task_stats) q_stats = nevo_alloc(sizeof(NevoObsStats) * (size_t)n_tasks);

@@ -212,6 +212,7 @@ static void make_children(GA *ga, uint32_t gen) {
     for (int p = 0; p < ga->n_parents; p++)
         for (int i = 0; i < ga->P; i++)
             if (source[i] == p) order[n++] = i;
+    NEVO_ASSERT(n == ga->P); /* every child once: a queue order must be a permutation */
     if (!ga->pop) return;
     ChildJob job = {ga, order};
     nevo_pool_run(nevo_evaluator_pool(ga->base.ev), ga->P, build_pop_row, &job);
