@@ -21,7 +21,9 @@
 #define NEVO_TASK_RECORD_OBS 1u /* add this episode's observations to its NevoObsStats */
 /* The next task is built from the same sources (an ES pair: theta + sigma eps, then
  * theta - sigma eps): whoever takes this task takes that one too, and starts it next in
- * the same batch, while the sources are still in its cache. Changes no result. */
+ * the same batch (with one slot, once this task's episode ends), so the sources are
+ * likely still in that core's cache rather than read again from memory. At the end of
+ * a queue the pair cannot be split between workers. Changes no result. */
 #define NEVO_TASK_WITH_NEXT 2u
 
 /* One episode to run: which network (a row of the parameter matrix) and its seed. */

@@ -60,6 +60,8 @@ NevoStatus nevo_algo_rollouts_built(NevoAlgo *a, const float *params, NevoBuildF
                                     float *bc, NevoGenStats *stats, NevoObsStats *obs, double obs_prob,
                                     NevoError *err) {
     int n_tasks = n * episodes;
+    /* pairs are networks 2i and 2i + 1 next to each other in the queue: ascending only */
+    NEVO_ASSERT(!(queue && a->pairs));
     NevoTask *tasks = nevo_alloc(sizeof(NevoTask) * (size_t)n_tasks);
     NevoEpisode *results = nevo_alloc(sizeof(NevoEpisode) * (size_t)n_tasks);
     NevoObsStats *task_stats = NULL;
