@@ -94,6 +94,28 @@ TEST(io_crc32_known_answers) {
     for (size_t off = 0; off < 8; off++)
         for (size_t n = 0; n + off <= sizeof buf; n++)
             CHECK_MSG(nevo_crc32(buf + off, n) == crc32_ref(buf + off, n), "offset %zu length %zu", off, n);
+    /* long buffers, which are cut in four parts whose CRCs are joined: lengths around
+     * that threshold and around multiples of 32, up to 1 MB, from odd start offsets,
+     * whole and continued from a CRC of what came before */
+    {
+        size_t big = ((size_t)1 << 20) + 64;
+        uint8_t *m = malloc(big);
+        CHECK(m != NULL);
+        for (size_t i = 0; i < big; i++) {
+            x = x * 1664525u + 1013904223u;
+            m[i] = (uint8_t)(x >> 24);
+        }
+        static const size_t lens[] = {4095, 4096, 4097, 4103, 4127, 4128, 4129, 65541, (size_t)1 << 20};
+        for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++)
+            for (size_t off = 0; off < 3; off++) {
+                uint32_t want = crc32_ref(m + off, lens[l]);
+                CHECK_MSG(nevo_crc32(m + off, lens[l]) == want, "length %zu offset %zu", lens[l], off);
+                for (size_t cut = 0; cut <= lens[l]; cut += lens[l] / 3 + 1)
+                    CHECK_MSG(nevo_crc32_extend(nevo_crc32(m + off, cut), m + off + cut, lens[l] - cut) == want,
+                              "length %zu offset %zu split at %zu", lens[l], off, cut);
+            }
+        free(m);
+    }
     /* in two parts, split anywhere (a container's header, then its payload) */
     for (size_t cut = 0; cut <= sizeof buf; cut++)
         CHECK_MSG(nevo_crc32_extend(nevo_crc32(buf, cut), buf + cut, sizeof buf - cut) == crc32_ref(buf, sizeof buf),
