@@ -777,6 +777,9 @@ static NevoLayer conv_layer(int h, int w, int c, int k, int s, int f) {
 static const int conv_shapes[][6] = {
     {10, 10, 4, 3, 1, 16}, {10, 10, 10, 3, 1, 16}, {9, 7, 3, 3, 2, 5}, {8, 8, 16, 3, 2, 32},
     {5, 6, 1, 1, 1, 3},    {6, 6, 2, 2, 3, 17},    {12, 11, 3, 4, 2, 33}, {4, 3, 1100, 2, 1, 3},
+    /* 3x3 at stride 1, the AVX-512 sparse path's own: rows of 16 and of 10 outputs (two
+     * filter vectors, the second partial), and an input too big for it */
+    {18, 18, 2, 3, 1, 16}, {12, 12, 5, 3, 1, 20},  {14, 14, 30, 3, 1, 4},
 };
 enum { N_CONV_SHAPES = sizeof conv_shapes / sizeof conv_shapes[0] };
 

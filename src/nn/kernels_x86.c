@@ -799,6 +799,81 @@ T512 static void conv512_sparse(const NevoLayer *L, const float *W, const float 
     }
 }
 
+/* The sparse convolution for the commonest shape, 3x3 windows at stride 1 over rows of
+ * at most 16 outputs (the MinAtar net: 8), output-row-stationary: the OWB output
+ * positions of one output row (and 16 filters) in registers, and for each of the row's
+ * K input rows its nonzero inputs in ascending order, each added to the (at most 3)
+ * positions whose windows hold it. An output still sums its bias, then its window's
+ * terms in (ky, kx, c) order, so the bits are conv512_sparse's. Which positions an
+ * input reaches depends on its column, so a switch on the column picks the unrolled
+ * case: the accumulators stay in registers (the input-stationary loop added each term to
+ * its output in memory, with loops of varying trip count around it: 1.1 us for a
+ * MinAtar Breakout observation on an Intel Xeon, a third of the network's forward). */
+#define SPARSE3_MAX_IN 4096
+INLINE512 void conv512_sparse3_rows(const NevoLayer *L, const float *W, const float *b, const float *x, float *y,
+                                    const int OWB) {
+    const int K = 3, C = L->in_c, F = L->out_c, OH = L->out_h, OW = L->out_w, IW = L->in_w, IH = L->in_h;
+    int in_dim = IH * IW * C;
+    int32_t idx[SPARSE3_MAX_IN + 16];
+    uint8_t col[SPARSE3_MAX_IN];  /* each listed input's column */
+    uint16_t chan[SPARSE3_MAX_IN]; /* and channel (one division each, not one per visit) */
+    int rows[SPARSE3_MAX_IN + 1]; /* the list's entries of input row iy: [rows[iy], rows[iy + 1]) */
+    int all_rows, n = 0;
+    for (int k0 = 0; k0 < in_dim; k0 += CHUNK)
+        n += nonzero512(x, 0, 1, k0, min_int(CHUNK, in_dim - k0), idx + n, &all_rows);
+    for (int q = 0, iy = 0; iy <= IH; iy++) {
+        while (q < n && idx[q] < iy * IW * C) q++;
+        rows[iy] = q;
+    }
+    for (int q = 0; q < n; q++) {
+        int pix = idx[q] / C;
+        chan[q] = (uint16_t)(idx[q] - pix * C);
+        col[q] = (uint8_t)(pix % IW);
+    }
+    int nvec = (F + 15) / 16;
+    for (int oy = 0; oy < OH; oy++) {
+        for (int v = 0; v < nvec; v++) {
+            __mmask16 mt = mask16(F - 16 * v);
+            __m512 bias = _mm512_maskz_loadu_ps(mt, b + 16 * v), acc[16];
+#pragma GCC unroll 16
+            for (int ox = 0; ox < OWB; ox++) acc[ox] = bias;
+            for (int ky = 0; ky < K; ky++) {
+                int iy = oy + ky;
+                for (int q = rows[iy]; q < rows[iy + 1]; q++) {
+                    int c = chan[q];
+                    __m512 xb = _mm512_set1_ps(x[idx[q]]);
+                    /* the weights W[ky][kx][c][16 v ...], kx = 0, 1, 2 */
+                    const float *w0 = W + ((size_t)(ky * K) * C + c) * F + 16 * v;
+                    const float *w1 = w0 + (size_t)C * F, *w2 = w1 + (size_t)C * F;
+                    /* column ix feeds positions ix (kx 0), ix - 1 (kx 1), ix - 2 (kx 2) */
+                    switch (col[q]) {
+/* position OX of the row gets x W[WP] if it exists (OX and OWB are constants here; the
+ * clamped index only keeps the dead branches' subscripts in bounds for the compiler) */
+#define SPARSE3_ADD(OX, WP)                                                                          \
+    if ((OX) >= 0 && (OX) < OWB)                                                                    \
+        acc[(OX) < 0 ? 0 : (OX) >= OWB ? 0 : (OX)] =                                                \
+            _mm512_fmadd_ps(xb, _mm512_maskz_loadu_ps(mt, (WP)), acc[(OX) < 0 ? 0 : (OX) >= OWB ? 0 : (OX)]);
+#define SPARSE3_CASE(IX)              \
+    case IX:                          \
+        SPARSE3_ADD((IX) - 2, w2)     \
+        SPARSE3_ADD((IX) - 1, w1)     \
+        SPARSE3_ADD(IX, w0)           \
+        break;
+                        SPARSE3_CASE(0) SPARSE3_CASE(1) SPARSE3_CASE(2) SPARSE3_CASE(3) SPARSE3_CASE(4)
+                        SPARSE3_CASE(5) SPARSE3_CASE(6) SPARSE3_CASE(7) SPARSE3_CASE(8) SPARSE3_CASE(9)
+                        SPARSE3_CASE(10) SPARSE3_CASE(11) SPARSE3_CASE(12) SPARSE3_CASE(13) SPARSE3_CASE(14)
+                        SPARSE3_CASE(15) SPARSE3_CASE(16) SPARSE3_CASE(17)
+#undef SPARSE3_CASE
+#undef SPARSE3_ADD
+                    }
+                }
+            }
+            float *o = y + (size_t)oy * OW * F + 16 * v;
+            for (int ox = 0; ox < OW; ox++) _mm512_mask_storeu_ps(o + (size_t)ox * F, mt, acc[ox]);
+        }
+    }
+}
+
 /* The nonzero inputs decide: each costs the input-stationary loop about a window's
  * worth of loads, FMAs and stores (K^2 / S^2 outputs); the output-stationary one pays
  * for every term, zero or not, at a higher rate. Both compute the same bits. */
@@ -809,10 +884,14 @@ T512 static void conv512(const NevoLayer *L, const float *W, const float *b, con
         nnz += __builtin_popcount(
             _mm512_mask_cmp_ps_mask(lm, _mm512_maskz_loadu_ps(lm, x + i), _mm512_setzero_ps(), _CMP_NEQ_UQ));
     }
-    if ((double)nnz * CONV_SPARSE_COST < (double)L->in_c * L->out_h * L->out_w * L->stride * L->stride)
-        conv512_sparse(L, W, b, x, y);
-    else
+    if ((double)nnz * CONV_SPARSE_COST < (double)L->in_c * L->out_h * L->out_w * L->stride * L->stride) {
+        if (L->kernel == 3 && L->stride == 1 && L->out_w <= 16 && in_dim <= SPARSE3_MAX_IN && L->in_w <= 18)
+            L->out_w <= 8 ? conv512_sparse3_rows(L, W, b, x, y, 8) : conv512_sparse3_rows(L, W, b, x, y, 16);
+        else
+            conv512_sparse(L, W, b, x, y);
+    } else {
         conv512_dense(L, W, b, x, y);
+    }
 }
 
 T512 static void tanh512(float *y, int n) {
