@@ -608,7 +608,8 @@ TEST(kernels_dense_lanes_bit_identical) {
              * guard of a whole vector after it */
             float *X1 = malloc(sizeof(float) * xs * R), *XT1 = malloc(sizeof(float) * (size_t)in * R);
             float *YT1 = malloc(sizeof(float) * (size_t)out * R);
-            float *YP0 = malloc(sizeof(float) * ((size_t)out + 1) * R), *YP1 = malloc(sizeof(float) * ((size_t)out + 1) * R);
+            float *YP0 = malloc(sizeof(float) * ((size_t)out + 1) * R);
+            float *YP1 = malloc(sizeof(float) * ((size_t)out + 1) * R);
             for (size_t z = 0; z < sizeof p_zeros / sizeof p_zeros[0]; z++) {
                 for (int r = 0; r < R; r++) fill_inputs(&rng, X1 + r * xs, (size_t)in, p_zeros[(z + 1) % 3], 0);
                 ks[k]->to_lanes(X1, xs, in, XT1);

@@ -56,9 +56,9 @@ NevoStatus nevo_algo_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
 }
 
 NevoStatus nevo_algo_rollouts_built(NevoAlgo *a, const float *params, NevoBuildFn build, void *build_ctx, int n,
-                                    const int *queue, int episodes, uint32_t generation, const uint32_t *stream_ids, double *fitness,
-                                    float *bc, NevoGenStats *stats, NevoObsStats *obs, double obs_prob,
-                                    NevoError *err) {
+                                    const int *queue, int episodes, uint32_t generation, const uint32_t *stream_ids,
+                                    double *fitness, float *bc, NevoGenStats *stats, NevoObsStats *obs,
+                                    double obs_prob, NevoError *err) {
     int n_tasks = n * episodes;
     /* pairs are networks 2i and 2i + 1 next to each other in the queue: ascending only */
     NEVO_ASSERT(!(queue && a->pairs));
@@ -158,8 +158,8 @@ NevoStatus nevo_algo_rollouts_built(NevoAlgo *a, const float *params, NevoBuildF
 NevoStatus nevo_algo_rollouts(NevoAlgo *a, const float *params, int n, int episodes, uint32_t generation,
                               const uint32_t *stream_ids, double *fitness, float *bc, NevoGenStats *stats,
                               NevoObsStats *obs, double obs_prob, NevoError *err) {
-    return nevo_algo_rollouts_built(a, params, NULL, NULL, n, NULL, episodes, generation, stream_ids, fitness, bc, stats,
-                                    obs, obs_prob, err);
+    return nevo_algo_rollouts_built(a, params, NULL, NULL, n, NULL, episodes, generation, stream_ids, fitness, bc,
+                                    stats, obs, obs_prob, err);
 }
 
 static const double *sort_keys;

@@ -85,8 +85,8 @@ NevoStatus nevo_algo_rollouts(NevoAlgo *a, const float *params, int n, int episo
  * and the networks' episodes queued in the order `queue` (n network indices) lists, or
  * ascending if NULL: no result depends on it, only which builds follow which. */
 NevoStatus nevo_algo_rollouts_built(NevoAlgo *a, const float *params, NevoBuildFn build, void *build_ctx, int n,
-                                    const int *queue, int episodes, uint32_t generation, const uint32_t *stream_ids, double *fitness,
-                                    float *bc, NevoGenStats *stats, NevoObsStats *obs, double obs_prob,
-                                    NevoError *err);
+                                    const int *queue, int episodes, uint32_t generation, const uint32_t *stream_ids,
+                                    double *fitness, float *bc, NevoGenStats *stats, NevoObsStats *obs,
+                                    double obs_prob, NevoError *err);
 
 #endif

@@ -606,9 +606,9 @@ double nevo_bench_read_bandwidth(const NevoBenchOptions *o, const float *x, size
 
 /* The weights of a dense layer at B = 16 x rounds rows in the lanes layout, and nothing
  * else: each 64-byte line's 16 floats broadcast, one FMA each into one of 16 vectors of
- * rows, `rounds` times; lines PREFETCH_LINES ahead prefetched (to L1: on an Intel Xeon
- * 15.6 GB/s at 16 FMAs a line, against 14.1-14.6 to L2 at 16-2048 lines ahead, and
- * 9.7-10 prefetching 4-8 lines at a time). */
+ * rows, `rounds` times; lines STREAM_PREFETCH_LINES ahead prefetched (to L1: on an
+ * Intel Xeon 15.6 GB/s at 16 FMAs a line, against 14.1-14.6 to L2 at 16-2048 lines
+ * ahead, and 9.7-10 prefetching 4-8 lines at a time). */
 #define STREAM_PREFETCH_LINES 256
 #if BENCH_X86
 __attribute__((target("avx512f"), noinline)) static double stream_fma_avx512(const float *x, size_t n, int rounds) {
@@ -617,7 +617,8 @@ __attribute__((target("avx512f"), noinline)) static double stream_fma_avx512(con
     for (int j = 0; j < 16; j++) acc[j] = _mm512_setzero_ps();
     size_t lines = n / 16;
     for (size_t l = 0; l < lines; l++) {
-        if (l + STREAM_PREFETCH_LINES < lines) _mm_prefetch((const char *)(x + 16 * (l + STREAM_PREFETCH_LINES)), _MM_HINT_T0);
+        if (l + STREAM_PREFETCH_LINES < lines)
+            _mm_prefetch((const char *)(x + 16 * (l + STREAM_PREFETCH_LINES)), _MM_HINT_T0);
         const float *w = x + 16 * l;
         for (int r = 0; r < rounds; r++)
 #pragma GCC unroll 16

@@ -615,7 +615,8 @@ INLINE512 void conv_lanes512_pos(const NevoLayer *L, const float *W, const float
         }
         uint16_t idx[LANES_CONV_LIST];
         for (int t0 = 0; t0 < KC; t0 += LANES_CONV_LIST) {
-            int any_zero, n = lanes512_list(xr + 16 * (size_t)t0, NULL, min_int(LANES_CONV_LIST, KC - t0), idx, &any_zero);
+            int any_zero;
+            int n = lanes512_list(xr + 16 * (size_t)t0, NULL, min_int(LANES_CONV_LIST, KC - t0), idx, &any_zero);
             lanes512_terms(acc, 1, JB, wr + (size_t)t0 * F, (size_t)F, xr + 16 * (size_t)t0, NULL, n, idx, NULL, 0);
         }
     }
@@ -885,7 +886,8 @@ T512 static void conv512(const NevoLayer *L, const float *W, const float *b, con
             _mm512_mask_cmp_ps_mask(lm, _mm512_maskz_loadu_ps(lm, x + i), _mm512_setzero_ps(), _CMP_NEQ_UQ));
     }
     if ((double)nnz * CONV_SPARSE_COST < (double)L->in_c * L->out_h * L->out_w * L->stride * L->stride) {
-        if (L->kernel == 3 && L->stride == 1 && L->out_w <= 16 && in_dim <= SPARSE3_MAX_IN && L->in_w <= 18)
+        /* its switch covers columns 0-17: rows of up to 18 inputs, 16 outputs */
+        if (L->kernel == 3 && L->stride == 1 && L->in_w <= 18 && in_dim <= SPARSE3_MAX_IN)
             L->out_w <= 8 ? conv512_sparse3_rows(L, W, b, x, y, 8) : conv512_sparse3_rows(L, W, b, x, y, 16);
         else
             conv512_sparse(L, W, b, x, y);
