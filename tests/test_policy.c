@@ -603,16 +603,24 @@ TEST(kernels_dense_lanes_bit_identical) {
             float *ref = malloc(sizeof(float) * ys * R);
             /* XT with a NaN guard of a whole vector after it */
             float *XT = malloc(sizeof(float) * ((size_t)in + 1) * R), *YT = malloc(sizeof(float) * (size_t)out * R);
-            /* a second block, for dense_lanes2 (with a zero pattern of its own), and its
-             * outputs from dense_lanes alone and from dense_lanes2, each with a NaN
-             * guard of a whole vector after it */
-            float *X1 = malloc(sizeof(float) * xs * R), *XT1 = malloc(sizeof(float) * (size_t)in * R);
-            float *YT1 = malloc(sizeof(float) * (size_t)out * R);
-            float *YP0 = malloc(sizeof(float) * ((size_t)out + 1) * R);
-            float *YP1 = malloc(sizeof(float) * ((size_t)out + 1) * R);
+            /* blocks after the first, for dense_lanes_blocks (each with a zero pattern of
+             * its own), and every block's outputs from dense_lanes alone (YB) and from
+             * dense_lanes_blocks (YP), the latter with a NaN guard of a whole vector
+             * after it */
+            enum { NB = NEVO_LANES_BLOCKS };
+            float *XB = malloc(sizeof(float) * xs * R), *XTB[NB], *YB[NB], *YP[NB];
+            XTB[0] = XT, YB[0] = YT;
+            for (int q = 0; q < NB; q++) {
+                if (q > 0) XTB[q] = malloc(sizeof(float) * (size_t)in * R);
+                if (q > 0) YB[q] = malloc(sizeof(float) * (size_t)out * R);
+                YP[q] = malloc(sizeof(float) * ((size_t)out + 1) * R);
+            }
             for (size_t z = 0; z < sizeof p_zeros / sizeof p_zeros[0]; z++) {
-                for (int r = 0; r < R; r++) fill_inputs(&rng, X1 + r * xs, (size_t)in, p_zeros[(z + 1) % 3], 0);
-                ks[k]->to_lanes(X1, xs, in, XT1);
+                for (int q = 1; q < NB; q++) {
+                    for (int r = 0; r < R; r++)
+                        fill_inputs(&rng, XB + r * xs, (size_t)in, p_zeros[(z + (size_t)q) % 3], 0);
+                    ks[k]->to_lanes(XB, xs, in, XTB[q]);
+                }
                 for (size_t i = 0; i < xs * R; i++) X[i] = NAN;
                 for (int r = 0; r < R; r++) fill_inputs(&rng, X + r * xs, (size_t)in, p_zeros[z], 0);
                 for (int i = 0; i < R; i++) XT[(size_t)in * R + i] = NAN;
@@ -642,21 +650,31 @@ TEST(kernels_dense_lanes_bit_identical) {
                             CHECK_MSG(isnan(Y[r * ys + j]), "%s from_lanes %d: wrote past row %d", ks[k]->name, out,
                                       r);
                     }
-                    /* two blocks at once: each block's bits from dense_lanes alone */
-                    if (!ks[k]->dense_lanes2) continue;
-                    ks[k]->dense_lanes(W, b, XT1, in, out, acts[a], YT1);
-                    for (size_t i = 0; i < ((size_t)out + 1) * R; i++) YP0[i] = YP1[i] = NAN;
-                    ks[k]->dense_lanes2(W, b, XT, XT1, in, out, acts[a], YP0, YP1);
-                    CHECK_MSG(same_bits(YP0, YT, out * R) && same_bits(YP1, YT1, out * R),
-                              "%s lanes2 %d->%d, activation %d, p_zero %.2f / %.2f: a block differs from dense_lanes",
-                              ks[k]->name, in, out, (int)acts[a], p_zeros[z], p_zeros[(z + 1) % 3]);
-                    for (int i = 0; i < R; i++)
-                        CHECK_MSG(isnan(YP0[(size_t)out * R + i]) && isnan(YP1[(size_t)out * R + i]),
-                                  "%s lanes2 %d->%d: wrote past a block", ks[k]->name, in, out);
+                    /* 2..NB blocks at once: each block's bits from dense_lanes alone */
+                    if (!ks[k]->dense_lanes_blocks) continue;
+                    for (int q = 1; q < NB; q++) ks[k]->dense_lanes(W, b, XTB[q], in, out, acts[a], YB[q]);
+                    for (int nb = 2; nb <= NB; nb++) {
+                        for (int q = 0; q < nb; q++)
+                            for (size_t i = 0; i < ((size_t)out + 1) * R; i++) YP[q][i] = NAN;
+                        ks[k]->dense_lanes_blocks(W, b, nb, (const float *const *)XTB, in, out, acts[a], YP);
+                        for (int q = 0; q < nb; q++) {
+                            CHECK_MSG(same_bits(YP[q], YB[q], out * R),
+                                      "%s %d lanes blocks %d->%d, activation %d, p_zero %.2f: block %d differs "
+                                      "from dense_lanes",
+                                      ks[k]->name, nb, in, out, (int)acts[a], p_zeros[z], q);
+                            for (int i = 0; i < R; i++)
+                                CHECK_MSG(isnan(YP[q][(size_t)out * R + i]),
+                                          "%s %d lanes blocks %d->%d: wrote past block %d", ks[k]->name, nb, in, out,
+                                          q);
+                        }
+                    }
                 }
             }
-            free(W), free(b), free(X), free(Y), free(ref), free(XT), free(YT);
-            free(X1), free(XT1), free(YT1), free(YP0), free(YP1);
+            free(W), free(b), free(X), free(Y), free(ref), free(XT), free(YT), free(XB);
+            for (int q = 0; q < NB; q++) {
+                if (q > 0) free(XTB[q]), free(YB[q]);
+                free(YP[q]);
+            }
         }
 
         /* one zero, at input 27 of row 5, against infinite weights, every other input
@@ -693,8 +711,9 @@ TEST(kernels_dense_lanes_bit_identical) {
             for (int r = 0; r < R; r++) check_skip_row(what, (r * 3) % 5, Y[r], W, b, relu);
         }
     }
-    /* the lanes path is checked wherever the CPU has AVX-512, two blocks at once too */
-    if (nevo_kernels_named("avx512")) CHECK(checked == 1 && nevo_kernels_named("avx512")->dense_lanes2 != NULL);
+    /* the lanes path is checked wherever the CPU has AVX-512, several blocks at once too */
+    if (nevo_kernels_named("avx512"))
+        CHECK(checked == 1 && nevo_kernels_named("avx512")->dense_lanes_blocks != NULL);
 }
 
 /* Rows of different networks side by side (dense_nets, kernels.h), where a kernel set

@@ -1186,11 +1186,12 @@ NevoStatus nevo_bench_run(const NevoBenchOptions *o, unsigned groups, NevoBenchE
             emit_forward(&lim, &cases[k], &fr, emit, ctx);
         }
         /* the MinAtar net at one row per network (the GA's case: bound by reading the
-         * weights) and at 16 rows per network (episodes of one network side by side:
-         * 16 times the FLOPs per weight byte) */
+         * weights), at 16 rows per network (episodes of one network side by side: 16
+         * times the FLOPs per weight byte, and at that intensity bound by memory and
+         * FMAs together) and at 64 (enough FLOPs per byte to be bound by the FMAs) */
         static const char *const minatar_games[] = {"minatar/breakout", "minatar/seaquest"};
-        static const int minatar_B[] = {1, 16};
-        for (int b = 0; b < 2; b++) {
+        static const int minatar_B[] = {1, 16, 64};
+        for (int b = 0; b < 3; b++) {
             for (int k = 0; k < 2; k++) {
                 NevoBenchForwardResult fr;
                 int P = o->quick ? 32 : 256;

@@ -47,6 +47,8 @@
 #define NEVO_PREFETCH_ROWS 8
 /* rows per block in the lanes layout (one AVX-512 vector of floats) */
 #define NEVO_LANES 16
+/* the most lanes blocks dense_lanes_blocks takes at once */
+#define NEVO_LANES_BLOCKS 3
 /* rows (each its own network) dense_nets takes at once */
 #define NEVO_NETS_MAX 4
 
@@ -93,11 +95,11 @@ typedef struct NevoKernels {
      * sum rounded once, the rows in the order given (the ES gradient over noise slices,
      * nevo_weighted_sum) */
     void (*weighted_sum)(double *g, const float *const *rows, const double *w, int m, size_t k0, size_t k1);
-    /* dense_lanes for two blocks of NEVO_LANES rows of one network at once (XT0 -> YT0,
-     * XT1 -> YT1), each weight loaded once for both: each block's bits as dense_lanes
-     * gives them. NULL where dense_lanes is. */
-    void (*dense_lanes2)(const float *W, const float *b, const float *XT0, const float *XT1, int in, int out,
-                         NevoActivation act, float *YT0, float *YT1);
+    /* dense_lanes for nb (2..NEVO_LANES_BLOCKS) blocks of NEVO_LANES rows of one network
+     * at once (XT[q] -> YT[q]), each weight loaded once for all of them: each block's
+     * bits as dense_lanes gives them. NULL where dense_lanes is. */
+    void (*dense_lanes_blocks)(const float *W, const float *b, int nb, const float *const *XT, int in, int out,
+                               NevoActivation act, float *const *YT);
 } NevoKernels;
 
 /* The kernels in use (chosen on first call). */

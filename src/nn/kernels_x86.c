@@ -307,36 +307,36 @@ INLINE512 __m512 relu512_16(__m512 y) {
  * same layout for the next layer. A row whose input is zero keeps its sum (masked), as
  * if the term were skipped; an input zero in all 16 rows is skipped whole.
  *
- * With NB = 2, two blocks of 16 rows of the same network go together (dense_lanes2):
- * each weight is broadcast once for two FMAs, one per block, block 0's sums in acc[j]
- * and block 1's in acc[8 + j] (JB <= 8). One broadcast load per FMA kept a 256x256
- * layer with weights in L2 at 0.6-0.65 of the FMA peak; one per two FMAs, 0.77-0.8 (a
- * bare loop of each, an Intel Xeon). Each row still sums the same terms in the same
- * order, so the bits are the same as one block at a time.
- *
- * One term for JB outputs: input k at XT + 16 k (and XT1 + 16 k) against the weights at
+ * With NB = 2 or 3, that many blocks of 16 rows of the same network go together
+ * (dense_lanes_blocks): each weight is broadcast once for NB FMAs, one per block, block
+ * q's sums in acc[8 q + j] (JB <= 8). In a bare loop over a 256x256 layer with its
+ * weights in L2 (an Intel Xeon), one broadcast per FMA ran at 0.6-0.65 of the FMA
+ * peak, one per two 0.77-0.8, one per three 0.77-0.86; four blocks, with only 4
+ * outputs a tile to stay within the 32 vector registers, fell back to 0.66. Each row
+ * still sums the same terms in the same order, so the bits are the same as one block
+ * at a time. */
+#define LANES_TW(NB) ((NB) == 1 ? 16 : 8) /* outputs a tile, so NB x TW sums fit in registers */
+
+/* One term for JB outputs: input k of block q at X[q] + 16 k against the weights at
  * W + k ws (W points at the tile's first output), masked by each block's nonzero lanes
  * where some row of the chunk has a zero input. */
-INLINE512 void lanes512_term(__m512 *acc, const int NB, const int JB, const float *W, size_t ws, const float *XT,
-                             const float *XT1, int k, const int masked) {
-    __m512 x = _mm512_loadu_ps(XT + 16 * (size_t)k);
-    __m512 x1 = NB == 2 ? _mm512_loadu_ps(XT1 + 16 * (size_t)k) : x;
+INLINE512 void lanes512_term(__m512 *acc, const int NB, const int JB, const float *W, size_t ws,
+                             const float *const *X, int k, const int masked) {
+    __m512 x[NEVO_LANES_BLOCKS];
+    __mmask16 nz[NEVO_LANES_BLOCKS];
+#pragma GCC unroll 4
+    for (int q = 0; q < NB; q++) {
+        x[q] = _mm512_loadu_ps(X[q] + 16 * (size_t)k);
+        if (masked) nz[q] = _mm512_cmp_ps_mask(x[q], _mm512_setzero_ps(), _CMP_NEQ_UQ);
+    }
     const float *w = W + (size_t)k * ws;
-    if (masked) {
-        __mmask16 nz = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_NEQ_UQ);
-        __mmask16 nz1 = NB == 2 ? _mm512_cmp_ps_mask(x1, _mm512_setzero_ps(), _CMP_NEQ_UQ) : nz;
 #pragma GCC unroll 16
-        for (int j = 0; j < JB; j++) {
-            __m512 wj = _mm512_set1_ps(w[j]);
-            acc[j] = _mm512_mask3_fmadd_ps(x, wj, acc[j], nz);
-            if (NB == 2) acc[8 + j] = _mm512_mask3_fmadd_ps(x1, wj, acc[8 + j], nz1);
-        }
-    } else {
-#pragma GCC unroll 16
-        for (int j = 0; j < JB; j++) {
-            __m512 wj = _mm512_set1_ps(w[j]);
-            acc[j] = _mm512_fmadd_ps(x, wj, acc[j]);
-            if (NB == 2) acc[8 + j] = _mm512_fmadd_ps(x1, wj, acc[8 + j]);
+    for (int j = 0; j < JB; j++) {
+        __m512 wj = _mm512_set1_ps(w[j]);
+#pragma GCC unroll 4
+        for (int q = 0; q < NB; q++) {
+            __m512 *s = &acc[LANES_TW(NB) * q + j];
+            *s = masked ? _mm512_mask3_fmadd_ps(x[q], wj, *s, nz[q]) : _mm512_fmadd_ps(x[q], wj, *s);
         }
     }
 }
@@ -351,8 +351,8 @@ INLINE512 void lanes512_term(__m512 *acc, const int NB, const int JB, const floa
  * in every iteration, the loop ran at 0.75-0.9 of one without them (64x64 and 256x256
  * layers, weights in L1 and L2, an Intel Xeon). */
 INLINE512 void lanes512_terms_from(__m512 *acc, const int NB, const int JB, const float *W, size_t ws,
-                                   const float *XT, const float *XT1, int n, const uint16_t *idx, const char *pf,
-                                   int npf, const int listed) {
+                                   const float *const *X, int n, const uint16_t *idx, const char *pf, int npf,
+                                   const int listed) {
     int i = 0;
     if (pf) {
         const int per = (npf + n - 1) / n;      /* lines per term */
@@ -360,25 +360,25 @@ INLINE512 void lanes512_terms_from(__m512 *acc, const int NB, const int JB, cons
         if (per == 1) {
             for (; i < with; i++) {
                 _mm_prefetch(pf + 64 * (size_t)i, _MM_HINT_T1);
-                lanes512_term(acc, NB, JB, W, ws, XT, XT1, listed ? idx[i] : i, listed);
+                lanes512_term(acc, NB, JB, W, ws, X, listed ? idx[i] : i, listed);
             }
         } else {
             for (; i < with; i++) {
                 int l0 = i * per, l1 = l0 + per < npf ? l0 + per : npf;
                 for (int l = l0; l < l1; l++) _mm_prefetch(pf + 64 * (size_t)l, _MM_HINT_T1);
-                lanes512_term(acc, NB, JB, W, ws, XT, XT1, listed ? idx[i] : i, listed);
+                lanes512_term(acc, NB, JB, W, ws, X, listed ? idx[i] : i, listed);
             }
         }
     }
-    for (; i < n; i++) lanes512_term(acc, NB, JB, W, ws, XT, XT1, listed ? idx[i] : i, listed);
+    for (; i < n; i++) lanes512_term(acc, NB, JB, W, ws, X, listed ? idx[i] : i, listed);
 }
 
-INLINE512 void lanes512_terms(__m512 *acc, const int NB, const int JB, const float *W, size_t ws, const float *XT,
-                              const float *XT1, int n, const uint16_t *idx, const char *pf, int npf) {
+INLINE512 void lanes512_terms(__m512 *acc, const int NB, const int JB, const float *W, size_t ws,
+                              const float *const *X, int n, const uint16_t *idx, const char *pf, int npf) {
     if (idx)
-        lanes512_terms_from(acc, NB, JB, W, ws, XT, XT1, n, idx, pf, npf, 1);
+        lanes512_terms_from(acc, NB, JB, W, ws, X, n, idx, pf, npf, 1);
     else
-        lanes512_terms_from(acc, NB, JB, W, ws, XT, XT1, n, NULL, pf, npf, 0);
+        lanes512_terms_from(acc, NB, JB, W, ws, X, n, NULL, pf, npf, 0);
 }
 
 /* The most inputs lanes512_list lists at once: a chunk of a dense layer has at most
@@ -386,28 +386,28 @@ INLINE512 void lanes512_terms(__m512 *acc, const int NB, const int JB, const flo
  * a convolution window row is listed in pieces of this size. */
 #define LANES_LIST_MAX 8192
 
-/* Lists in idx the inputs k < n (n <= LANES_LIST_MAX) nonzero in some of the 16 rows
- * (of XT, and of XT1 unless it is NULL; a NaN counts as nonzero), in order; returns how
- * many. Without a branch on the data: each k is written and the count moves past it
- * only if it is kept. Skipping zero inputs by a branch in the tile's loop instead cost
- * twice the time once the pattern changed from call to call (1.4 against 0.7 us for a
+/* Lists in idx the inputs k < n (n <= LANES_LIST_MAX) nonzero in some of the 16 rows of
+ * some of the NB blocks X[q] (a NaN counts as nonzero), in order; returns how many.
+ * Without a branch on the data: each k is written and the count moves past it only if
+ * it is kept. Skipping zero inputs by a branch in the tile's loop instead cost twice
+ * the time once the pattern changed from call to call (1.4 against 0.7 us for a
  * 256-input, 16-output tile, half its inputs zero, on an Intel Xeon with AVX-512): the
  * pattern cannot be predicted, and every misprediction stalls 16 FMAs' worth of work.
  * *any_zero is set if some lane of some input is zero (the tile must mask). */
-INLINE512 int lanes512_list(const float *XT, const float *XT1, int n, uint16_t *idx, int *any_zero) {
+INLINE512 int lanes512_list(const int NB, const float *const *X, int n, uint16_t *idx, int *any_zero) {
     __mmask16 every = 0xFFFF;
     int c = 0;
     for (int k = 0; k < n; k++) {
-        __mmask16 nz = _mm512_cmp_ps_mask(_mm512_loadu_ps(XT + 16 * (size_t)k), _mm512_setzero_ps(), _CMP_NEQ_UQ);
-        every &= nz;
-        if (XT1) {
-            __mmask16 nz1 =
-                _mm512_cmp_ps_mask(_mm512_loadu_ps(XT1 + 16 * (size_t)k), _mm512_setzero_ps(), _CMP_NEQ_UQ);
-            every &= nz1;
-            nz |= nz1;
+        __mmask16 some = 0;
+#pragma GCC unroll 4
+        for (int q = 0; q < NB; q++) {
+            __mmask16 nz =
+                _mm512_cmp_ps_mask(_mm512_loadu_ps(X[q] + 16 * (size_t)k), _mm512_setzero_ps(), _CMP_NEQ_UQ);
+            every &= nz;
+            some |= nz;
         }
         idx[c] = (uint16_t)k;
-        c += nz != 0;
+        c += some != 0;
     }
     *any_zero = every != 0xFFFF;
     return c;
@@ -428,25 +428,26 @@ INLINE512 void lanes512_store(__m512 *acc, const int JB, NevoActivation act, flo
 }
 
 /* JB outputs over inputs [0, n) of a layer with `out` outputs (those listed in idx,
- * if not NULL: lanes512_terms), for NB blocks (XT, YT; XT1, YT1), starting from the
- * bias b or (sums) from the partial sums already in YT (YT1); npf lines from pf (if
- * not NULL) prefetched. */
-INLINE512 void lanes512_tile(const float *W, const float *b, int sums, const int NB, const float *XT,
-                             const float *XT1, int n, const uint16_t *idx, int out, const int JB, NevoActivation act,
-                             const char *pf, int npf, float *YT, float *YT1) {
-    __m512 acc[16];
+ * if not NULL: lanes512_terms), for NB blocks (X[q] -> Y[q]), starting from the bias b
+ * or (sums) from the partial sums already in Y[q]; npf lines from pf (if not NULL)
+ * prefetched. */
+INLINE512 void lanes512_tile(const float *W, const float *b, int sums, const int NB, const float *const *X, int n,
+                             const uint16_t *idx, int out, const int JB, NevoActivation act, const char *pf, int npf,
+                             float *const *Y) {
+    __m512 acc[NEVO_LANES_BLOCKS * 8 > 16 ? NEVO_LANES_BLOCKS * 8 : 16];
+#pragma GCC unroll 4
+    for (int q = 0; q < NB; q++) {
 #pragma GCC unroll 16
-    for (int j = 0; j < JB; j++) {
-        acc[j] = sums ? _mm512_loadu_ps(YT + 16 * (size_t)j) : _mm512_set1_ps(b[j]);
-        if (NB == 2) acc[8 + j] = sums ? _mm512_loadu_ps(YT1 + 16 * (size_t)j) : _mm512_set1_ps(b[j]);
+        for (int j = 0; j < JB; j++)
+            acc[LANES_TW(NB) * q + j] = sums ? _mm512_loadu_ps(Y[q] + 16 * (size_t)j) : _mm512_set1_ps(b[j]);
     }
     if (n > 0) {
-        lanes512_terms(acc, NB, JB, W, (size_t)out, XT, XT1, n, idx, pf, npf);
+        lanes512_terms(acc, NB, JB, W, (size_t)out, X, n, idx, pf, npf);
     } else {
         for (int l = 0; l < npf; l++) _mm_prefetch(pf + 64 * (size_t)l, _MM_HINT_T1);
     }
-    lanes512_store(acc, JB, act, YT);
-    if (NB == 2) lanes512_store(acc + 8, JB, act, YT1);
+#pragma GCC unroll 4
+    for (int q = 0; q < NB; q++) lanes512_store(acc + LANES_TW(NB) * q, JB, act, Y[q]);
 }
 
 /* masked convolutions only where some row has a zero input (observations may; the
@@ -468,13 +469,13 @@ INLINE512 int lanes512_any_zero(const float *XT, int in) {
  * of the next chunk as consecutive lines, not its own column of lines (one per 1 KB
  * or 512 B row): a bare loop with this access pattern and no arithmetic read 20-30
  * GB/s that way, against 12-20 with a column per tile (sequential reads: 18-27 GB/s
- * in the same runs). Two blocks (NB = 2) take tiles of 8 outputs, half a line of each
+ * in the same runs). Two or three blocks take tiles of 8 outputs, half a line of each
  * row, the other half read by the next tile from L1. */
 #define LANES_CHUNK_BYTES (32 * 1024)
 
-INLINE512 void dense_lanes512_blocks(const float *W, const float *b, const int NB, const float *XT, const float *XT1,
-                                     int in, int out, NevoActivation act, float *YT, float *YT1) {
-    const int TW = NB == 2 ? 8 : 16; /* outputs a tile */
+INLINE512 void dense_lanes512_blocks(const float *W, const float *b, const int NB, const float *const *XT, int in,
+                                     int out, NevoActivation act, float *const *YT) {
+    const int TW = LANES_TW(NB);
     int kc = in;
     if ((size_t)in * (size_t)out * sizeof(float) > LANES_CHUNK_BYTES)
         kc = (int)(LANES_CHUNK_BYTES / ((size_t)out * sizeof(float))), kc = kc < 16 ? 16 : kc;
@@ -485,12 +486,13 @@ INLINE512 void dense_lanes512_blocks(const float *W, const float *b, const int N
         int n = min_int(kc, in - k0);
         int sums = k0 > 0;
         NevoActivation a = k0 + n >= in ? act : NEVO_ACT_NONE;
-        const float *wk = W + (size_t)k0 * out, *xk = XT + 16 * (size_t)k0;
-        const float *xk1 = NB == 2 ? XT1 + 16 * (size_t)k0 : NULL;
+        const float *wk = W + (size_t)k0 * out;
+        const float *xk[NEVO_LANES_BLOCKS];
+        for (int q = 0; q < NB; q++) xk[q] = XT[q] + 16 * (size_t)k0;
         /* the chunk's inputs nonzero in some row, if any row has a zero: those terms
          * only, masked; else every term, unmasked (the same sums either way) */
         int masked;
-        int listed = lanes512_list(xk, xk1, n, idx, &masked);
+        int listed = lanes512_list(NB, xk, n, idx, &masked);
         const uint16_t *ix = masked ? idx : NULL;
         int terms = masked ? listed : n;
         /* the next chunk's lines, from the line holding its first weight, in even shares
@@ -505,27 +507,17 @@ INLINE512 void dense_lanes512_blocks(const float *W, const float *b, const int N
             size_t l0 = lines * t / tiles, l1 = lines * (t + 1) / tiles;
             const char *pf = l1 > l0 ? next + 64 * l0 : NULL;
             int npf = (int)(l1 - l0);
-            float *y = YT + 16 * (size_t)j0, *y1 = NB == 2 ? YT1 + 16 * (size_t)j0 : NULL;
+            float *y[NEVO_LANES_BLOCKS];
+            for (int q = 0; q < NB; q++) y[q] = YT[q] + 16 * (size_t)j0;
             switch (JB) {
-#define LANES_CASE(N)                                                                    \
-    case N:                                                                              \
-        lanes512_tile(w, bj, sums, NB, xk, xk1, terms, ix, out, N, a, pf, npf, y, y1); \
+#define LANES_CASE(N)                                                                \
+    case N:                                                                          \
+        if (N <= TW) lanes512_tile(w, bj, sums, NB, xk, terms, ix, out, N, a, pf, npf, y); \
         break;
                 LANES_CASE(1) LANES_CASE(2) LANES_CASE(3) LANES_CASE(4) LANES_CASE(5) LANES_CASE(6)
-                LANES_CASE(7) LANES_CASE(8)
+                LANES_CASE(7) LANES_CASE(8) LANES_CASE(9) LANES_CASE(10) LANES_CASE(11) LANES_CASE(12)
+                LANES_CASE(13) LANES_CASE(14) LANES_CASE(15) LANES_CASE(16)
 #undef LANES_CASE
-            default:
-                if (NB == 1) {
-                    switch (JB) {
-#define LANES_CASE(N)                                                                      \
-    case N:                                                                                \
-        lanes512_tile(w, bj, sums, 1, xk, NULL, terms, ix, out, N, a, pf, npf, y, NULL); \
-        break;
-                        LANES_CASE(9) LANES_CASE(10) LANES_CASE(11) LANES_CASE(12)
-                        LANES_CASE(13) LANES_CASE(14) LANES_CASE(15) LANES_CASE(16)
-#undef LANES_CASE
-                    }
-                }
             }
         }
     }
@@ -533,12 +525,16 @@ INLINE512 void dense_lanes512_blocks(const float *W, const float *b, const int N
 
 T512 static void dense_lanes512(const float *W, const float *b, const float *XT, int in, int out,
                                 NevoActivation act, float *YT) {
-    dense_lanes512_blocks(W, b, 1, XT, NULL, in, out, act, YT, NULL);
+    dense_lanes512_blocks(W, b, 1, &XT, in, out, act, &YT);
 }
 
-T512 static void dense_lanes2_512(const float *W, const float *b, const float *XT0, const float *XT1, int in,
-                                  int out, NevoActivation act, float *YT0, float *YT1) {
-    dense_lanes512_blocks(W, b, 2, XT0, XT1, in, out, act, YT0, YT1);
+T512 static void dense_lanes_blocks512(const float *W, const float *b, int nb, const float *const *XT, int in,
+                                       int out, NevoActivation act, float *const *YT) {
+    NEVO_ASSERT(nb >= 2 && nb <= NEVO_LANES_BLOCKS);
+    if (nb == 2)
+        dense_lanes512_blocks(W, b, 2, XT, in, out, act, YT);
+    else
+        dense_lanes512_blocks(W, b, 3, XT, in, out, act, YT);
 }
 
 /* Transposes the 16 x 16 block v (vector r = row r) in place: four stages, each swapping
@@ -610,14 +606,15 @@ INLINE512 void conv_lanes512_pos(const NevoLayer *L, const float *W, const float
     for (int ky = 0; ky < K; ky++) {
         const float *wr = W + (size_t)ky * KC * F, *xr = x + ky * row;
         if (!masked) {
-            lanes512_terms(acc, 1, JB, wr, (size_t)F, xr, NULL, KC, NULL, NULL, 0);
+            lanes512_terms(acc, 1, JB, wr, (size_t)F, &xr, KC, NULL, NULL, 0);
             continue;
         }
         uint16_t idx[LANES_CONV_LIST];
         for (int t0 = 0; t0 < KC; t0 += LANES_CONV_LIST) {
             int any_zero;
-            int n = lanes512_list(xr + 16 * (size_t)t0, NULL, min_int(LANES_CONV_LIST, KC - t0), idx, &any_zero);
-            lanes512_terms(acc, 1, JB, wr + (size_t)t0 * F, (size_t)F, xr + 16 * (size_t)t0, NULL, n, idx, NULL, 0);
+            const float *xt = xr + 16 * (size_t)t0;
+            int n = lanes512_list(1, &xt, min_int(LANES_CONV_LIST, KC - t0), idx, &any_zero);
+            lanes512_terms(acc, 1, JB, wr + (size_t)t0 * F, (size_t)F, &xt, n, idx, NULL, 0);
         }
     }
     lanes512_store(acc, JB, act, y);
@@ -921,7 +918,7 @@ static void weighted_sum256(double *g, const float *const *rows, const double *w
 
 static const NevoKernels k512 = {"avx512",      dense512,    conv512,       tanh512,      relu512,
                                  dense_lanes512, conv_lanes512, to_lanes512, from_lanes512, dense_nets512,
-                                 perturb256,     weighted_sum256, dense_lanes2_512};
+                                 perturb256,     weighted_sum256, dense_lanes_blocks512};
 
 const NevoKernels *nevo_kernels_avx512(void) {
     __builtin_cpu_init();

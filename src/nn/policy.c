@@ -187,26 +187,31 @@ static void forward_rows(const NevoPolicy *p, const NevoKernels *K, const float 
 }
 
 /* NEVO_LANES rows sharing a network (inputs at x0 + r xs0, outputs at out + r n_out), in
- * the lanes layout (kernels.h), or two blocks of them (blocks = 2: the next NEVO_LANES
- * rows after the first, through dense_lanes2, which loads each weight once for both):
- * the observations are transposed in, every layer reads and writes that layout, and the
- * outputs are transposed back. The transposed input goes to the second buffer, so the
- * first layer reads all of it before anything writes the first. dense_lanes and
- * conv_lanes apply each layer's activation before they store. */
+ * the lanes layout (kernels.h), or blocks (2..NEVO_LANES_BLOCKS) of them, each the next
+ * NEVO_LANES rows after the one before, through dense_lanes_blocks, which loads each
+ * weight once for all of them: the observations are transposed in, every layer reads
+ * and writes that layout, and the outputs are transposed back. The transposed input
+ * goes to the second buffer, so the first layer reads all of it before anything writes
+ * the first. dense_lanes and conv_lanes apply each layer's activation before they
+ * store. */
 static void forward_lanes(const NevoPolicy *p, const NevoKernels *K, const float *theta, const float *x0,
                           size_t xs0, float *out, float *scratch, int n, int blocks) {
     float *a = scratch + (size_t)p->max_width * n, *b = scratch;
-    size_t blk = (size_t)NEVO_LANES * p->max_width; /* block 1's offset in each buffer */
+    size_t blk = (size_t)NEVO_LANES * p->max_width; /* block q's offset in each buffer: q blk */
     for (int q = 0; q < blocks; q++) K->to_lanes(x0 + (size_t)q * NEVO_LANES * xs0, xs0, p->obs_dim, a + q * blk);
     for (int l = 0; l < p->n_layers; l++) {
         const NevoLayer *L = &p->layers[l];
         const float *w = theta + L->w_off, *bias = theta + L->b_off;
-        if (L->kind == NEVO_LAYER_CONV)
+        if (L->kind == NEVO_LAYER_CONV) {
             for (int q = 0; q < blocks; q++) K->conv_lanes(L, w, bias, a + q * blk, L->act, b + q * blk);
-        else if (blocks == 2)
-            K->dense_lanes2(w, bias, a, a + blk, L->in_dim, L->out_dim, L->act, b, b + blk);
-        else
+        } else if (blocks > 1) {
+            const float *xq[NEVO_LANES_BLOCKS];
+            float *yq[NEVO_LANES_BLOCKS];
+            for (int q = 0; q < blocks; q++) xq[q] = a + q * blk, yq[q] = b + q * blk;
+            K->dense_lanes_blocks(w, bias, blocks, xq, L->in_dim, L->out_dim, L->act, yq);
+        } else {
             K->dense_lanes(w, bias, a, L->in_dim, L->out_dim, L->act, b);
+        }
         float *t = a;
         a = b;
         b = t;
@@ -281,11 +286,12 @@ void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride
         const float *theta = params + (size_t)net[i] * stride;
         int r = 0;
         if (lanes) {
-            if (K->dense_lanes2)
-                for (; m - r >= 2 * NEVO_LANES; r += 2 * NEVO_LANES)
-                    forward_lanes(p, K, theta, x + r * xs, xs, y + r * O, scratch, n, 2);
-            for (; m - r >= NEVO_LANES; r += NEVO_LANES)
-                forward_lanes(p, K, theta, x + r * xs, xs, y + r * O, scratch, n, 1);
+            while (m - r >= NEVO_LANES) {
+                int blocks = K->dense_lanes_blocks ? (m - r) / NEVO_LANES : 1;
+                if (blocks > NEVO_LANES_BLOCKS) blocks = NEVO_LANES_BLOCKS;
+                forward_lanes(p, K, theta, x + r * xs, xs, y + r * O, scratch, n, blocks);
+                r += blocks * NEVO_LANES;
+            }
         }
         if (r < m) forward_rows(p, K, &theta, 1, x + r * xs, xs, m - r, y + r * O, scratch, n);
         i = j;
