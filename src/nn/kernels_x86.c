@@ -620,10 +620,76 @@ INLINE512 void conv_lanes512_pos(const NevoLayer *L, const float *W, const float
     lanes512_store(acc, JB, act, y);
 }
 
+/* Where some row has a zero input (binary planes), the nonzero inputs of each input row
+ * (in any of the 16 rows) listed once per layer rather than once per window that reads
+ * them (9 times for a 3x3 window at stride 1): the inputs of row iy, (ix, c) at
+ * ix C + c, nonzero in some lane, in order, at list + iy in_w C, and the list entries
+ * of columns before ix at start[iy (in_w + 1) + ix]. A window row (kx, c) then is the
+ * run of its input row's entries from column ox S to ox S + K - 1, in (kx, c) order as
+ * ever. On the MinAtar net (Breakout, Seaquest planes) listing per window was about
+ * as much work as the terms. For layers of at most CONV_ROWS_LIST_MAX inputs. */
+#define CONV_ROWS_LIST_MAX 8192
+
+INLINE512 void conv_lanes512_rows(const NevoLayer *L, const float *W, const float *b, const float *XT,
+                                  NevoActivation act, float *YT) {
+    int S = L->stride, K = L->kernel, C = L->in_c, F = L->out_c, KC = K * C;
+    int rowlen = L->in_w * C;
+    uint16_t list[CONV_ROWS_LIST_MAX], start[CONV_ROWS_LIST_MAX + 256];
+    for (int iy = 0; iy < L->in_h; iy++) {
+        const float *xr = XT + 16 * (size_t)iy * rowlen;
+        uint16_t *lr = list + (size_t)iy * rowlen, *sr = start + (size_t)iy * (L->in_w + 1);
+        int c = 0;
+        for (int ix = 0; ix < L->in_w; ix++) {
+            sr[ix] = (uint16_t)c;
+            for (int k = ix * C; k < (ix + 1) * C; k++) {
+                __mmask16 nz =
+                    _mm512_cmp_ps_mask(_mm512_loadu_ps(xr + 16 * (size_t)k), _mm512_setzero_ps(), _CMP_NEQ_UQ);
+                lr[c] = (uint16_t)k;
+                c += nz != 0;
+            }
+        }
+        sr[L->in_w] = (uint16_t)c;
+    }
+    for (int oy = 0; oy < L->out_h; oy++) {
+        for (int ox = 0; ox < L->out_w; ox++) {
+            int koff = ox * S * C; /* the window's first input in its rows */
+            float *y = YT + 16 * ((size_t)(oy * L->out_w + ox) * F);
+            for (int f0 = 0; f0 < F; f0 += 16) {
+                int JB = min_int(16, F - f0);
+                __m512 acc[16];
+                for (int j = 0; j < JB; j++) acc[j] = _mm512_set1_ps(b[f0 + j]);
+                for (int ky = 0; ky < K; ky++) {
+                    int iy = oy * S + ky;
+                    const uint16_t *lr = list + (size_t)iy * rowlen, *sr = start + (size_t)iy * (L->in_w + 1);
+                    const float *xw = XT + 16 * ((size_t)iy * rowlen + koff); /* input (iy, ox S, 0) */
+                    const float *wr = W + (size_t)ky * KC * F + f0;
+                    int e1 = sr[ox * S + K];
+                    switch (JB) {
+#define CONV_ROWS_CASE(N)                                                                           \
+    case N:                                                                                         \
+        for (int e = sr[ox * S]; e < e1; e++) lanes512_term(acc, 1, N, wr, (size_t)F, &xw, lr[e] - koff, 1); \
+        break;
+                        CONV_ROWS_CASE(1) CONV_ROWS_CASE(2) CONV_ROWS_CASE(3) CONV_ROWS_CASE(4)
+                        CONV_ROWS_CASE(5) CONV_ROWS_CASE(6) CONV_ROWS_CASE(7) CONV_ROWS_CASE(8)
+                        CONV_ROWS_CASE(9) CONV_ROWS_CASE(10) CONV_ROWS_CASE(11) CONV_ROWS_CASE(12)
+                        CONV_ROWS_CASE(13) CONV_ROWS_CASE(14) CONV_ROWS_CASE(15) CONV_ROWS_CASE(16)
+#undef CONV_ROWS_CASE
+                    }
+                }
+                lanes512_store(acc, JB, act, y + 16 * (size_t)f0);
+            }
+        }
+    }
+}
+
 T512 static void conv_lanes512(const NevoLayer *L, const float *W, const float *b, const float *XT,
                                NevoActivation act, float *YT) {
     int S = L->stride, C = L->in_c, F = L->out_c;
     int masked = lanes512_any_zero(XT, L->in_h * L->in_w * C);
+    if (masked && L->in_h * L->in_w * C <= CONV_ROWS_LIST_MAX && L->in_h <= 256) {
+        conv_lanes512_rows(L, W, b, XT, act, YT);
+        return;
+    }
     for (int oy = 0; oy < L->out_h; oy++) {
         for (int ox = 0; ox < L->out_w; ox++) {
             const float *x = XT + 16 * ((size_t)(oy * S * L->in_w + ox * S) * C);
