@@ -1352,6 +1352,17 @@ T256 static void relu256(float *y, int n) {
  * loop, on an Intel Xeon). Streamed rows are stored 32-byte aligned from the first
  * boundary of the first row written; the other row, where its alignment differs, with
  * ordinary stores. */
+/* perturb reads each noise slice once, from memory, and the hardware prefetchers stop at
+ * every 4 KB page: one line of the slice PERTURB_AHEAD_EPS floats ahead is asked for
+ * each line it passes, into L1. Without streaming, the rows it writes (a slot's row, left
+ * in L2 or beyond by the previous episode) are read for ownership first, so they are
+ * asked for too, PERTURB_AHEAD_DST floats ahead. MinAtar GA on Breakout, 1M frames, 1
+ * thread, an Intel Xeon: 6.4-6.6 s without, 5.9-6.1 with the slice's, 5.5-5.6 with
+ * both (2, 8 and 16 KB ahead for the slice: slower; to L2 or non-temporally: slower;
+ * the parent's too: no faster). */
+#define PERTURB_AHEAD_EPS 1024
+#define PERTURB_AHEAD_DST 256
+
 T256 static void perturb256(float *plus, float *minus, const float *theta, float sigma, const float *eps, size_t n,
                             int stream) {
     size_t k = 0;
@@ -1363,6 +1374,13 @@ T256 static void perturb256(float *plus, float *minus, const float *theta, float
     int stream_plus = stream && plus, stream_minus = stream && minus && ((uintptr_t)(minus + k) & 31) == 0;
     __m256 s = _mm256_set1_ps(sigma);
     for (; k + 8 <= n; k += 8) {
+        if ((k & 15) == 0) { /* once per 16 floats: a line */
+            if (k + PERTURB_AHEAD_EPS < n) _mm_prefetch((const char *)(eps + k + PERTURB_AHEAD_EPS), _MM_HINT_T0);
+            if (!stream && k + PERTURB_AHEAD_DST < n) {
+                if (plus) _mm_prefetch((const char *)(plus + k + PERTURB_AHEAD_DST), _MM_HINT_T0);
+                if (minus) _mm_prefetch((const char *)(minus + k + PERTURB_AHEAD_DST), _MM_HINT_T0);
+            }
+        }
         __m256 d = _mm256_mul_ps(s, _mm256_loadu_ps(eps + k)), t = _mm256_loadu_ps(theta + k);
         if (stream_plus)
             _mm256_stream_ps(plus + k, _mm256_add_ps(t, d));
