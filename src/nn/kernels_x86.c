@@ -593,8 +593,9 @@ T512 static void from_lanes512(const float *YT, int out, float *Y, size_t ys) {
  * c) order, a zero input masking its lane, as in every other convolution kernel: a
  * window row (kx, c) is K C consecutive inputs against K C consecutive weight rows, so
  * the window is K runs of the dense tile's terms. Binary planes leave most inputs zero
- * in all 16 rows at once, and those are skipped whole: each window row's are listed
- * first (lanes512_list, in pieces of LANES_CONV_LIST inputs). */
+ * in all 16 rows at once, and those are skipped whole: listed once per layer by input
+ * row (conv_lanes512_rows), or, for layers too big for that, each window row's listed
+ * here (lanes512_list, in pieces of LANES_CONV_LIST inputs). */
 #define LANES_CONV_LIST 256
 INLINE512 void conv_lanes512_pos(const NevoLayer *L, const float *W, const float *b, const float *x, const int JB,
                                  const int masked, NevoActivation act, float *y) {
