@@ -40,6 +40,11 @@
 
 static int min_int(int a, int b) { return a < b ? a : b; }
 
+/* M(1) ... M(16): the cases of a switch that gives a register block each width from 1
+ * to 16 as a constant, so its accumulators stay in registers */
+#define CASES_1_TO_16(M) \
+    M(1) M(2) M(3) M(4) M(5) M(6) M(7) M(8) M(9) M(10) M(11) M(12) M(13) M(14) M(15) M(16)
+
 /* ---------------------------------------------------------------- AVX-512 */
 
 #define T512 __attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma")))
@@ -136,9 +141,7 @@ T512 static void row512(const float *W, const float *src, const float *x, const 
         switch (VB) {
 #define ROW_CASE(N) \
     case N: row512_tile(w, s, x, idx, n, out, N, mt, yt, prefetch); break;
-            ROW_CASE(1) ROW_CASE(2) ROW_CASE(3) ROW_CASE(4) ROW_CASE(5) ROW_CASE(6) ROW_CASE(7) ROW_CASE(8)
-            ROW_CASE(9) ROW_CASE(10) ROW_CASE(11) ROW_CASE(12) ROW_CASE(13) ROW_CASE(14) ROW_CASE(15)
-            ROW_CASE(16)
+            CASES_1_TO_16(ROW_CASE)
 #undef ROW_CASE
         }
     }
@@ -514,9 +517,7 @@ INLINE512 void dense_lanes512_blocks(const float *W, const float *b, const int N
     case N:                                                                          \
         if (N <= TW) lanes512_tile(w, bj, sums, NB, xk, terms, ix, out, N, a, pf, npf, y); \
         break;
-                LANES_CASE(1) LANES_CASE(2) LANES_CASE(3) LANES_CASE(4) LANES_CASE(5) LANES_CASE(6)
-                LANES_CASE(7) LANES_CASE(8) LANES_CASE(9) LANES_CASE(10) LANES_CASE(11) LANES_CASE(12)
-                LANES_CASE(13) LANES_CASE(14) LANES_CASE(15) LANES_CASE(16)
+                CASES_1_TO_16(LANES_CASE)
 #undef LANES_CASE
             }
         }
@@ -666,14 +667,12 @@ INLINE512 void conv_lanes512_rows(const NevoLayer *L, const float *W, const floa
                     const float *wr = W + (size_t)ky * KC * F + f0;
                     int e1 = sr[ox * S + K];
                     switch (JB) {
-#define CONV_ROWS_CASE(N)                                                                           \
-    case N:                                                                                         \
-        for (int e = sr[ox * S]; e < e1; e++) lanes512_term(acc, 1, N, wr, (size_t)F, &xw, lr[e] - koff, 1); \
+#define CONV_ROWS_CASE(N)                                                               \
+    case N:                                                                             \
+        for (int e = sr[ox * S]; e < e1; e++)                                           \
+            lanes512_term(acc, 1, N, wr, (size_t)F, &xw, lr[e] - koff, 1);              \
         break;
-                        CONV_ROWS_CASE(1) CONV_ROWS_CASE(2) CONV_ROWS_CASE(3) CONV_ROWS_CASE(4)
-                        CONV_ROWS_CASE(5) CONV_ROWS_CASE(6) CONV_ROWS_CASE(7) CONV_ROWS_CASE(8)
-                        CONV_ROWS_CASE(9) CONV_ROWS_CASE(10) CONV_ROWS_CASE(11) CONV_ROWS_CASE(12)
-                        CONV_ROWS_CASE(13) CONV_ROWS_CASE(14) CONV_ROWS_CASE(15) CONV_ROWS_CASE(16)
+                        CASES_1_TO_16(CONV_ROWS_CASE)
 #undef CONV_ROWS_CASE
                     }
                 }
@@ -705,10 +704,7 @@ T512 static void conv_lanes512(const NevoLayer *L, const float *W, const float *
         else                                                                           \
             conv_lanes512_pos(L, W + f0, b + f0, x, N, 0, act, y + 16 * (size_t)f0);   \
         break;
-                    CONV_LANES_CASE(1) CONV_LANES_CASE(2) CONV_LANES_CASE(3) CONV_LANES_CASE(4)
-                    CONV_LANES_CASE(5) CONV_LANES_CASE(6) CONV_LANES_CASE(7) CONV_LANES_CASE(8)
-                    CONV_LANES_CASE(9) CONV_LANES_CASE(10) CONV_LANES_CASE(11) CONV_LANES_CASE(12)
-                    CONV_LANES_CASE(13) CONV_LANES_CASE(14) CONV_LANES_CASE(15) CONV_LANES_CASE(16)
+                    CASES_1_TO_16(CONV_LANES_CASE)
 #undef CONV_LANES_CASE
                 }
             }
