@@ -50,11 +50,11 @@ static void load(NevoConfig *cfg, const char *path) {
 }
 
 /* Each kernel set's perturb (and nevo_perturb_rows, the chosen one) against the plain
- * loop, bit for bit: every row length up to 41 and 3000 (past the SIMD sets' prefetch
- * distance, so the prefetches near the end are issued too), every misalignment of plus and
- * of minus (the streamed middle, the scalar head and tail, minus stored plainly when
- * its alignment differs), plus or minus NULL, streamed and ordinary stores, and nothing
- * written around the rows. */
+ * loop, bit for bit: every row length up to 41 and 3000 (longer than the SIMD sets'
+ * prefetch distance, so the loop runs both sides of its bound), every misalignment of
+ * plus and of minus (the streamed middle, the scalar head and tail, minus stored
+ * plainly when its alignment differs), plus or minus NULL, streamed and ordinary
+ * stores, and nothing written around the rows. */
 TEST(algo_perturb_rows_bit_identical) {
     enum { MAXN = 3000, PAD = 16 };
     static float theta[MAXN], eps[MAXN], plus[MAXN + 2 * PAD], minus[MAXN + 2 * PAD];

@@ -98,9 +98,12 @@ static void fill_gauss(NevoRng *rng, float *x, size_t n, float scale) {
 static double ref_act(int relu, double v) { return relu ? (v > 0.0 ? v : 0.0) : tanh(v); }
 
 /* One network on one input x (already normalised), double precision; returns the number
- * of parameters the layout uses (theta may be NULL to count only). */
+ * of parameters the layout uses (theta may be NULL to count only). scale, if not NULL,
+ * gets for each output the sum of the magnitudes of its terms, |b| + sum |x W|: the
+ * float forward's rounding error grows with that, not with the output, which
+ * cancellation can leave much smaller. */
 static size_t ref_forward(const NevoEnvSpec *spec, const NevoPolicyConfig *cfg,
-                          const float *theta, const double *x_in, double *out) {
+                          const float *theta, const double *x_in, double *out, double *scale) {
     static double bufa[REF_MAX], bufb[REF_MAX];
     double *x = bufa, *y = bufb;
     int relu = strcmp(cfg->activation, "relu") == 0;
@@ -145,9 +148,13 @@ static size_t ref_forward(const NevoEnvSpec *spec, const NevoPolicyConfig *cfg,
         off += (size_t)units;
         if (theta) {
             for (int j = 0; j < units; j++) {
-                double sum = b[j];
-                for (int i = 0; i < dim; i++) sum += x[i] * (double)W[(size_t)i * units + j];
+                double sum = b[j], mag = fabs((double)b[j]);
+                for (int i = 0; i < dim; i++) {
+                    sum += x[i] * (double)W[(size_t)i * units + j];
+                    mag += fabs(x[i] * (double)W[(size_t)i * units + j]);
+                }
                 y[j] = last ? sum : ref_act(relu, sum);
+                if (last && scale) scale[j] = mag;
             }
             double *t = x;
             x = y, y = t;
@@ -163,11 +170,16 @@ static size_t ref_forward(const NevoEnvSpec *spec, const NevoPolicyConfig *cfg,
 enum { P_NETS = 7, N_SHUFFLED = 23, PAD = 5 };
 
 /* Runs of rows sharing a network, for the lanes layout (kernels.h: blocks of
- * NEVO_LANES rows): one exact block, blocks with rows left over (among them a tail of
- * 15 after one block, whose normalised observations lie in the first scratch buffer
- * from slot 16, next to the slots its layers write), a lone row. */
-static const int lane_runs[] = {NEVO_LANES, 2 * NEVO_LANES + 3, 1, NEVO_LANES + 1, 2, 2 * NEVO_LANES - 1};
-#define N_GROUPED (NEVO_LANES + 2 * NEVO_LANES + 3 + 1 + NEVO_LANES + 1 + 2 + 2 * NEVO_LANES - 1)
+ * NEVO_LANES rows, up to NEVO_LANES_BLOCKS of them at once): one exact block, blocks
+ * with rows left over (among them a tail of 15 after one block, whose normalised
+ * observations lie in the first scratch buffer from slot 16, next to the slots its
+ * layers write), a lone row, three blocks at once with rows left over, and four blocks
+ * (three at once, then one). */
+static const int lane_runs[] = {NEVO_LANES,         2 * NEVO_LANES + 3, 1, NEVO_LANES + 1, 2, 2 * NEVO_LANES - 1,
+                                3 * NEVO_LANES + 5, 4 * NEVO_LANES};
+#define N_GROUPED                                                                                        \
+    (NEVO_LANES + 2 * NEVO_LANES + 3 + 1 + NEVO_LANES + 1 + 2 + 2 * NEVO_LANES - 1 + 3 * NEVO_LANES + 5 + \
+     4 * NEVO_LANES)
 
 /* Runs the batched forward over P_NETS random networks and compares with the reference;
  * then checks rows are bit-identical alone, in the batch and in a reversed batch. The
@@ -179,7 +191,7 @@ static void check_forward_rows(const NevoEnvSpec *spec, const NevoPolicyConfig *
                                uint64_t seed, const char *what, int grouped) {
     const int N_ROWS = grouped ? N_GROUPED : N_SHUFFLED;
     NevoPolicy *p = new_policy(spec, cfg, obs_norm);
-    size_t np = ref_forward(spec, cfg, NULL, NULL, NULL);
+    size_t np = ref_forward(spec, cfg, NULL, NULL, NULL, NULL);
     CHECK_MSG(p->nparams == np, "%s: nparams %zu, layout gives %zu", what, p->nparams, np);
     int n_out = p->n_out;
     size_t stride = np + PAD;
@@ -221,7 +233,7 @@ static void check_forward_rows(const NevoEnvSpec *spec, const NevoPolicyConfig *
     nevo_policy_forward(p, params, stride, net, obs, N_ROWS, out, scratch);
 
     double *x = malloc(sizeof(double) * (size_t)odim);
-    double ref[64];
+    double ref[64], mag[64];
     int clipped = 0;
     for (int i = 0; i < N_ROWS; i++) {
         for (int k = 0; k < odim; k++) {
@@ -233,10 +245,10 @@ static void check_forward_rows(const NevoEnvSpec *spec, const NevoPolicyConfig *
             }
             x[k] = v;
         }
-        ref_forward(spec, cfg, params + (size_t)net[i] * stride, x, ref);
+        ref_forward(spec, cfg, params + (size_t)net[i] * stride, x, ref, mag);
         for (int j = 0; j < n_out; j++) {
             double got = out[(size_t)i * n_out + j];
-            CHECK_MSG(fabs(got - ref[j]) <= 1e-5 * (1.0 + fabs(ref[j])),
+            CHECK_MSG(fabs(got - ref[j]) <= 1e-5 * (1.0 + mag[j]),
                       "%s: row %d (net %d) output %d: %.9g vs reference %.9g", what, i, net[i], j,
                       got, ref[j]);
         }
@@ -604,7 +616,8 @@ TEST(kernels_dense_lanes_bit_identical) {
             /* XT with a NaN guard of a whole vector after it */
             float *XT = malloc(sizeof(float) * ((size_t)in + 1) * R), *YT = malloc(sizeof(float) * (size_t)out * R);
             /* blocks after the first, for dense_lanes_blocks (each with a zero pattern of
-             * its own), and every block's outputs from dense_lanes alone (YB) and from
+             * its own, or, in a fourth pass, every block without zeros: the unmasked
+             * terms), and every block's outputs from dense_lanes alone (YB) and from
              * dense_lanes_blocks (YP), the latter with a NaN guard of a whole vector
              * after it */
             enum { NB = NEVO_LANES_BLOCKS };
@@ -615,14 +628,14 @@ TEST(kernels_dense_lanes_bit_identical) {
                 if (q > 0) YB[q] = malloc(sizeof(float) * (size_t)out * R);
                 YP[q] = malloc(sizeof(float) * ((size_t)out + 1) * R);
             }
-            for (size_t z = 0; z < sizeof p_zeros / sizeof p_zeros[0]; z++) {
+            for (size_t z = 0; z < 4; z++) {
+#define P_ZERO(q) (z == 3 ? 0.0 : p_zeros[(z + (size_t)(q)) % 3]) /* block q's share of zeros */
                 for (int q = 1; q < NB; q++) {
-                    for (int r = 0; r < R; r++)
-                        fill_inputs(&rng, XB + r * xs, (size_t)in, p_zeros[(z + (size_t)q) % 3], 0);
+                    for (int r = 0; r < R; r++) fill_inputs(&rng, XB + r * xs, (size_t)in, P_ZERO(q), 0);
                     ks[k]->to_lanes(XB, xs, in, XTB[q]);
                 }
                 for (size_t i = 0; i < xs * R; i++) X[i] = NAN;
-                for (int r = 0; r < R; r++) fill_inputs(&rng, X + r * xs, (size_t)in, p_zeros[z], 0);
+                for (int r = 0; r < R; r++) fill_inputs(&rng, X + r * xs, (size_t)in, P_ZERO(0), 0);
                 for (int i = 0; i < R; i++) XT[(size_t)in * R + i] = NAN;
                 ks[k]->to_lanes(X, xs, in, XT);
                 for (int r = 0; r < R; r++)
@@ -645,7 +658,7 @@ TEST(kernels_dense_lanes_bit_identical) {
                     for (int r = 0; r < R; r++) {
                         CHECK_MSG(same_bits(Y + r * ys, ref + r * ys, out),
                                   "%s lanes %d->%d, activation %d, p_zero %.2f: row %d differs from generic",
-                                  ks[k]->name, in, out, (int)acts[a], p_zeros[z], r);
+                                  ks[k]->name, in, out, (int)acts[a], P_ZERO(0), r);
                         for (int j = out; j < (int)ys; j++)
                             CHECK_MSG(isnan(Y[r * ys + j]), "%s from_lanes %d: wrote past row %d", ks[k]->name, out,
                                       r);
@@ -661,7 +674,7 @@ TEST(kernels_dense_lanes_bit_identical) {
                             CHECK_MSG(same_bits(YP[q], YB[q], out * R),
                                       "%s %d lanes blocks %d->%d, activation %d, p_zero %.2f: block %d differs "
                                       "from dense_lanes",
-                                      ks[k]->name, nb, in, out, (int)acts[a], p_zeros[z], q);
+                                      ks[k]->name, nb, in, out, (int)acts[a], P_ZERO(q), q);
                             for (int i = 0; i < R; i++)
                                 CHECK_MSG(isnan(YP[q][(size_t)out * R + i]),
                                           "%s %d lanes blocks %d->%d: wrote past block %d", ks[k]->name, nb, in, out,
@@ -670,6 +683,7 @@ TEST(kernels_dense_lanes_bit_identical) {
                     }
                 }
             }
+#undef P_ZERO
             free(W), free(b), free(X), free(Y), free(ref), free(XT), free(YT), free(XB);
             for (int q = 0; q < NB; q++) {
                 if (q > 0) free(XTB[q]), free(YB[q]);

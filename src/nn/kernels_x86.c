@@ -512,9 +512,12 @@ INLINE512 void dense_lanes512_blocks(const float *W, const float *b, const int N
             int npf = (int)(l1 - l0);
             float *y[NEVO_LANES_BLOCKS];
             for (int q = 0; q < NB; q++) y[q] = YT[q] + 16 * (size_t)j0;
+            /* JB <= TW always; N <= TW drops the cases of 9 to 16 outputs from the
+             * versions with several blocks, where block q's sums would run into block
+             * q + 1's in acc */
             switch (JB) {
-#define LANES_CASE(N)                                                                \
-    case N:                                                                          \
+#define LANES_CASE(N)                                                                       \
+    case N:                                                                                 \
         if (N <= TW) lanes512_tile(w, bj, sums, NB, xk, terms, ix, out, N, a, pf, npf, y); \
         break;
                 CASES_1_TO_16(LANES_CASE)
@@ -529,9 +532,13 @@ T512 static void dense_lanes512(const float *W, const float *b, const float *XT,
     dense_lanes512_blocks(W, b, 1, &XT, in, out, act, &YT);
 }
 
+/* LANES_TW's tiles of 8 and the dispatch below stop at three blocks: a fourth would
+ * need tiles of 4 outputs to keep its sums in the 32 vector registers (slower, above) */
+_Static_assert(NEVO_LANES_BLOCKS == 3, "dense_lanes_blocks512 dispatches 2 or 3 blocks");
+
 T512 static void dense_lanes_blocks512(const float *W, const float *b, int nb, const float *const *XT, int in,
                                        int out, NevoActivation act, float *const *YT) {
-    NEVO_ASSERT(nb >= 2 && nb <= NEVO_LANES_BLOCKS);
+    NEVO_ASSERT(nb == 2 || nb == 3);
     if (nb == 2)
         dense_lanes512_blocks(W, b, 2, XT, in, out, act, YT);
     else
@@ -629,14 +636,16 @@ INLINE512 void conv_lanes512_pos(const NevoLayer *L, const float *W, const float
  * of columns before ix at start[iy (in_w + 1) + ix]. A window row (kx, c) then is the
  * run of its input row's entries from column ox S to ox S + K - 1, in (kx, c) order as
  * ever. On the MinAtar net (Breakout, Seaquest planes) listing per window was about
- * as much work as the terms. For layers of at most CONV_ROWS_LIST_MAX inputs. */
+ * as much work as the terms. For layers of at most CONV_ROWS_LIST_MAX inputs in at
+ * most CONV_ROWS_MAX_H rows (stack buffers). */
 #define CONV_ROWS_LIST_MAX 8192
+#define CONV_ROWS_MAX_H 256 /* and at most this many input rows (start has in_h (in_w + 1) entries) */
 
 INLINE512 void conv_lanes512_rows(const NevoLayer *L, const float *W, const float *b, const float *XT,
                                   NevoActivation act, float *YT) {
     int S = L->stride, K = L->kernel, C = L->in_c, F = L->out_c, KC = K * C;
     int rowlen = L->in_w * C;
-    uint16_t list[CONV_ROWS_LIST_MAX], start[CONV_ROWS_LIST_MAX + 256];
+    uint16_t list[CONV_ROWS_LIST_MAX], start[CONV_ROWS_LIST_MAX + CONV_ROWS_MAX_H];
     for (int iy = 0; iy < L->in_h; iy++) {
         const float *xr = XT + 16 * (size_t)iy * rowlen;
         uint16_t *lr = list + (size_t)iy * rowlen, *sr = start + (size_t)iy * (L->in_w + 1);
@@ -686,7 +695,7 @@ T512 static void conv_lanes512(const NevoLayer *L, const float *W, const float *
                                NevoActivation act, float *YT) {
     int S = L->stride, C = L->in_c, F = L->out_c;
     int masked = lanes512_any_zero(XT, L->in_h * L->in_w * C);
-    if (masked && L->in_h * L->in_w * C <= CONV_ROWS_LIST_MAX && L->in_h <= 256) {
+    if (masked && L->in_h * L->in_w * C <= CONV_ROWS_LIST_MAX && L->in_h <= CONV_ROWS_MAX_H) {
         conv_lanes512_rows(L, W, b, XT, act, YT);
         return;
     }
@@ -1348,8 +1357,9 @@ T256 static void relu256(float *y, int n) {
  * and memory, and 16-wide measured no faster than 8-wide, both 1.3x the 4-wide SSE
  * loop, on an Intel Xeon). Streamed rows are stored 32-byte aligned from the first
  * boundary of the first row written; the other row, where its alignment differs, with
- * ordinary stores. */
-/* perturb reads each noise slice once, from memory, and the hardware prefetchers stop at
+ * ordinary stores.
+ *
+ * It reads each noise slice once, from memory, and the hardware prefetchers stop at
  * every 4 KB page: one line of the slice PERTURB_AHEAD_EPS floats ahead is asked for
  * each line it passes, into L1. Without streaming, the rows it writes (a slot's row, left
  * in L2 or beyond by the previous episode) are read for ownership first, so they are
@@ -1370,8 +1380,9 @@ T256 static void perturb256(float *plus, float *minus, const float *theta, float
     }
     int stream_plus = stream && plus, stream_minus = stream && minus && ((uintptr_t)(minus + k) & 31) == 0;
     __m256 s = _mm256_set1_ps(sigma);
+    const size_t kv = k; /* where the vectors start (after a streamed row's aligning head) */
     for (; k + 8 <= n; k += 8) {
-        if ((k & 15) == 0) { /* once per 16 floats: a line */
+        if (((k - kv) & 15) == 0) { /* once per 16 floats: a line */
             if (k + PERTURB_AHEAD_EPS < n) _mm_prefetch((const char *)(eps + k + PERTURB_AHEAD_EPS), _MM_HINT_T0);
             if (!stream && k + PERTURB_AHEAD_DST < n) {
                 if (plus) _mm_prefetch((const char *)(plus + k + PERTURB_AHEAD_DST), _MM_HINT_T0);

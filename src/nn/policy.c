@@ -286,6 +286,8 @@ void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride
         const float *theta = params + (size_t)net[i] * stride;
         int r = 0;
         if (lanes) {
+            /* as many blocks at once as the rows fill, up to NEVO_LANES_BLOCKS (64 rows
+             * as 48 + 16 ran faster than as 32 + 32: docs/BENCHMARKS.md) */
             while (m - r >= NEVO_LANES) {
                 int blocks = K->dense_lanes_blocks ? (m - r) / NEVO_LANES : 1;
                 if (blocks > NEVO_LANES_BLOCKS) blocks = NEVO_LANES_BLOCKS;
