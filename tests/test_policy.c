@@ -177,19 +177,24 @@ enum { P_NETS = 7, N_SHUFFLED = 23, PAD = 5 };
  * (three at once, then one). */
 static const int lane_runs[] = {NEVO_LANES,         2 * NEVO_LANES + 3, 1, NEVO_LANES + 1, 2, 2 * NEVO_LANES - 1,
                                 3 * NEVO_LANES + 5, 4 * NEVO_LANES};
-#define N_GROUPED                                                                                        \
-    (NEVO_LANES + 2 * NEVO_LANES + 3 + 1 + NEVO_LANES + 1 + 2 + 2 * NEVO_LANES - 1 + 3 * NEVO_LANES + 5 + \
-     4 * NEVO_LANES)
+enum { N_LANE_RUNS = sizeof lane_runs / sizeof lane_runs[0] };
+
+/* the rows of all of lane_runs */
+static int grouped_rows(void) {
+    int n = 0;
+    for (int r = 0; r < N_LANE_RUNS; r++) n += lane_runs[r];
+    return n;
+}
 
 /* Runs the batched forward over P_NETS random networks and compares with the reference;
  * then checks rows are bit-identical alone, in the batch and in a reversed batch. The
- * rows are N_SHUFFLED in shuffled order, or with grouped the N_GROUPED rows of
- * lane_runs, where whole blocks of rows of one network take the lanes layout if the
- * kernel set has it (and a row alone never does). obs_norm turns on observation
+ * rows are N_SHUFFLED in shuffled order, or with grouped the rows of lane_runs, where
+ * whole blocks of rows of one network take the lanes layout if the kernel set has it
+ * (and a row alone never does). obs_norm turns on observation
  * normalisation with random mean/std. */
 static void check_forward_rows(const NevoEnvSpec *spec, const NevoPolicyConfig *cfg, int obs_norm,
                                uint64_t seed, const char *what, int grouped) {
-    const int N_ROWS = grouped ? N_GROUPED : N_SHUFFLED;
+    const int N_ROWS = grouped ? grouped_rows() : N_SHUFFLED;
     NevoPolicy *p = new_policy(spec, cfg, obs_norm);
     size_t np = ref_forward(spec, cfg, NULL, NULL, NULL, NULL);
     CHECK_MSG(p->nparams == np, "%s: nparams %zu, layout gives %zu", what, p->nparams, np);
@@ -214,7 +219,7 @@ static void check_forward_rows(const NevoEnvSpec *spec, const NevoPolicyConfig *
     }
     int *net = malloc(sizeof(int) * (size_t)N_ROWS), *rnet = malloc(sizeof(int) * (size_t)N_ROWS);
     if (grouped) {
-        for (int r = 0, i = 0; r < (int)(sizeof lane_runs / sizeof lane_runs[0]); r++)
+        for (int r = 0, i = 0; r < N_LANE_RUNS; r++)
             for (int q = 0; q < lane_runs[r]; q++) net[i++] = r % P_NETS;
     } else {
         /* every network appears, in shuffled order, most more than once */

@@ -1191,8 +1191,8 @@ NevoStatus nevo_bench_run(const NevoBenchOptions *o, unsigned groups, NevoBenchE
          * FMAs together) and at 64 (enough FLOPs per byte to be bound by the FMAs) */
         static const char *const minatar_games[] = {"minatar/breakout", "minatar/seaquest"};
         static const int minatar_B[] = {1, 16, 64};
-        for (int b = 0; b < 3; b++) {
-            for (int k = 0; k < 2; k++) {
+        for (size_t b = 0; b < sizeof minatar_B / sizeof minatar_B[0]; b++) {
+            for (size_t k = 0; k < sizeof minatar_games / sizeof minatar_games[0]; k++) {
                 NevoBenchForwardResult fr;
                 int P = o->quick ? 32 : 256;
                 if ((st = nevo_bench_forward_minatar(o, minatar_games[k], P, minatar_B[b], &fr, err)) != NEVO_OK)

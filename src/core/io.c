@@ -276,18 +276,18 @@ NevoStatus nevo_container_write(const char *path, const char magic[8], uint32_t 
                                 const NevoBuf *payload, NevoError *err) {
     /* header, payload and checksum written as they are (a checkpoint is MBs: copying
      * it behind a header was a tenth of its cost) */
-    uint8_t head[24];
-    uint32_t reserved = 0;
-    uint64_t plen = payload->len;
-    memcpy(head, magic, 8);
-    memcpy(head + 8, &version, 4);
-    memcpy(head + 12, &reserved, 4);
-    memcpy(head + 16, &plen, 8);
+    NevoBuf head = {0};
+    nevo_buf_put(&head, magic, 8);
+    nevo_buf_u32(&head, version);
+    nevo_buf_u32(&head, 0); /* reserved */
+    nevo_buf_u64(&head, payload->len);
     const void *body = payload->data ? (const void *)payload->data : "";
-    uint32_t crc = nevo_crc32_extend(nevo_crc32(head, sizeof head), body, payload->len);
-    const void *data[3] = {head, body, &crc};
-    const size_t len[3] = {sizeof head, payload->len, sizeof crc};
-    return nevo_write_atomic_parts(path, data, len, 3, err);
+    uint32_t crc = nevo_crc32_extend(nevo_crc32(head.data, head.len), body, payload->len);
+    const void *data[3] = {head.data, body, &crc};
+    const size_t len[3] = {head.len, payload->len, sizeof crc};
+    NevoStatus st = nevo_write_atomic_parts(path, data, len, 3, err);
+    nevo_buf_free(&head);
+    return st;
 }
 
 static void printable_magic(const char magic[8], char out[9]) {

@@ -639,6 +639,7 @@ INLINE512 void conv_lanes512_pos(const NevoLayer *L, const float *W, const float
  * as much work as the terms. For layers of at most CONV_ROWS_LIST_MAX inputs in at
  * most CONV_ROWS_MAX_H rows (stack buffers). */
 #define CONV_ROWS_LIST_MAX 8192
+_Static_assert(CONV_ROWS_LIST_MAX <= LANES_LIST_MAX, "an input row is listed by lanes512_list");
 #define CONV_ROWS_MAX_H 256 /* and at most this many input rows (start has in_h (in_w + 1) entries) */
 
 INLINE512 void conv_lanes512_rows(const NevoLayer *L, const float *W, const float *b, const float *XT,
@@ -649,17 +650,12 @@ INLINE512 void conv_lanes512_rows(const NevoLayer *L, const float *W, const floa
     for (int iy = 0; iy < L->in_h; iy++) {
         const float *xr = XT + 16 * (size_t)iy * rowlen;
         uint16_t *lr = list + (size_t)iy * rowlen, *sr = start + (size_t)iy * (L->in_w + 1);
-        int c = 0;
-        for (int ix = 0; ix < L->in_w; ix++) {
-            sr[ix] = (uint16_t)c;
-            for (int k = ix * C; k < (ix + 1) * C; k++) {
-                __mmask16 nz =
-                    _mm512_cmp_ps_mask(_mm512_loadu_ps(xr + 16 * (size_t)k), _mm512_setzero_ps(), _CMP_NEQ_UQ);
-                lr[c] = (uint16_t)k;
-                c += nz != 0;
-            }
+        int any_zero;
+        int c = lanes512_list(1, &xr, rowlen, lr, &any_zero);
+        for (int ix = 0, e = 0; ix <= L->in_w; ix++) { /* column ix's first entry */
+            while (e < c && lr[e] < ix * C) e++;
+            sr[ix] = (uint16_t)e;
         }
-        sr[L->in_w] = (uint16_t)c;
     }
     for (int oy = 0; oy < L->out_h; oy++) {
         for (int ox = 0; ox < L->out_w; ox++) {
