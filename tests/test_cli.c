@@ -177,6 +177,13 @@ static void kill_and_resume(const char *algo_overrides, int gen) {
 }
 
 TEST(cli_kill_and_resume_ga) { kill_and_resume("", 3); }
+/* On CartPole the elite always ranks among the top candidates. On Pendulum, in
+ * generation 7 of 10, the previous elite (child 0) is validated in the row of the
+ * parent it displaces from the candidates, wins, and replaces the last parent: the
+ * checkpoint after it replays those rows from genomes, which must give the cached bits. */
+TEST(cli_kill_and_resume_ga_elite_outside_parents) {
+    kill_and_resume("env=Pendulum-v1 generations=10", 8);
+}
 TEST(cli_kill_and_resume_rs) { kill_and_resume("algo=rs", 2); }
 TEST(cli_kill_and_resume_es) {
     kill_and_resume("algo=es es.obs_norm=true es.obs_norm_prob=0.2 es.center_episodes=3", 4);
