@@ -220,13 +220,6 @@ static void forward_lanes(const NevoPolicy *p, const NevoKernels *K, const float
         K->from_lanes(a + q * blk, p->n_out, out + (size_t)q * NEVO_LANES * p->n_out, (size_t)p->n_out);
 }
 
-/* how much of the next network's parameters nevo_policy_forward prefetches: 16 KB per
- * row of the current run (the time it takes) up to 64 KB. Measured on the 64-64
- * network (35 KB): the whole next network during a run of 16 rows, +10%; more than
- * 16 KB during a single row, slower (it competes with this row's own misses). */
-#define PREFETCH_NEXT_BYTES_PER_ROW 16384
-#define PREFETCH_NEXT_BYTES_MAX 65536
-
 void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride, const int *net,
                          const float *obs, int n, float *out, float *scratch) {
     size_t W = (size_t)p->max_width, O = (size_t)p->n_out;
@@ -249,15 +242,6 @@ void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride
         if (K->dense_nets && all_dense && j == i + 1)
             while (g < NEVO_NETS_MAX && i + g < n && (i + g + 1 == n || net[i + g + 1] != net[i + g])) g++;
         if (g > 1) j = i + g;
-        if (j < n) {
-            /* the next network's first weights start on their way to L2 while this one
-             * computes: the hardware prefetcher would only start after the first misses */
-            const char *next = (const char *)(params + (size_t)net[j] * stride);
-            size_t bytes = sizeof(float) * p->nparams, budget = PREFETCH_NEXT_BYTES_PER_ROW * (size_t)(j - i);
-            if (budget > PREFETCH_NEXT_BYTES_MAX) budget = PREFETCH_NEXT_BYTES_MAX;
-            if (bytes > budget) bytes = budget;
-            for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(next + o, 0, 2);
-        }
         /* the first layer reads the observations where they are unless they are
          * normalised first (into the first buffer, from slot 0) */
         int m = j - i;
