@@ -28,19 +28,21 @@ def mlp(P, B, obs, h, out):
             return torch.baddbmm(bs[2], y, Ws[2])
     flops = 2.0 * P * B * (obs * h + h * h + h * out)
     return timeit(f, flops)
-def minatar(P, C, density):
-    x = (torch.rand(1, P * C, 10, 10) < density).float()
+def minatar(P, C, density, B):
+    x = (torch.rand(B, P * C, 10, 10) < density).float()
     conv = torch.nn.Conv2d(P * C, P * 16, 3, groups=P)
     W1 = torch.randn(P, 1024, 128) / 32; b1 = torch.zeros(P, 1, 128)
     W2 = torch.randn(P, 128, 6) / 11; b2 = torch.zeros(P, 1, 6)
     def f():
         with torch.no_grad():
-            y = torch.relu(conv(x)).view(P, 16, 64).transpose(1, 2).reshape(P, 1, 1024)
+            y = torch.relu(conv(x)).view(B, P, 16, 64).permute(1, 0, 3, 2).reshape(P, B, 1024)
             y = torch.relu(torch.baddbmm(b1, y, W1))
             return torch.baddbmm(b2, y, W2)
-    flops = 2.0 * P * (8 * 8 * 16 * 9 * C + 1024 * 128 + 128 * 6)
+    flops = 2.0 * P * B * (8 * 8 * 16 * 9 * C + 1024 * 128 + 128 * 6)
     return timeit(f, flops)
-for (P, B, obs, h, out) in [(256, 1, 64, 64, 8), (256, 16, 64, 64, 8), (1024, 1, 64, 256, 8), (1024, 16, 64, 256, 8)]:
+for (P, B, obs, h, out) in [(256, 1, 64, 64, 8), (256, 16, 64, 64, 8), (1024, 1, 64, 256, 8), (1024, 16, 64, 256, 8),
+                           (16, 16, 64, 64, 8), (16, 64, 64, 256, 8), (16, 256, 64, 256, 8)]:
     print("torch mlp P=%d %d-%d obs=%d out=%d B=%d: %.2f GFLOP/s" % (P, h, h, obs, out, B, mlp(P, B, obs, h, out)))
-for (C, d, name) in [(4, 0.05, "breakout-like"), (10, 0.05, "seaquest-like")]:
-    print("torch minatar P=256 C=%d (%s): %.2f GFLOP/s dense-equivalent" % (C, name, minatar(256, C, d)))
+for B in (1, 16, 64):
+    for (C, d, name) in [(4, 0.05, "breakout-like"), (10, 0.05, "seaquest-like")]:
+        print("torch minatar P=256 C=%d (%s) B=%d: %.2f GFLOP/s dense-equivalent" % (C, name, B, minatar(256, C, d, B)))
