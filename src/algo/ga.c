@@ -56,8 +56,9 @@ typedef struct GA {
     float *elite_next;    /* (np) */
     Genome elite_genome;
     int has_elite;
-    float *val_rows;      /* (validation candidates, np): their thetas, side by side,
-                             unless validated in the parents' rows (validates_in_place) */
+    float *val_rows;      /* (validation candidates, np): their thetas, side by side;
+                             NULL without validation or where the candidates are
+                             validated in the parents' rows (validates_in_place) */
     double *fitness;      /* (P + 1) */
     int *order;           /* children by fitness, best first */
     /* GA-NS */
@@ -138,9 +139,10 @@ static void child_theta(const GA *ga, int i, float *theta) {
         make_child(ga, i, theta, 0);
 }
 
-/* Rows of children (child_theta), one row per task over the pool: the parents and the
- * validation candidates, 31 MinAtar networks a generation, took 8% of a 2-thread
- * generation from scratch built one after another. */
+/* Rows of children (child_theta), one row per task over the pool: the parents (and,
+ * where they are built apart, the validation candidates), 31 MinAtar networks a
+ * generation then, took 8% of a 2-thread generation from scratch built one after
+ * another. */
 typedef struct ThetaJob {
     const GA *ga;
     const int *which; /* (n) the children */
@@ -280,15 +282,14 @@ static NevoStatus ga_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
         if (!present) cand[k - 1] = 0;
     }
     /* Parents: top T by the selection score, built into parents_next from the current
-     * parents and elite, which are replaced only at the end. They are built before the
-     * validation because outside GA-NS and random search the candidates are the first
-     * parents (both ranked by fitness) but for the last, which may be the previous
-     * elite: the validation then runs on the parents' rows (in_place), where building
-     * the candidates again cost 10 of a generation's 30 builds outside the children. */
-    if (!ga->rs) {
-        for (int t = 0; t < ga->T; t++) genome_copy(&ga->parent_genomes[t], &ga->genomes[sel[t]]);
-        child_thetas(ga, sel, ga->T, ga->parents_next);
-    }
+     * parents and elite, which are replaced (with the parents' genomes) only once the
+     * validation has succeeded. They are built before it because outside GA-NS and
+     * random search the candidates are the first parents (both ranked by fitness) but
+     * for the last, which may be the previous elite: the validation then runs on the
+     * parents' rows (in_place) instead of building the candidates again (k builds a
+     * generation, 10 of the 30 outside the children in the MinAtar configs). Elsewhere
+     * they are built first too, so that there is one order of steps. */
+    if (!ga->rs) child_thetas(ga, sel, ga->T, ga->parents_next);
     int in_place = validates_in_place(ga);
     int elite = cand[0], elite_val_row = -1;
     double elite_score = ga->fitness[elite];
@@ -327,7 +328,9 @@ static NevoStatus ga_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
     }
     stats->elite_mean = elite_score;
 
-    /* The elite among the parents (GA-NS selects by novelty alone, so it need not be) */
+    /* The elite's parent row, or -1: then (outside GA-NS, which selects by novelty
+     * alone and so leaves the parents as they are: T) it takes the last parent's place,
+     * so that the best policy found is always among the parents. */
     int elite_row = ga->ns ? ga->T : -1;
     for (int t = 0; t < ga->T; t++)
         if (sel[t] == elite) elite_row = t;
@@ -347,7 +350,8 @@ static NevoStatus ga_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
     ga->has_elite = 1;
     if (!ga->rs) {
         int T = ga->T;
-        if (elite_row < 0) { /* the elite takes the last parent's place */
+        for (int t = 0; t < T; t++) genome_copy(&ga->parent_genomes[t], &ga->genomes[sel[t]]);
+        if (elite_row < 0) {
             memcpy(ga->parents_next + (size_t)(T - 1) * ga->np, ga->elite, sizeof(float) * ga->np);
             genome_copy(&ga->parent_genomes[T - 1], &ga->elite_genome);
         }
