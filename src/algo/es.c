@@ -28,6 +28,7 @@
 #include "algo/algo_internal.h"
 #include "nevo/novelty.h"
 #include "nevo/rng.h"
+#include "nn/kernels.h"
 
 typedef struct Agent {
     float *theta;    /* (np) mean parameters */
@@ -97,6 +98,20 @@ static int pick_agent(ES *es, uint32_t gen) {
     return es->M - 1;
 }
 
+/* One Adam step over every parameter, in double. Its sqrt and division, one element at
+ * a time in the compiler's scalar loop, were 1.4% of a MinAtar ES run; vectorised, each
+ * element goes through the same IEEE operations, so the bits are the same. */
+NEVO_KERNEL_CLONES NEVO_VECTORIZE
+static void adam_step(float *restrict theta, double *restrict m, double *restrict v, const double *restrict grad,
+                      size_t n, double scale, double l2, double b1, double b2, double step) {
+    for (size_t k = 0; k < n; k++) {
+        double g = -grad[k] * scale + l2 * theta[k];
+        m[k] = b1 * m[k] + (1.0 - b1) * g;
+        v[k] = b2 * v[k] + (1.0 - b2) * g * g;
+        theta[k] = (float)(theta[k] - step * m[k] / (sqrt(v[k]) + 1e-8));
+    }
+}
+
 static void optimiser_step(ES *es, Agent *ag) {
     const NevoConfig *cfg = es->base.cfg;
     double scale = 1.0 / (es->used_pairs * cfg->es.sigma);
@@ -104,12 +119,7 @@ static void optimiser_step(ES *es, Agent *ag) {
     if (strcmp(cfg->es.optimizer, "adam") == 0) {
         double b1 = cfg->es.beta1, b2 = cfg->es.beta2;
         double step = cfg->es.lr * sqrt(1.0 - pow(b2, (double)ag->t)) / (1.0 - pow(b1, (double)ag->t));
-        for (size_t k = 0; k < es->np; k++) {
-            double g = -es->grad[k] * scale + cfg->es.l2 * ag->theta[k];
-            ag->m[k] = b1 * ag->m[k] + (1.0 - b1) * g;
-            ag->v[k] = b2 * ag->v[k] + (1.0 - b2) * g * g;
-            ag->theta[k] = (float)(ag->theta[k] - step * ag->m[k] / (sqrt(ag->v[k]) + 1e-8));
-        }
+        adam_step(ag->theta, ag->m, ag->v, es->grad, es->np, scale, cfg->es.l2, b1, b2, step);
     } else {
         double mom = cfg->es.momentum;
         for (size_t k = 0; k < es->np; k++) {

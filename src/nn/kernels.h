@@ -43,7 +43,7 @@
 #endif
 
 /* Lets the compiler vectorise a function's loops at -O2, where GCC 12's cost model
- * leaves even a plain scaled copy scalar (the same float operations, so the same bits). */
+ * leaves even a plain scaled copy scalar (the same IEEE operations, so the same bits). */
 #if defined(__GNUC__) && !defined(__clang__)
 #define NEVO_VECTORIZE __attribute__((optimize("tree-vectorize")))
 #else
