@@ -250,13 +250,6 @@ static NevoStatus ga_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
         double ns_sum = 0.0;
         for (int i = 0; i < ga->P; i++) ns_sum += ga->novelty[i];
         stats->novelty_mean = ns_sum / ga->P;
-        for (int j = 0; j < cfg->ns.archive_add; j++) {
-            NevoRng rng;
-            nevo_rng_init(&rng, cfg->seed, NEVO_RNG_ARCHIVE, gen, (uint32_t)j, 0);
-            int i = (int)nevo_rng_below(&rng, (uint32_t)ga->P);
-            nevo_archive_add(&ga->archive, ga->bcs + (size_t)i * ga->bc_dim);
-        }
-        stats->archive_size = ga->archive.n;
     }
     stats->best = ga->fitness[ga->order[0]];
     if (ga->bcs) {
@@ -327,6 +320,18 @@ static NevoStatus ga_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
         if (st) return st;
     }
     stats->elite_mean = elite_score;
+
+    /* From here on the generation commits: the archive grows, the elite and the parents
+     * are replaced. A failed validation above leaves all of them as they were. */
+    if (ga->ns) {
+        for (int j = 0; j < cfg->ns.archive_add; j++) {
+            NevoRng rng;
+            nevo_rng_init(&rng, cfg->seed, NEVO_RNG_ARCHIVE, gen, (uint32_t)j, 0);
+            int i = (int)nevo_rng_below(&rng, (uint32_t)ga->P);
+            nevo_archive_add(&ga->archive, ga->bcs + (size_t)i * ga->bc_dim);
+        }
+        stats->archive_size = ga->archive.n;
+    }
 
     /* The elite's parent row, or -1: then (outside GA-NS, which selects by novelty
      * alone and so leaves the parents as they are: T) it takes the last parent's place,
