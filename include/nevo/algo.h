@@ -32,7 +32,9 @@ NevoStatus nevo_algo_new(const NevoConfig *cfg, const NevoEnv *env, NevoPolicy *
                          const NevoNoise *noise, NevoEvaluator *ev, NevoAlgo **out, NevoError *err);
 void nevo_algo_free(NevoAlgo *a);
 
-/* Runs one generation. */
+/* Runs one generation. After an error (an env's NaN: NEVO_ERR_NUMERIC) the generation
+ * may be partly applied (ES has updated its mean before evaluating it): free the
+ * algorithm, or restore its last checkpoint, rather than going on or saving it. */
 NevoStatus nevo_algo_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err);
 /* Generations completed so far. */
 int nevo_algo_generations_done(const NevoAlgo *a);
