@@ -357,6 +357,8 @@ static NevoStatus ga_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
         int T = ga->T;
         for (int t = 0; t < T; t++) genome_copy(&ga->parent_genomes[t], &ga->genomes[sel[t]]);
         if (elite_row < 0) {
+            /* row T - 1 was built above, before the validation named the elite: one build
+             * wasted in such generations, against another pool phase for it after */
             memcpy(ga->parents_next + (size_t)(T - 1) * ga->np, ga->elite, sizeof(float) * ga->np);
             genome_copy(&ga->parent_genomes[T - 1], &ga->elite_genome);
         }
