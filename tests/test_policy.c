@@ -350,8 +350,8 @@ TEST(policy_forward_conv) {
     check_forward(&odd, &c, 1, 11, "conv 9x7x3 no hidden, obs_norm");
 }
 
-/* Blocks of rows of one network in the lanes layout (AVX-512: 16 rows in the lanes of
- * a vector; kernels.h): the reference, and the same bits as each row alone, which takes
+/* Blocks of rows of one network in the lanes layout (16 rows in the lanes of an AVX-512
+ * vector or of two AVX2 vectors; kernels.h): the reference, and the same bits as each row alone, which takes
  * the row layout. Widths around the 16-output tile, zeros from relu (the masked
  * blocks), observations that clip, inputs of 4, 11 and 64, conv networks. */
 TEST(policy_forward_runs_in_lanes) {
@@ -400,8 +400,8 @@ TEST(policy_forward_runs_in_lanes) {
     c.conv_filters[0] = 20, c.conv_kernels[0] = 3, c.conv_strides[0] = 1;
     NevoEnvSpec small = image_spec(6, 6, 4, 6);
     check_forward_rows(&small, &c, 0, 28, "conv 6x6x4 3x3x20 relu, runs", 1);
-    /* where the CPU has AVX-512 the forward runs these blocks in the lanes layout */
-    if (nevo_kernels_named("avx512") && !getenv("NEVO_KERNELS"))
+    /* where the CPU has AVX2 the forward runs these blocks in the lanes layout */
+    if (nevo_kernels_named("avx2") && !getenv("NEVO_KERNELS"))
         CHECK(nevo_kernels()->dense_lanes != NULL && nevo_kernels()->conv_lanes != NULL);
 }
 
@@ -715,6 +715,34 @@ TEST(kernels_dense_lanes_bit_identical) {
             CHECK(isfinite(Y2[5 * OUT2]) && isinf(Y2[4 * OUT2]));
         }
 
+        /* a -0 sum, a zero input, then a zero weight: skipping gives -0 (-0 + 1 x -0),
+         * a plain chain of fmas +0 (-0 + 0 x 0.5 = +0, then +0 + 1 x -0 = +0), and the
+         * row has a nonzero input, so a kernel that runs zero inputs through plain fmas
+         * must find and redo it; a row with every input zero keeps its -0 bias; the other
+         * rows have ordinary sums */
+        {
+            enum { IN3 = 3, OUT3 = 7 };
+            float W3[IN3 * OUT3], b3[OUT3], X3[R * IN3], XT3[IN3 * R], YT3[OUT3 * R], Y3[R * OUT3], ref3[R * OUT3];
+            for (int j = 0; j < OUT3; j++) {
+                W3[j] = 0.5f + (float)j, W3[OUT3 + j] = -0.0f, W3[2 * OUT3 + j] = 0.25f - (float)j;
+                b3[j] = -0.0f;
+            }
+            for (int r = 0; r < R; r++) {
+                float *x = X3 + r * IN3;
+                x[0] = r % 3 == 0 ? 1.0f : 0.0f, x[1] = r % 3 == 2 ? 0.0f : 1.0f, x[2] = r % 3 == 0 ? 2.0f : 0.0f;
+            }
+            for (int a = 0; a < 2; a++) {
+                generic->dense(W3, b3, X3, IN3, R, IN3, OUT3, ref3, OUT3);
+                if (a) generic->relu(ref3, R * OUT3);
+                ks[k]->to_lanes(X3, IN3, IN3, XT3);
+                ks[k]->dense_lanes(W3, b3, XT3, IN3, OUT3, a ? NEVO_ACT_RELU : NEVO_ACT_NONE, YT3);
+                ks[k]->from_lanes(YT3, OUT3, Y3, OUT3);
+                CHECK_MSG(same_bits(Y3, ref3, R * OUT3), "%s lanes: a -0 sum met a zero input (relu %d)", ks[k]->name,
+                          a);
+            }
+            CHECK(signbit(ref3[1 * OUT3]) && ref3[1 * OUT3] == 0.0f && signbit(ref3[2 * OUT3]));
+        }
+
         /* a zero input skips its term even against inf and NaN weights, and leaves a -0
          * bias alone; a NaN input reaches its outputs; each row (lane) on its own */
         float W[SKIP_IN * SKIP_OUT], b[SKIP_OUT], X[R][SKIP_IN], XT[SKIP_IN * R], YT[SKIP_OUT * R], Y[R][SKIP_OUT];
@@ -730,9 +758,10 @@ TEST(kernels_dense_lanes_bit_identical) {
             for (int r = 0; r < R; r++) check_skip_row(what, (r * 3) % 5, Y[r], W, b, relu);
         }
     }
-    /* the lanes path is checked wherever the CPU has AVX-512, several blocks at once too */
-    if (nevo_kernels_named("avx512"))
-        CHECK(checked == 1 && nevo_kernels_named("avx512")->dense_lanes_blocks != NULL);
+    /* the lanes path is checked wherever the CPU has AVX2 (and AVX-512), several blocks
+     * at once where AVX-512 has them */
+    if (nevo_kernels_named("avx2")) CHECK(checked == (nevo_kernels_named("avx512") ? 2 : 1));
+    if (nevo_kernels_named("avx512")) CHECK(nevo_kernels_named("avx512")->dense_lanes_blocks != NULL);
 }
 
 /* Rows of different networks side by side (dense_nets, kernels.h), where a kernel set
@@ -899,7 +928,43 @@ TEST(kernels_conv_lanes_bit_identical) {
             free(W), free(b), free(X), free(ref), free(XT), free(YT), free(Y);
         }
     }
-    if (nevo_kernels_named("avx512")) CHECK(checked == 1);
+    if (nevo_kernels_named("avx2")) CHECK(checked == (nevo_kernels_named("avx512") ? 2 : 1));
+}
+
+/* The signed-zero case of kernels_dense_lanes_bit_identical through conv_lanes: a 1x1
+ * convolution with a -0 bias, channel 0's weights positive and channel 1's -0; pixels
+ * (0, 1) sum to -0 when the zero is skipped and +0 in a plain chain of fmas, pixels
+ * (0, 0) keep the bias, pixels (1, 0) are ordinary. Every row has zeros, so the
+ * convolution takes its path for sparse planes. */
+TEST(kernels_conv_lanes_signed_zero) {
+    const NevoKernels *ks[3];
+    int nk = kernel_sets(ks), checked = 0;
+    const NevoKernels *generic = ks[0];
+    enum { R = NEVO_LANES, H = 3, WD = 4, C = 2, F = 9 };
+    NevoLayer L = conv_layer(H, WD, C, 1, 1, F);
+    float W[C * F], b[F], X[R * H * WD * C], XT[H * WD * C * R], YT[H * WD * F * R], Y[R * H * WD * F];
+    float ref[R * H * WD * F];
+    for (int f = 0; f < F; f++) W[f] = 0.5f + (float)f, W[F + f] = -0.0f, b[f] = -0.0f;
+    for (int r = 0; r < R; r++)
+        for (int p = 0; p < H * WD; p++) {
+            int kind = (r + p) % 3; /* 0: (0, 1), 1: (0, 0), 2: (1, 0) */
+            X[(r * H * WD + p) * C] = kind == 2 ? 1.5f : 0.0f;
+            X[(r * H * WD + p) * C + 1] = kind == 0 ? 1.0f : 0.0f;
+        }
+    for (int r = 0; r < R; r++) generic->conv(&L, W, b, X + r * H * WD * C, ref + r * H * WD * F);
+    CHECK(ref[0] == 0.0f && signbit(ref[0])); /* row 0, pixel 0: (0, 1) */
+    for (int k = 1; k < nk; k++) {
+        if (!ks[k]->conv_lanes) continue;
+        checked++;
+        ks[k]->to_lanes(X, H * WD * C, H * WD * C, XT);
+        for (int a = 0; a < 2; a++) {
+            ks[k]->conv_lanes(&L, W, b, XT, a ? NEVO_ACT_RELU : NEVO_ACT_NONE, YT);
+            ks[k]->from_lanes(YT, H * WD * F, Y, H * WD * F);
+            CHECK_MSG(same_bits(Y, ref, R * H * WD * F), "%s conv_lanes: a -0 sum met a zero input (relu %d)",
+                      ks[k]->name, a);
+        }
+    }
+    if (nevo_kernels_named("avx2")) CHECK(checked == (nevo_kernels_named("avx512") ? 2 : 1));
 }
 
 /* relu in every kernel set: y < 0 ? 0 : y bit for bit (negatives, -inf and negative

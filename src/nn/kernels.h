@@ -53,7 +53,7 @@
 /* how many listed inputs ahead the AVX-512 one-row dense kernel prefetches weight rows (also
  * the bench's bare loop over the same rows, which measures what that pattern allows) */
 #define NEVO_PREFETCH_ROWS 8
-/* rows per block in the lanes layout (one AVX-512 vector of floats) */
+/* rows per block in the lanes layout (one AVX-512 vector of floats, two AVX2 vectors) */
 #define NEVO_LANES 16
 /* the most lanes blocks dense_lanes_blocks takes at once */
 #define NEVO_LANES_BLOCKS 3
@@ -75,7 +75,7 @@ typedef struct NevoKernels {
      * input k of every row at XT + NEVO_LANES k (the rows are the lanes of a vector):
      * each row's act(b + x W), output o of every row at YT + NEVO_LANES o, every output
      * the same terms in the same order as dense and the same activation, so the same
-     * bits. NULL where the row layout is as fast (the portable and AVX2 sets). */
+     * bits. NULL in the portable set. */
     void (*dense_lanes)(const float *W, const float *b, const float *XT, int in, int out, NevoActivation act,
                         float *YT);
     /* conv and then act for a block of NEVO_LANES rows in the lanes layout, input
@@ -105,7 +105,9 @@ typedef struct NevoKernels {
     void (*weighted_sum)(double *g, const float *const *rows, const double *w, int m, size_t k0, size_t k1);
     /* dense_lanes for nb (2..NEVO_LANES_BLOCKS) blocks of NEVO_LANES rows of one network
      * at once (XT[q] -> YT[q]), each weight loaded once for all of them: each block's
-     * bits as dense_lanes gives them. NULL where dense_lanes is. */
+     * bits as dense_lanes gives them. NULL where dense_lanes is, and in the AVX2 set:
+     * its one block already uses each broadcast weight for two FMAs (the point of more
+     * blocks), and its 16 registers hold no more sums. */
     void (*dense_lanes_blocks)(const float *W, const float *b, int nb, const float *const *XT, int in, int out,
                                NevoActivation act, float *const *YT);
 } NevoKernels;

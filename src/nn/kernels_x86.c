@@ -11,8 +11,10 @@
  *   term were skipped, so a row gives the same bits alone or in any block;
  * - dense, one row each of up to 4 networks (dense_nets): the same blocks, each row
  *   reading its own network's weights (AVX2: blends instead of masked FMAs);
- * - dense, 16 rows of one network in the lanes layout (dense_lanes, AVX-512 only): one
- *   row per lane, each term an FMA with the weight broadcast from memory;
+ * - dense, 16 rows of one network in the lanes layout (dense_lanes): one row per lane
+ *   (AVX2: two vectors of 8 lanes), each term an FMA with the weight broadcast; AVX2,
+ *   without masked FMAs, runs zero inputs through plain FMAs and checks the results
+ *   (the AVX2 lanes section says why that gives the same bits);
  * - convolution of a sparse image (binary planes), input-stationary: each output
  *   starts at its bias, then every nonzero input, in ascending input order, adds its
  *   terms to the outputs whose windows hold it. An output's window terms, in (ky, kx,
@@ -1303,38 +1305,60 @@ T256 static void conv256(const NevoLayer *L, const float *W, const float *b, con
         conv256_dense(L, W, b, x, y);
 }
 
-/* nevo_tanhf on 8 floats, operation for operation. */
-INLINE256 __m256 tanh256_8(__m256 x) {
+/* nevo_tanhf on U vectors of 8 floats in place, operation for operation but on
+ * min(|x|, 9) instead of its clamp branch: the formula gives exactly 1 at |x| = 9
+ * (e^18 - 1 is about 6.6e7, where adding 2 does not change a float), so every |x| >= 9
+ * gives +-1 as the branch does, and vminps returns its second operand, |x|, where that
+ * is NaN, so a NaN goes through the arithmetic and stays NaN, with the bits of a quiet
+ * NaN (a signalling NaN comes out quieted, as from any arithmetic). Checked against
+ * nevo_tanhf over every float: the same bits for every number and NaN for every NaN.
+ * The compare-and-blend clamp this replaces made the function 1.15-1.25x slower on an
+ * AMD EPYC (Zen 3).
+ *
+ * The U vectors go step by step side by side: one tanh is a chain of about 25
+ * dependent operations, ~70 cycles, and with one vector at a time the out-of-order
+ * window held about 4 of them (15-19 cycles a vector; the operations alone need 7). */
+#define TANH256_STEP(expr) _Pragma("GCC unroll 4") for (int u = 0; u < U; u++) { expr; }
+INLINE256 void tanh256_n(__m256 *x, const int U) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
-    __m256 ax = _mm256_andnot_ps(sign, x);
-    __m256 z = _mm256_add_ps(ax, ax);
-    __m256 t = _mm256_fmadd_ps(z, _mm256_set1_ps(NEVO_TANH_INV_LN2), _mm256_set1_ps(NEVO_TANH_SHIFTER));
-    __m256 n = _mm256_sub_ps(t, _mm256_set1_ps(NEVO_TANH_SHIFTER));
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(NEVO_TANH_LN2_HI), z);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(NEVO_TANH_LN2_LO), r);
-    __m256 h = _mm256_set1_ps(NEVO_TANH_H6);
-    h = _mm256_fmadd_ps(h, r, _mm256_set1_ps(NEVO_TANH_H5));
-    h = _mm256_fmadd_ps(h, r, _mm256_set1_ps(NEVO_TANH_H4));
-    h = _mm256_fmadd_ps(h, r, _mm256_set1_ps(NEVO_TANH_H3));
-    h = _mm256_fmadd_ps(h, r, _mm256_set1_ps(NEVO_TANH_H2));
-    h = _mm256_fmadd_ps(h, r, _mm256_set1_ps(NEVO_TANH_H1));
-    h = _mm256_fmadd_ps(h, r, _mm256_set1_ps(NEVO_TANH_H0));
-    __m256 p = _mm256_fmadd_ps(_mm256_mul_ps(r, r), h, r);
-    __m256i bits = _mm256_add_epi32(_mm256_slli_epi32(_mm256_castps_si256(t), 23), _mm256_set1_epi32(0x3F800000));
-    __m256 s = _mm256_castsi256_ps(bits);
-    __m256 em1 = _mm256_fmadd_ps(s, p, _mm256_sub_ps(s, _mm256_set1_ps(1.0f)));
-    __m256 th = _mm256_div_ps(em1, _mm256_add_ps(em1, _mm256_set1_ps(2.0f)));
-    __m256 xsign = _mm256_and_ps(sign, x);
-    th = _mm256_or_ps(th, xsign);
-    __m256 big = _mm256_cmp_ps(ax, _mm256_set1_ps(NEVO_TANH_CLAMP), _CMP_NLT_UQ);
-    __m256 unit = _mm256_or_ps(_mm256_set1_ps(1.0f), xsign);
-    unit = _mm256_blendv_ps(unit, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-    return _mm256_blendv_ps(th, unit, big);
+    __m256 ax[4], z[4], t[4], n[4], r[4], h[4], p[4], em1[4];
+    TANH256_STEP(ax[u] = _mm256_min_ps(_mm256_set1_ps(NEVO_TANH_CLAMP), _mm256_andnot_ps(sign, x[u])))
+    TANH256_STEP(z[u] = _mm256_add_ps(ax[u], ax[u]))
+    TANH256_STEP(t[u] = _mm256_fmadd_ps(z[u], _mm256_set1_ps(NEVO_TANH_INV_LN2), _mm256_set1_ps(NEVO_TANH_SHIFTER)))
+    TANH256_STEP(n[u] = _mm256_sub_ps(t[u], _mm256_set1_ps(NEVO_TANH_SHIFTER)))
+    TANH256_STEP(r[u] = _mm256_fnmadd_ps(n[u], _mm256_set1_ps(NEVO_TANH_LN2_HI), z[u]))
+    TANH256_STEP(r[u] = _mm256_fnmadd_ps(n[u], _mm256_set1_ps(NEVO_TANH_LN2_LO), r[u]))
+    TANH256_STEP(h[u] = _mm256_fmadd_ps(_mm256_set1_ps(NEVO_TANH_H6), r[u], _mm256_set1_ps(NEVO_TANH_H5)))
+    TANH256_STEP(h[u] = _mm256_fmadd_ps(h[u], r[u], _mm256_set1_ps(NEVO_TANH_H4)))
+    TANH256_STEP(h[u] = _mm256_fmadd_ps(h[u], r[u], _mm256_set1_ps(NEVO_TANH_H3)))
+    TANH256_STEP(h[u] = _mm256_fmadd_ps(h[u], r[u], _mm256_set1_ps(NEVO_TANH_H2)))
+    TANH256_STEP(h[u] = _mm256_fmadd_ps(h[u], r[u], _mm256_set1_ps(NEVO_TANH_H1)))
+    TANH256_STEP(h[u] = _mm256_fmadd_ps(h[u], r[u], _mm256_set1_ps(NEVO_TANH_H0)))
+    TANH256_STEP(p[u] = _mm256_fmadd_ps(_mm256_mul_ps(r[u], r[u]), h[u], r[u])) /* e^r - 1 */
+    /* 2^n from n in t's low mantissa bits, then e^z - 1 = 2^n p + (2^n - 1) */
+    TANH256_STEP(__m256 s = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_slli_epi32(_mm256_castps_si256(t[u]), 23),
+                                                                 _mm256_set1_epi32(0x3F800000)));
+                 em1[u] = _mm256_fmadd_ps(s, p[u], _mm256_sub_ps(s, _mm256_set1_ps(1.0f))))
+    TANH256_STEP(x[u] = _mm256_or_ps(_mm256_div_ps(em1[u], _mm256_add_ps(em1[u], _mm256_set1_ps(2.0f))),
+                                     _mm256_and_ps(sign, x[u])))
 }
+#undef TANH256_STEP
 
 T256 static void tanh256(float *y, int n) {
     int i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, tanh256_8(_mm256_loadu_ps(y + i)));
+    for (; i + 32 <= n; i += 32) { /* 4 side by side: 2.0-2.3 Gelem/s, against 1.6-1.9 for 2 and 1.8-2.2 for 3 */
+        __m256 v[4];
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; u++) v[u] = _mm256_loadu_ps(y + i + 8 * u);
+        tanh256_n(v, 4);
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; u++) _mm256_storeu_ps(y + i + 8 * u, v[u]);
+    }
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(y + i);
+        tanh256_n(&v, 1);
+        _mm256_storeu_ps(y + i, v);
+    }
     for (; i < n; i++) y[i] = nevo_tanhf(y[i]);
 }
 
@@ -1347,6 +1371,443 @@ T256 static void relu256(float *y, int n) {
         _mm256_storeu_ps(y + i, _mm256_blendv_ps(v, _mm256_setzero_ps(), neg));
     }
     for (; i < n; i++) y[i] = y[i] < 0.0f ? 0.0f : y[i];
+}
+
+/* ---------------------------------------------------------------- AVX2: the lanes layout */
+
+/* lanes512's layout with vectors of 8: input k of the 16 rows is two vectors, rows 0-7 at
+ * XT + 16 k and rows 8-15 at XT + 16 k + 8, and output j's sums are two accumulators, so
+ * a term is W[k, j] broadcast and two FMAs. A tile of LANES256_TW outputs holds 12
+ * accumulators, the two input vectors and the broadcast weight: 15 of the 16 registers.
+ *
+ * AVX2 has no masked FMA. A blend after each FMA (what the row layout's blocks do)
+ * would cost as much again as the FMA, so a row whose input is zero gets the plain FMA,
+ * its sum plus x w = +-0, and the tile's results are checked instead:
+ * - adding +-0 leaves a sum as it was unless the sum is -0 (it may become +0) or the
+ *   weight is infinite or NaN (NaN);
+ * - once the plain chain and the skipping chain differ only in the sign of a zero sum,
+ *   the next term with a nonzero product rounds the same exact value in both, and they
+ *   agree again; a NaN stays NaN;
+ * so a result that is neither zero nor NaN is the skipping chain's, bit for bit. A row
+ * with no nonzero input among the tile's terms skips them all: its result is its
+ * starting value. If any other row ends at a zero or a NaN, the tile runs again with a
+ * blend after each FMA (lanes256_term's masked form), which is the skipping chain. */
+#define LANES256_TW 6
+
+/* the 16 rows (bit r) of input x (two vectors) that are nonzero; NaN counts as nonzero */
+INLINE256 unsigned lanes256_nonzero(const float *x) {
+    const __m256 zero = _mm256_setzero_ps();
+    return (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x), zero, _CMP_NEQ_UQ)) |
+           (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + 8), zero, _CMP_NEQ_UQ)) << 8;
+}
+
+/* One term for JB outputs: input x (16 rows) against the weights at w (the tile's first
+ * output). masked: a row whose input is zero keeps its sums (blend). */
+INLINE256 void lanes256_term(__m256 *acc, const int JB, const float *w, const float *x, const int masked) {
+    const __m256 zero = _mm256_setzero_ps();
+    __m256 x0 = _mm256_loadu_ps(x), x1 = _mm256_loadu_ps(x + 8);
+    __m256 nz0 = zero, nz1 = zero;
+    if (masked) nz0 = _mm256_cmp_ps(x0, zero, _CMP_NEQ_UQ), nz1 = _mm256_cmp_ps(x1, zero, _CMP_NEQ_UQ);
+#pragma GCC unroll 8
+    for (int j = 0; j < JB; j++) {
+        __m256 wj = _mm256_broadcast_ss(w + j);
+        __m256 f0 = _mm256_fmadd_ps(x0, wj, acc[2 * j]), f1 = _mm256_fmadd_ps(x1, wj, acc[2 * j + 1]);
+        acc[2 * j] = masked ? _mm256_blendv_ps(acc[2 * j], f0, nz0) : f0;
+        acc[2 * j + 1] = masked ? _mm256_blendv_ps(acc[2 * j + 1], f1, nz1) : f1;
+    }
+}
+
+/* lanes512_terms_from with vectors of 8: the n inputs idx lists (listed), or every input
+ * k < n, input k's weights at W + k ws, and npf lines from pf prefetched over them. */
+INLINE256 void lanes256_terms_from(__m256 *acc, const int JB, const float *W, size_t ws, const float *X, int n,
+                                   const uint16_t *idx, const char *pf, int npf, const int listed, const int masked) {
+#define LANES256_TERM(i)                                                                   \
+    do {                                                                                   \
+        size_t k_ = listed ? idx[i] : (size_t)(i);                                         \
+        lanes256_term(acc, JB, W + k_ * ws, X + 16 * k_, masked);                          \
+    } while (0)
+    int i = 0;
+    if (pf) {
+        const int per = (npf + n - 1) / n;      /* lines per term */
+        const int with = (npf + per - 1) / per; /* terms that prefetch */
+        for (; i < with; i++) {
+            int l0 = i * per, l1 = l0 + per < npf ? l0 + per : npf;
+            for (int l = l0; l < l1; l++) _mm_prefetch(pf + 64 * (size_t)l, _MM_HINT_T1);
+            LANES256_TERM(i);
+        }
+    }
+    for (; i < n; i++) LANES256_TERM(i);
+#undef LANES256_TERM
+}
+
+INLINE256 void lanes256_terms(__m256 *acc, const int JB, const float *W, size_t ws, const float *X, int n,
+                              const uint16_t *idx, const char *pf, int npf, const int masked) {
+    if (idx)
+        lanes256_terms_from(acc, JB, W, ws, X, n, idx, pf, npf, 1, masked);
+    else
+        lanes256_terms_from(acc, JB, W, ws, X, n, NULL, pf, npf, 0, masked);
+}
+
+/* lanes512_list for inputs of two vectors, without a branch on the data. Also *lanes,
+ * the rows with a nonzero input among those listed, and *partial, whether a listed
+ * input is zero in some row (the tile's results are then checked). */
+INLINE256 int lanes256_list(const float *X, int n, uint16_t *idx, int *any_zero, int *partial, unsigned *lanes) {
+    unsigned every = 0xFFFFu, some = 0, part = 0;
+    int c = 0;
+    for (int k = 0; k < n; k++) {
+        unsigned m = lanes256_nonzero(X + 16 * (size_t)k);
+        every &= m;
+        some |= m;
+        part |= (m != 0) & (m != 0xFFFFu);
+        idx[c] = (uint16_t)k;
+        c += m != 0;
+    }
+    *any_zero = every != 0xFFFFu;
+    *partial = (int)part;
+    *lanes = some;
+    return c;
+}
+
+/* Each output's starting sums: its bias, or (sums) the partial sums at Y. */
+INLINE256 void lanes256_start(__m256 *acc, const int JB, const float *b, int sums, const float *Y) {
+#pragma GCC unroll 8
+    for (int j = 0; j < JB; j++) {
+        acc[2 * j] = sums ? _mm256_loadu_ps(Y + 16 * (size_t)j) : _mm256_broadcast_ss(b + j);
+        acc[2 * j + 1] = sums ? _mm256_loadu_ps(Y + 16 * (size_t)j + 8) : _mm256_broadcast_ss(b + j);
+    }
+}
+
+/* the rows (bit r) with a zero or NaN result in some output */
+INLINE256 unsigned lanes256_zero_or_nan(const __m256 *acc, const int JB) {
+    const __m256 zero = _mm256_setzero_ps();
+    __m256 lo = zero, hi = zero;
+#pragma GCC unroll 8
+    for (int j = 0; j < JB; j++) {
+        lo = _mm256_or_ps(lo, _mm256_cmp_ps(acc[2 * j], zero, _CMP_EQ_UQ));
+        hi = _mm256_or_ps(hi, _mm256_cmp_ps(acc[2 * j + 1], zero, _CMP_EQ_UQ));
+    }
+    return (unsigned)_mm256_movemask_ps(lo) | (unsigned)_mm256_movemask_ps(hi) << 8;
+}
+
+/* The rows not in `lanes` (none of their terms counted) take their starting sums. */
+INLINE256 void lanes256_keep_start(__m256 *acc, const int JB, const float *b, int sums, const float *Y,
+                                   unsigned lanes) {
+    const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    __m256 live0 = _mm256_castsi256_ps(
+        _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)(lanes & 0xFFu)), bit), bit));
+    __m256 live1 = _mm256_castsi256_ps(
+        _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)(lanes >> 8)), bit), bit));
+    __m256 start[2 * LANES256_TW];
+    lanes256_start(start, JB, b, sums, Y);
+#pragma GCC unroll 8
+    for (int j = 0; j < JB; j++) {
+        acc[2 * j] = _mm256_blendv_ps(start[2 * j], acc[2 * j], live0);
+        acc[2 * j + 1] = _mm256_blendv_ps(start[2 * j + 1], acc[2 * j + 1], live1);
+    }
+}
+
+/* y < 0 ? 0 : y on 8 floats (relu512_16's bits) */
+INLINE256 __m256 relu256_8(__m256 y) {
+    return _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(y, _mm256_setzero_ps(), _CMP_LT_OQ));
+}
+
+/* The JB outputs of the 16 rows at YT, the relu applied to the sums in registers. A
+ * tanh is left to the layer's end, as one pass of tanh256 over its output: applied
+ * here, its temporaries beside the tile's 12 sums overflowed the 16 registers (the
+ * 64-wide MLP at B = 16 ran 1.08x faster with the pass, the 256-wide 1.035x). */
+INLINE256 void lanes256_store(__m256 *acc, const int JB, NevoActivation act, float *YT) {
+    if (act == NEVO_ACT_RELU) {
+#pragma GCC unroll 16
+        for (int i = 0; i < 2 * JB; i++) acc[i] = relu256_8(acc[i]);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < 2 * JB; i++) _mm256_storeu_ps(YT + 8 * (size_t)i, acc[i]);
+}
+
+/* lanes512_tile for one block: JB outputs over the n terms (those idx lists, if not
+ * NULL), from the bias b or (sums) the partial sums in Y. check: some term's input is
+ * zero in some row, whose lanes (rows with a nonzero input among the terms) are in
+ * `lanes`; the results are then settled as the section's comment says. */
+INLINE256 void lanes256_tile(const float *W, const float *b, int sums, const float *X, int n, const uint16_t *idx,
+                             int out, const int JB, int check, unsigned lanes, NevoActivation act, const char *pf,
+                             int npf, float *Y) {
+    __m256 acc[2 * LANES256_TW];
+    lanes256_start(acc, JB, b, sums, Y);
+    if (n > 0) {
+        lanes256_terms(acc, JB, W, (size_t)out, X, n, idx, pf, npf, 0);
+    } else {
+        for (int l = 0; l < npf; l++) _mm_prefetch(pf + 64 * (size_t)l, _MM_HINT_T1);
+    }
+    if (check && n > 0) {
+        unsigned bad = lanes256_zero_or_nan(acc, JB);
+        if (bad & lanes) {
+            lanes256_start(acc, JB, b, sums, Y);
+            lanes256_terms(acc, JB, W, (size_t)out, X, n, idx, NULL, 0, 1);
+        } else if (bad) {
+            lanes256_keep_start(acc, JB, b, sums, Y, lanes);
+        }
+    }
+    lanes256_store(acc, JB, act, Y);
+}
+
+/* dense_lanes512_blocks for one block: chunks of LANES256_CHUNK_BYTES of weights, each
+ * tile prefetching its share of the next chunk's lines. The last chunk prefetches what
+ * follows the layer in memory, as much as itself and at least LANES256_PAST_BYTES: the
+ * bias and the next layer, or after the last layer the next network where the
+ * population lies in one block (a prefetch past the end of a buffer does not fault).
+ * On an AMD EPYC (Zen 3, 512 KB of L2), B = 16, minimum times of many calls: P = 1024
+ * 64-64 (34.5 MB) 35 -> 44-48 GFLOP/s, P = 256 64-64 (in L3) 34-43 -> 40-53, P = 16
+ * 64-64 (0.5 MB) 60.5 -> 58.4; 16 KB past every layer, or only as much as each last
+ * chunk, did no better over the 64- and 256-wide cases together. */
+#define LANES256_CHUNK_BYTES (32 * 1024)
+#define LANES256_PAST_BYTES (16 * 1024)
+
+T256 static void dense_lanes256(const float *W, const float *b, const float *XT, int in, int out,
+                                NevoActivation act, float *YT) {
+    int kc = in;
+    if ((size_t)in * (size_t)out * sizeof(float) > LANES256_CHUNK_BYTES)
+        kc = (int)(LANES256_CHUNK_BYTES / ((size_t)out * sizeof(float))), kc = kc < 16 ? 16 : kc;
+    NEVO_ASSERT(kc <= LANES_LIST_MAX);
+    uint16_t idx[LANES_LIST_MAX];
+    int tiles = (out + LANES256_TW - 1) / LANES256_TW;
+    for (int k0 = 0; k0 < in; k0 += kc) {
+        int n = min_int(kc, in - k0);
+        int sums = k0 > 0;
+        NevoActivation a = k0 + n >= in ? act : NEVO_ACT_NONE;
+        const float *wk = W + (size_t)k0 * out, *xk = XT + 16 * (size_t)k0;
+        /* the chunk's inputs nonzero in some row, if any row has a zero (inputs zero in
+         * every row are skipped whole), else every input */
+        int any_zero, partial;
+        unsigned lanes;
+        int listed = lanes256_list(xk, n, idx, &any_zero, &partial, &lanes);
+        const uint16_t *ix = any_zero ? idx : NULL;
+        int terms = any_zero ? listed : n;
+        const char *next = (const char *)((uintptr_t)(wk + (size_t)n * out) & ~(uintptr_t)63);
+        size_t lines = ((size_t)n * out * sizeof(float) > LANES256_PAST_BYTES ? (size_t)n * out * sizeof(float)
+                                                                             : LANES256_PAST_BYTES) / 64;
+        if (k0 + n < in)
+            lines = (size_t)((const char *)(wk + (size_t)min_int(2 * kc, in - k0) * out) - next + 63) / 64;
+        for (int j0 = 0, t = 0; j0 < out; j0 += LANES256_TW, t++) {
+            int JB = min_int(LANES256_TW, out - j0);
+            size_t l0 = lines * t / tiles, l1 = lines * (t + 1) / tiles;
+            const char *pf = l1 > l0 ? next + 64 * l0 : NULL;
+            int npf = (int)(l1 - l0);
+            const float *w = wk + j0, *bj = b + j0;
+            float *y = YT + 16 * (size_t)j0;
+            switch (JB) {
+#define LANES256_CASE(N) \
+    case N: lanes256_tile(w, bj, sums, xk, terms, ix, out, N, partial, lanes, a, pf, npf, y); break;
+                LANES256_CASE(1) LANES256_CASE(2) LANES256_CASE(3) LANES256_CASE(4) LANES256_CASE(5) LANES256_CASE(6)
+#undef LANES256_CASE
+            }
+        }
+    }
+    if (act == NEVO_ACT_TANH) tanh256(YT, 16 * out);
+}
+
+/* Transposes the 8 x 8 block v (vector r = row r) in place. */
+INLINE256 void transpose8_256(__m256 v[8]) {
+    __m256 t[8], s[8];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(v[2 * i], v[2 * i + 1]);     /* a0 b0 a1 b1 | a4 b4 a5 b5 */
+        t[2 * i + 1] = _mm256_unpackhi_ps(v[2 * i], v[2 * i + 1]); /* a2 b2 a3 b3 | a6 b6 a7 b7 */
+    }
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; i++) { /* rows 4i .. 4i + 3 */
+        s[4 * i + 0] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));     /* col 0 | 4 */
+        s[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));     /* col 1 | 5 */
+        s[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0)); /* col 2 | 6 */
+        s[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2)); /* col 3 | 7 */
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        v[c] = _mm256_permute2f128_ps(s[c], s[4 + c], 0x20);
+        v[c + 4] = _mm256_permute2f128_ps(s[c], s[4 + c], 0x31);
+    }
+}
+
+/* Rows -> lanes: XT[16 k + r] = X[r xs + k] for the 16 rows, k < in; 8 x 8 blocks. */
+T256 static void to_lanes256(const float *X, size_t xs, int in, float *XT) {
+    for (int k0 = 0; k0 < in; k0 += 8) {
+        __m256i m = mask8(in - k0);
+        for (int h = 0; h < 2; h++) {
+            __m256 v[8];
+#pragma GCC unroll 8
+            for (int r = 0; r < 8; r++)
+                v[r] = k0 + 8 <= in ? _mm256_loadu_ps(X + (size_t)(8 * h + r) * xs + k0)
+                                    : _mm256_maskload_ps(X + (size_t)(8 * h + r) * xs + k0, m);
+            transpose8_256(v);
+            for (int c = 0; c < 8 && k0 + c < in; c++) _mm256_storeu_ps(XT + 16 * (size_t)(k0 + c) + 8 * h, v[c]);
+        }
+    }
+}
+
+/* Lanes -> rows: Y[r ys + o] = YT[16 o + r] for the 16 rows, o < out. */
+T256 static void from_lanes256(const float *YT, int out, float *Y, size_t ys) {
+    for (int o0 = 0; o0 < out; o0 += 8) {
+        __m256i m = mask8(out - o0);
+        for (int h = 0; h < 2; h++) {
+            __m256 v[8];
+#pragma GCC unroll 8
+            for (int c = 0; c < 8; c++)
+                v[c] = o0 + c < out ? _mm256_loadu_ps(YT + 16 * (size_t)(o0 + c) + 8 * h) : _mm256_setzero_ps();
+            transpose8_256(v);
+#pragma GCC unroll 8
+            for (int r = 0; r < 8; r++) _mm256_maskstore_ps(Y + (size_t)(8 * h + r) * ys + o0, m, v[r]);
+        }
+    }
+}
+
+/* conv_lanes512's convolution with vectors of 8, tiles of LANES256_TW filters. */
+
+/* whether some row has a zero input */
+INLINE256 int lanes256_any_zero(const float *XT, int in) {
+    unsigned every = 0xFFFFu;
+    for (int k = 0; k < in; k++) every &= lanes256_nonzero(XT + 16 * (size_t)k);
+    return every != 0xFFFFu;
+}
+
+/* One output position, JB filters, every input of its window (no row has a zero), or,
+ * masked, each window row's inputs nonzero in some row, listed here in pieces of
+ * LANES_CONV_LIST, with blends (layers too big for conv_lanes256_rows' lists). */
+INLINE256 void conv_lanes256_pos(const NevoLayer *L, const float *W, const float *b, const float *x, const int JB,
+                                 const int masked, NevoActivation act, float *y) {
+    int K = L->kernel, F = L->out_c, KC = L->kernel * L->in_c;
+    size_t row = 16 * (size_t)L->in_w * L->in_c;
+    __m256 acc[2 * LANES256_TW];
+    lanes256_start(acc, JB, b, 0, NULL);
+    for (int ky = 0; ky < K; ky++) {
+        const float *wr = W + (size_t)ky * KC * F, *xr = x + ky * row;
+        if (!masked) {
+            lanes256_terms(acc, JB, wr, (size_t)F, xr, KC, NULL, NULL, 0, 0);
+            continue;
+        }
+        uint16_t idx[LANES_CONV_LIST];
+        for (int t0 = 0; t0 < KC; t0 += LANES_CONV_LIST) {
+            int any_zero, partial;
+            unsigned lanes;
+            const float *xt = xr + 16 * (size_t)t0;
+            int n = lanes256_list(xt, min_int(LANES_CONV_LIST, KC - t0), idx, &any_zero, &partial, &lanes);
+            lanes256_terms(acc, JB, wr + (size_t)t0 * F, (size_t)F, xt, n, idx, NULL, 0, 1);
+        }
+    }
+    lanes256_store(acc, JB, act, y);
+}
+
+/* The terms of output (oy, ox)'s window from conv_lanes512_rows' lists (list, start), JB
+ * filters from W (the tile's first), or with `lanes` not NULL, only the rows with a
+ * nonzero input among them, into *lanes. */
+INLINE256 void conv_lanes256_window(__m256 *acc, const NevoLayer *L, const float *W, const float *XT,
+                                    const uint16_t *list, const uint16_t *start, int oy, int ox, const int JB,
+                                    const int masked, unsigned *lanes) {
+    int S = L->stride, K = L->kernel, C = L->in_c, F = L->out_c, KC = K * C, rowlen = L->in_w * C;
+    int koff = ox * S * C; /* the window's first input in its rows */
+    unsigned some = 0;
+    for (int ky = 0; ky < K; ky++) {
+        int iy = oy * S + ky;
+        const uint16_t *lr = list + (size_t)iy * rowlen, *sr = start + (size_t)iy * (L->in_w + 1);
+        const float *xw = XT + 16 * ((size_t)iy * rowlen + koff); /* input (iy, ox S, 0) */
+        const float *wr = W + (size_t)ky * KC * F;
+        int e1 = sr[ox * S + K];
+        for (int e = sr[ox * S]; e < e1; e++) {
+            size_t t = (size_t)(lr[e] - koff);
+            if (lanes)
+                some |= lanes256_nonzero(xw + 16 * t);
+            else
+                lanes256_term(acc, JB, wr + t * F, xw + 16 * t, masked);
+        }
+    }
+    if (lanes) *lanes = some;
+}
+
+/* conv_lanes512_rows: the nonzero inputs of each input row listed once per layer, each
+ * output's window the runs of its rows' lists; the results settled as dense_lanes256's
+ * (a row whose window is all zero keeps the bias; a zero or NaN result elsewhere runs
+ * the window again with blends). */
+INLINE256 void conv_lanes256_out(const NevoLayer *L, const float *W, const float *b, const float *XT,
+                                 const uint16_t *list, const uint16_t *start, int oy, int ox, const int JB,
+                                 NevoActivation act, float *y) {
+    __m256 acc[2 * LANES256_TW];
+    lanes256_start(acc, JB, b, 0, NULL);
+    conv_lanes256_window(acc, L, W, XT, list, start, oy, ox, JB, 0, NULL);
+    unsigned bad = lanes256_zero_or_nan(acc, JB);
+    if (bad) {
+        unsigned lanes;
+        conv_lanes256_window(acc, L, W, XT, list, start, oy, ox, JB, 0, &lanes);
+        if (bad & lanes) {
+            lanes256_start(acc, JB, b, 0, NULL);
+            conv_lanes256_window(acc, L, W, XT, list, start, oy, ox, JB, 1, NULL);
+        } else {
+            lanes256_keep_start(acc, JB, b, 0, NULL, lanes);
+        }
+    }
+    lanes256_store(acc, JB, act, y);
+}
+
+INLINE256 void conv_lanes256_rows(const NevoLayer *L, const float *W, const float *b, const float *XT,
+                                  NevoActivation act, float *YT) {
+    int C = L->in_c, F = L->out_c, rowlen = L->in_w * C;
+    uint16_t list[CONV_ROWS_LIST_MAX], start[CONV_ROWS_LIST_MAX + CONV_ROWS_MAX_H];
+    for (int iy = 0; iy < L->in_h; iy++) {
+        const float *xr = XT + 16 * (size_t)iy * rowlen;
+        uint16_t *lr = list + (size_t)iy * rowlen, *sr = start + (size_t)iy * (L->in_w + 1);
+        int any_zero, partial;
+        unsigned lanes;
+        int c = lanes256_list(xr, rowlen, lr, &any_zero, &partial, &lanes);
+        for (int ix = 0, e = 0; ix <= L->in_w; ix++) { /* column ix's first entry */
+            while (e < c && lr[e] < ix * C) e++;
+            sr[ix] = (uint16_t)e;
+        }
+    }
+    for (int oy = 0; oy < L->out_h; oy++) {
+        for (int ox = 0; ox < L->out_w; ox++) {
+            float *y = YT + 16 * ((size_t)(oy * L->out_w + ox) * F);
+            for (int f0 = 0; f0 < F; f0 += LANES256_TW) {
+                int JB = min_int(LANES256_TW, F - f0);
+                switch (JB) {
+#define CONV256_ROWS_CASE(N) \
+    case N: conv_lanes256_out(L, W + f0, b + f0, XT, list, start, oy, ox, N, act, y + 16 * (size_t)f0); break;
+                    CONV256_ROWS_CASE(1) CONV256_ROWS_CASE(2) CONV256_ROWS_CASE(3) CONV256_ROWS_CASE(4)
+                    CONV256_ROWS_CASE(5) CONV256_ROWS_CASE(6)
+#undef CONV256_ROWS_CASE
+                }
+            }
+        }
+    }
+}
+
+T256 static void conv_lanes256(const NevoLayer *L, const float *W, const float *b, const float *XT,
+                               NevoActivation act, float *YT) {
+    int S = L->stride, C = L->in_c, F = L->out_c;
+    int masked = lanes256_any_zero(XT, L->in_h * L->in_w * C);
+    if (masked && L->in_h * L->in_w * C <= CONV_ROWS_LIST_MAX && L->in_h <= CONV_ROWS_MAX_H) {
+        conv_lanes256_rows(L, W, b, XT, act, YT);
+        if (act == NEVO_ACT_TANH) tanh256(YT, 16 * L->out_dim); /* (lanes256_store leaves it) */
+        return;
+    }
+    for (int oy = 0; oy < L->out_h; oy++) {
+        for (int ox = 0; ox < L->out_w; ox++) {
+            const float *x = XT + 16 * ((size_t)(oy * S * L->in_w + ox * S) * C);
+            float *y = YT + 16 * ((size_t)(oy * L->out_w + ox) * F);
+            for (int f0 = 0; f0 < F; f0 += LANES256_TW) {
+                int JB = min_int(LANES256_TW, F - f0);
+                switch (JB) {
+#define CONV256_POS_CASE(N)                                                            \
+    case N:                                                                            \
+        if (masked)                                                                    \
+            conv_lanes256_pos(L, W + f0, b + f0, x, N, 1, act, y + 16 * (size_t)f0);   \
+        else                                                                           \
+            conv_lanes256_pos(L, W + f0, b + f0, x, N, 0, act, y + 16 * (size_t)f0);   \
+        break;
+                    CONV256_POS_CASE(1) CONV256_POS_CASE(2) CONV256_POS_CASE(3) CONV256_POS_CASE(4)
+                    CONV256_POS_CASE(5) CONV256_POS_CASE(6)
+#undef CONV256_POS_CASE
+                }
+            }
+        }
+    }
+    if (act == NEVO_ACT_TANH) tanh256(YT, 16 * L->out_dim);
 }
 
 /* The perturbation in vectors of 8 (AVX-512 too: a child's parameters come from L3
@@ -1429,9 +1890,9 @@ T256 static void weighted_sum256(double *g, const float *const *rows, const doub
     }
 }
 
-static const NevoKernels k256 = {"avx2", dense256, conv256, tanh256,      relu256,
-                                 NULL,   NULL,     NULL,    NULL,         dense_nets256, perturb256, weighted_sum256,
-                                 NULL};
+static const NevoKernels k256 = {"avx2",        dense256,      conv256,     tanh256,       relu256,
+                                 dense_lanes256, conv_lanes256, to_lanes256, from_lanes256, dense_nets256,
+                                 perturb256,     weighted_sum256, NULL};
 
 const NevoKernels *nevo_kernels_avx2(void) {
     __builtin_cpu_init();
