@@ -478,13 +478,20 @@ INLINE512 int lanes512_any_zero(const float *XT, int in) {
  * row, the other half read by the next tile from L1. */
 #define LANES_CHUNK_BYTES (32 * 1024)
 
+/* The inputs a chunk of a dense lanes layer takes: all of them, or as many as
+ * LANES_CHUNK_BYTES of weights hold, at least 16 (AVX2's lanes use it too). */
+static inline int lanes_chunk_inputs(int in, int out) {
+    if ((size_t)in * (size_t)out * sizeof(float) <= LANES_CHUNK_BYTES) return in;
+    int kc = (int)(LANES_CHUNK_BYTES / ((size_t)out * sizeof(float)));
+    kc = kc < 16 ? 16 : kc;
+    NEVO_ASSERT(kc <= LANES_LIST_MAX);
+    return kc;
+}
+
 INLINE512 void dense_lanes512_blocks(const float *W, const float *b, const int NB, const float *const *XT, int in,
                                      int out, NevoActivation act, float *const *YT) {
     const int TW = LANES_TW(NB);
-    int kc = in;
-    if ((size_t)in * (size_t)out * sizeof(float) > LANES_CHUNK_BYTES)
-        kc = (int)(LANES_CHUNK_BYTES / ((size_t)out * sizeof(float))), kc = kc < 16 ? 16 : kc;
-    NEVO_ASSERT(kc <= LANES_LIST_MAX);
+    int kc = lanes_chunk_inputs(in, out);
     uint16_t idx[LANES_LIST_MAX];
     int tiles = (out + TW - 1) / TW;
     for (int k0 = 0; k0 < in; k0 += kc) {
@@ -1550,8 +1557,9 @@ INLINE256 void lanes256_tile(const float *W, const float *b, int sums, const flo
     lanes256_store(acc, JB, act, Y);
 }
 
-/* dense_lanes512_blocks for one block: chunks of LANES256_CHUNK_BYTES of weights, each
- * tile prefetching its share of the next chunk's lines. The last chunk prefetches what
+/* dense_lanes512_blocks for one block: chunks of LANES_CHUNK_BYTES of weights (16 KB
+ * and 8 KB were no faster here, with this CPU's 32 KB of L1), each tile prefetching its
+ * share of the next chunk's lines. The last chunk prefetches what
  * follows the layer in memory, as much as itself and at least LANES256_PAST_BYTES: the
  * bias and the next layer, or after the last layer the next network where the
  * population lies in one block (a prefetch past the end of a buffer does not fault).
@@ -1559,15 +1567,11 @@ INLINE256 void lanes256_tile(const float *W, const float *b, int sums, const flo
  * 64-64 (34.5 MB) 35 -> 44-48 GFLOP/s, P = 256 64-64 (in L3) 34-43 -> 40-53, P = 16
  * 64-64 (0.5 MB) 60.5 -> 58.4; 16 KB past every layer, or only as much as each last
  * chunk, did no better over the 64- and 256-wide cases together. */
-#define LANES256_CHUNK_BYTES (32 * 1024)
 #define LANES256_PAST_BYTES (16 * 1024)
 
 T256 static void dense_lanes256(const float *W, const float *b, const float *XT, int in, int out,
                                 NevoActivation act, float *YT) {
-    int kc = in;
-    if ((size_t)in * (size_t)out * sizeof(float) > LANES256_CHUNK_BYTES)
-        kc = (int)(LANES256_CHUNK_BYTES / ((size_t)out * sizeof(float))), kc = kc < 16 ? 16 : kc;
-    NEVO_ASSERT(kc <= LANES_LIST_MAX);
+    int kc = lanes_chunk_inputs(in, out);
     uint16_t idx[LANES_LIST_MAX];
     int tiles = (out + LANES256_TW - 1) / LANES256_TW;
     for (int k0 = 0; k0 < in; k0 += kc) {
