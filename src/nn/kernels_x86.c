@@ -1314,8 +1314,9 @@ T256 static void conv256(const NevoLayer *L, const float *W, const float *b, con
 
 /* nevo_tanhf on U vectors of 8 floats in place, operation for operation but on
  * min(|x|, 9) instead of its clamp branch: the formula gives exactly 1 at |x| = 9
- * (e^18 - 1 is about 6.6e7, where adding 2 does not change a float), so every |x| >= 9
- * gives +-1 as the branch does, and vminps returns its second operand, |x|, where that
+ * (e^18 - 1 comes out as 65659968, where floats are 4 apart, and adding 2 is a tie
+ * that rounds back to it, its significand being even), so every |x| >= 9 gives +-1 as
+ * the branch does, and vminps returns its second operand, |x|, where that
  * is NaN, so a NaN goes through the arithmetic and stays NaN, with the bits of a quiet
  * NaN (a signalling NaN comes out quieted, as from any arithmetic). Checked against
  * nevo_tanhf over every float: the same bits for every number and NaN for every NaN.
