@@ -1370,14 +1370,14 @@ T256 static void tanh256(float *y, int n) {
     for (; i < n; i++) y[i] = nevo_tanhf(y[i]);
 }
 
-/* relu512 with vectors of 8: the negative lanes blended to +0 */
+/* relu512_16 with vectors of 8: the negative lanes blended to +0 (-0 and NaN stay) */
+INLINE256 __m256 relu256_8(__m256 y) {
+    return _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(y, _mm256_setzero_ps(), _CMP_LT_OQ));
+}
+
 T256 static void relu256(float *y, int n) {
     int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_loadu_ps(y + i);
-        __m256 neg = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LT_OQ);
-        _mm256_storeu_ps(y + i, _mm256_blendv_ps(v, _mm256_setzero_ps(), neg));
-    }
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, relu256_8(_mm256_loadu_ps(y + i)));
     for (; i < n; i++) y[i] = y[i] < 0.0f ? 0.0f : y[i];
 }
 
@@ -1514,11 +1514,6 @@ INLINE256 void lanes256_keep_start(__m256 *acc, const int JB, const float *b, in
     }
 }
 
-/* y < 0 ? 0 : y on 8 floats (relu512_16's bits) */
-INLINE256 __m256 relu256_8(__m256 y) {
-    return _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(y, _mm256_setzero_ps(), _CMP_LT_OQ));
-}
-
 /* The JB outputs of the 16 rows at YT, the relu applied to the sums in registers. A
  * tanh is left to the layer's end, as one pass of tanh256 over its output: applied
  * here, its temporaries beside the tile's 12 sums overflowed the 16 registers (the
@@ -1546,7 +1541,7 @@ INLINE256 void lanes256_tile(const float *W, const float *b, int sums, const flo
     } else {
         for (int l = 0; l < npf; l++) _mm_prefetch(pf + 64 * (size_t)l, _MM_HINT_T1);
     }
-    if (check && n > 0) {
+    if (check) { /* (some listed input is zero in some row: n > 0) */
         unsigned bad = lanes256_zero_or_nan(acc, JB);
         if (bad & lanes) {
             lanes256_start(acc, JB, b, sums, Y);
@@ -1788,31 +1783,30 @@ T256 static void conv_lanes256(const NevoLayer *L, const float *W, const float *
     int masked = lanes256_any_zero(XT, L->in_h * L->in_w * C);
     if (masked && L->in_h * L->in_w * C <= CONV_ROWS_LIST_MAX && L->in_h <= CONV_ROWS_MAX_H) {
         conv_lanes256_rows(L, W, b, XT, act, YT);
-        if (act == NEVO_ACT_TANH) tanh256(YT, 16 * L->out_dim); /* (lanes256_store leaves it) */
-        return;
-    }
-    for (int oy = 0; oy < L->out_h; oy++) {
-        for (int ox = 0; ox < L->out_w; ox++) {
-            const float *x = XT + 16 * ((size_t)(oy * S * L->in_w + ox * S) * C);
-            float *y = YT + 16 * ((size_t)(oy * L->out_w + ox) * F);
-            for (int f0 = 0; f0 < F; f0 += LANES256_TW) {
-                int JB = min_int(LANES256_TW, F - f0);
-                switch (JB) {
-#define CONV256_POS_CASE(N)                                                            \
-    case N:                                                                            \
-        if (masked)                                                                    \
-            conv_lanes256_pos(L, W + f0, b + f0, x, N, 1, act, y + 16 * (size_t)f0);   \
-        else                                                                           \
-            conv_lanes256_pos(L, W + f0, b + f0, x, N, 0, act, y + 16 * (size_t)f0);   \
+    } else {
+        for (int oy = 0; oy < L->out_h; oy++) {
+            for (int ox = 0; ox < L->out_w; ox++) {
+                const float *x = XT + 16 * ((size_t)(oy * S * L->in_w + ox * S) * C);
+                float *y = YT + 16 * ((size_t)(oy * L->out_w + ox) * F);
+                for (int f0 = 0; f0 < F; f0 += LANES256_TW) {
+                    int JB = min_int(LANES256_TW, F - f0);
+                    switch (JB) {
+#define CONV256_POS_CASE(N)                                                              \
+    case N:                                                                              \
+        if (masked)                                                                      \
+            conv_lanes256_pos(L, W + f0, b + f0, x, N, 1, act, y + 16 * (size_t)f0);     \
+        else                                                                             \
+            conv_lanes256_pos(L, W + f0, b + f0, x, N, 0, act, y + 16 * (size_t)f0);     \
         break;
-                    CONV256_POS_CASE(1) CONV256_POS_CASE(2) CONV256_POS_CASE(3) CONV256_POS_CASE(4)
-                    CONV256_POS_CASE(5) CONV256_POS_CASE(6)
+                        CONV256_POS_CASE(1) CONV256_POS_CASE(2) CONV256_POS_CASE(3) CONV256_POS_CASE(4)
+                        CONV256_POS_CASE(5) CONV256_POS_CASE(6)
 #undef CONV256_POS_CASE
+                    }
                 }
             }
         }
     }
-    if (act == NEVO_ACT_TANH) tanh256(YT, 16 * L->out_dim);
+    if (act == NEVO_ACT_TANH) tanh256(YT, 16 * L->out_dim); /* (lanes256_store leaves it) */
 }
 
 /* The perturbation in vectors of 8 (AVX-512 too: a child's parameters come from L3
