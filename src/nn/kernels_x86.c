@@ -1082,24 +1082,25 @@ INLINE256 void row256_tile(const float *W, const float *src, const float *x, con
  * makes a pass over every listed row per tile of 64 outputs. The same FMAs in the same
  * order. From memory, the tiles read each row in 256-byte pieces, one piece a pass,
  * which the hardware prefetcher follows poorly; one pass streams the rows whole. On an
- * AMD EPYC (Zen 3), fastest calls: P = 1024 256-256 at B = 1 (330 MB of weights) 6.1-6.6
- * -> 9.3-10.1 GFLOP/s, 0.64 -> 0.95-1.0 of a plain read of the weights; in a bare loop
- * over 256 x 256 layers the tiles ran at 0.55 of a plain read, one pass at 0.90.
+ * AMD EPYC (Zen 3), P = 1024 256-256 at B = 1 (330 MB of weights): fastest calls 5.7-6.6
+ * -> 8.8-10.1 GFLOP/s, `nevo bench` 0.53-0.66 -> 0.78-0.90 of the read bandwidth; in a
+ * bare loop over 256 x 256 layers the tiles read at 0.55 of a plain read, one pass at
+ * 0.90.
  *
  * dense256 takes it where it gains:
  * - for mostly nonzero inputs (3/4 or more listed), whose rows are consecutive. Sparse
  *   inputs list scattered rows that no prefetcher follows, and there the load-FMA-store
- *   triples, twice a tile's instructions per line, keep fewer lines in flight: the
- *   MinAtar net's dense layer (20-28% nonzero inputs) went from 14.7-16.8 to
- *   11.6-15.3 GFLOP/s with it, a ReLU MLP (half nonzero) was level;
+ *   triples, twice a tile's instructions per line, keep fewer lines in flight: with it
+ *   the MinAtar net at B = 1, whose dense layer has 20-28% nonzero inputs, went from
+ *   14.7-16.8 to 11.6-15.3 GFLOP/s, and a ReLU MLP (half nonzero) ran level;
  * - for the first row of a call only: the rest find the weights in cache, where a store
  *   per 8 FMAs caps one pass near half the FMA peak and a tile can reach it. A single
  *   network whose weights stay in L2 from call to call runs its one row here all the
- *   same (P = 1 256-256 at B = 1: 30.5-37 -> 24-27.5 GFLOP/s), the price of not
+ *   same (P = 1 256-256 at B = 1: 35-38 -> 27-29 GFLOP/s), the price of not
  *   knowing where the weights are; a population at B = 1, each network read once a
  *   step, reads them from beyond the cache.
  * Asking for rows ahead (1-8 KB, into L1 or L2, or non-temporally) was slower than the
- * hardware prefetcher alone: 7.7-9.4 GFLOP/s in the same runs. */
+ * hardware prefetcher alone: 7.2-9.4 GFLOP/s against 9.3-9.9 in the same rounds. */
 INLINE256 void row256_sums(const float *W, const float *src, const float *x, const int32_t *idx, int n, int out,
                            float *y) {
     int nfull = out / 8;
