@@ -585,6 +585,52 @@ TEST(kernels_dense_skip_zero_inputs) {
     }
 }
 
+/* The AVX2 one-row path for wide layers (row256_sums in kernels_x86.c: the first row of
+ * a call, out > 64, 3/4 or more of a chunk's inputs nonzero) skips zero inputs as every
+ * path does. A 1032 -> 71 layer (a 7-lane masked tail; a second chunk of 8 inputs):
+ * the weight rows of the zero inputs are +inf, NaN or -inf, and every third bias is -0
+ * and meets only -0 weights (so it must stay -0: a stray +0 would make it +0). Each
+ * chunk has exactly 3/4 of its inputs nonzero (the rule's edge) or one fewer, in all
+ * four combinations, so both paths and a mix of them across chunks are taken. Every
+ * kernel set against the portable one, the row alone (the one-pass path) and as both
+ * rows of a call (the second takes the tiles), nothing written past a row. */
+TEST(kernels_dense_wide_skip_zero_inputs) {
+    const NevoKernels *ks[3];
+    int nk = kernel_sets(ks);
+    enum { IN = 1032, OUT = 71, YS = OUT + 1 };
+    static const float poison[3] = {INFINITY, NAN, -INFINITY};
+    float *W = malloc(sizeof(float) * IN * OUT), b[OUT], X[2][IN], Y[2 * YS], ref[OUT];
+    NevoRng rng;
+    nevo_rng_init(&rng, 53, NEVO_RNG_USER, 0, 0, 0);
+    for (int j = 0; j < OUT; j++) b[j] = j % 3 == 0 ? -0.0f : (float)nevo_rng_normal(&rng);
+    for (int v = 0; v < 4; v++) {
+        for (int k = 0; k < IN; k++) {
+            /* 1 in 4 zero (768 of 1024 nonzero, 6 of 8), and one more where v says */
+            int zero = k % 4 == 3 || (k == 0 && (v & 1)) || (k == 1024 && (v & 2));
+            X[0][k] = X[1][k] = zero ? (k % 8 == 3 ? -0.0f : 0.0f) : (float)(0.5 + nevo_rng_uniform(&rng));
+            for (int j = 0; j < OUT; j++)
+                W[(size_t)k * OUT + j] =
+                    zero ? poison[k % 3] : j % 3 == 0 ? -0.0f : 0.3f * (float)nevo_rng_normal(&rng);
+        }
+        ks[0]->dense(W, b, X[0], IN, 1, IN, OUT, ref, OUT);
+        for (int j = 0; j < OUT; j++)
+            CHECK_MSG(j % 3 ? isfinite(ref[j]) : ref[j] == 0.0f && signbit(ref[j]),
+                      "generic, case %d: output %d is %g", v, j, ref[j]);
+        for (int k = 1; k < nk; k++) {
+            for (int rows = 1; rows <= 2; rows++) {
+                for (int i = 0; i < 2 * YS; i++) Y[i] = NAN;
+                ks[k]->dense(W, b, &X[0][0], IN, rows, IN, OUT, Y, YS);
+                for (int r = 0; r < rows; r++) {
+                    CHECK_MSG(same_bits(Y + r * YS, ref, OUT), "%s wide skip-zero, case %d, %d rows: row %d differs",
+                              ks[k]->name, v, rows, r);
+                    CHECK_MSG(isnan(Y[r * YS + OUT]), "%s wide skip-zero: wrote past row %d", ks[k]->name, r);
+                }
+            }
+        }
+    }
+    free(W);
+}
+
 /* The lanes layout (kernels.h), where a kernel set has it: to_lanes and from_lanes move
  * exactly the values they name and write nothing else, and NEVO_LANES rows through
  * to_lanes, dense_lanes and from_lanes give the portable kernel's bits, with each

@@ -5,8 +5,8 @@
  * - dense, one row: the indices of the row's nonzero inputs are listed first (a
  *   compress per 16 inputs), then the weight rows of just those inputs are streamed
  *   through up to 16 accumulator vectors (256 outputs) held in registers (AVX2: 8
- *   vectors, a pass per 64 outputs, or for wide layers with mostly nonzero inputs one
- *   pass with the sums in L1);
+ *   vectors, a pass per 64 outputs; or, for a call's first row in a layer wider than
+ *   that with 3/4 or more of a chunk's inputs nonzero, one pass with the sums in L1);
  * - dense, several rows sharing a network: register blocks of up to 4 rows x 4 vectors
  *   over the inputs where any row of the block is nonzero; a row whose input is zero
  *   leaves its accumulators unchanged (masked fused multiply-add), exactly as if the
@@ -1088,13 +1088,14 @@ INLINE256 void row256_tile(const float *W, const float *src, const float *x, con
  * 0.90.
  *
  * dense256 takes it where it gains:
- * - for mostly nonzero inputs (3/4 or more listed), whose rows are consecutive. Sparse
+ * - for mostly nonzero inputs (3/4 or more of a chunk's inputs listed), whose rows are
+ *   mostly consecutive. Sparse
  *   inputs list scattered rows that no prefetcher follows, and there the load-FMA-store
  *   triples, twice a tile's instructions per line, keep fewer lines in flight: with it
  *   the MinAtar net at B = 1, whose dense layer has 20-28% nonzero inputs, went from
  *   14.7-16.8 to 11.6-15.3 GFLOP/s, and a ReLU MLP (half nonzero) ran level;
  * - for the first row of a call only: the rest find the weights in cache, where a store
- *   per 8 FMAs caps one pass near half the FMA peak and a tile can reach it. A single
+ *   per vector FMA caps one pass near half the FMA peak and a tile can reach it. A single
  *   network whose weights stay in L2 from call to call runs its one row here all the
  *   same (P = 1 256-256 at B = 1: 35-38 -> 27-29 GFLOP/s), the price of not
  *   knowing where the weights are; a population at B = 1, each network read once a
