@@ -653,6 +653,15 @@ INLINE512 void conv_lanes512_pos(const NevoLayer *L, const float *W, const float
 _Static_assert(CONV_ROWS_LIST_MAX <= LANES_LIST_MAX, "an input row is listed by lanes512_list");
 #define CONV_ROWS_MAX_H 256 /* and at most this many input rows (start has in_h (in_w + 1) entries) */
 
+/* An input row's column starts: sr[ix] = the entries of its list lr (c of them, input
+ * (ix, ch) at ix C + ch) before column ix, for ix = 0 .. in_w (AVX-512 and AVX2 rows). */
+static inline void conv_rows_column_starts(const uint16_t *lr, int c, int in_w, int C, uint16_t *sr) {
+    for (int ix = 0, e = 0; ix <= in_w; ix++) {
+        while (e < c && lr[e] < ix * C) e++;
+        sr[ix] = (uint16_t)e;
+    }
+}
+
 INLINE512 void conv_lanes512_rows(const NevoLayer *L, const float *W, const float *b, const float *XT,
                                   NevoActivation act, float *YT) {
     int S = L->stride, K = L->kernel, C = L->in_c, F = L->out_c, KC = K * C;
@@ -663,10 +672,7 @@ INLINE512 void conv_lanes512_rows(const NevoLayer *L, const float *W, const floa
         uint16_t *lr = list + (size_t)iy * rowlen, *sr = start + (size_t)iy * (L->in_w + 1);
         int any_zero;
         int c = lanes512_list(1, &xr, rowlen, lr, &any_zero);
-        for (int ix = 0, e = 0; ix <= L->in_w; ix++) { /* column ix's first entry */
-            while (e < c && lr[e] < ix * C) e++;
-            sr[ix] = (uint16_t)e;
-        }
+        conv_rows_column_starts(lr, c, L->in_w, C, sr);
     }
     for (int oy = 0; oy < L->out_h; oy++) {
         for (int ox = 0; ox < L->out_w; ox++) {
@@ -1804,10 +1810,7 @@ INLINE256 void conv_lanes256_rows(const NevoLayer *L, const float *W, const floa
         int any_zero, partial;
         unsigned lanes;
         int c = lanes256_list(xr, rowlen, lr, &any_zero, &partial, &lanes);
-        for (int ix = 0, e = 0; ix <= L->in_w; ix++) { /* column ix's first entry */
-            while (e < c && lr[e] < ix * C) e++;
-            sr[ix] = (uint16_t)e;
-        }
+        conv_rows_column_starts(lr, c, L->in_w, C, sr);
     }
     for (int oy = 0; oy < L->out_h; oy++) {
         for (int ox = 0; ox < L->out_w; ox++) {
