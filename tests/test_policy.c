@@ -303,6 +303,13 @@ TEST(policy_forward_mlp_discrete) {
     int hb[2] = {130, 130};
     c = mlp_config("tanh", 2, hb);
     check_forward(spec, &c, 0, 12, "CartPole tanh [130,130]");
+    /* 300-wide: the batch's 23 rows of 7 networks (at least 7 runs of rows, 370 KB a
+     * network) outweigh the L2 of the CPUs nevo has met, so it takes dense_streamed
+     * where the kernel set has one, while a row alone takes dense where the L2 holds
+     * it: the same bits */
+    int hw[2] = {300, 300};
+    c = mlp_config("tanh", 2, hw);
+    check_forward(spec, &c, 0, 13, "CartPole tanh [300,300]");
     nevo_env_free(env);
 }
 
@@ -447,6 +454,27 @@ static int kernel_sets(const NevoKernels *ks[3]) {
     return n;
 }
 
+/* kernel_sets, and after each set with a dense_streamed a copy of it whose dense is
+ * that one ("avx2 streamed"), for the tests of dense to cover both. */
+#define DENSE_SETS_MAX 6
+static int dense_sets(const NevoKernels *ks[DENSE_SETS_MAX]) {
+    static NevoKernels streamed[3];
+    static char streamed_names[3][32];
+    const NevoKernels *sets[3];
+    int nk = kernel_sets(sets), n = 0;
+    for (int i = 0; i < nk; i++) {
+        ks[n++] = sets[i];
+        if (sets[i]->dense_streamed) {
+            streamed[i] = *sets[i];
+            snprintf(streamed_names[i], sizeof streamed_names[i], "%s streamed", sets[i]->name);
+            streamed[i].name = streamed_names[i];
+            streamed[i].dense = sets[i]->dense_streamed;
+            ks[n++] = &streamed[i];
+        }
+    }
+    return n;
+}
+
 /* Inputs as the kernels meet them: a fraction p_zero of exact zeros, half of them -0
  * (ReLU of a -0 sum), the rest ones (binary image planes) or normal values. */
 static void fill_inputs(NevoRng *rng, float *x, size_t n, double p_zero, int binary) {
@@ -510,8 +538,8 @@ static void check_skip_row(const char *what, int c, const float *y, const float 
  * nothing written between the rows, and the portable sums within float rounding of a
  * double-precision sum. Rows have gaps (xs > in, ys > out) filled with NaN. */
 TEST(kernels_dense_implementations_bit_identical) {
-    const NevoKernels *ks[3];
-    int nk = kernel_sets(ks);
+    const NevoKernels *ks[DENSE_SETS_MAX];
+    int nk = dense_sets(ks);
     static const int shapes[][2] = {{1, 1},   {3, 2},    {4, 64},    {17, 15},   {64, 64},  {64, 2},
                                     {100, 17}, {128, 6}, {33, 48},   {1024, 128}, {1100, 257}, {2100, 40}};
     static const int row_counts[] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
@@ -569,8 +597,8 @@ TEST(kernels_dense_implementations_bit_identical) {
  * alone by it; a NaN input is not zero and reaches every output it feeds. In blocks of
  * rows, each row skips its own zeros. */
 TEST(kernels_dense_skip_zero_inputs) {
-    const NevoKernels *ks[3];
-    int nk = kernel_sets(ks);
+    const NevoKernels *ks[DENSE_SETS_MAX];
+    int nk = dense_sets(ks);
     float W[SKIP_IN * SKIP_OUT], b[SKIP_OUT];
     skip_layer(W, b, 0);
     for (int k = 0; k < nk; k++) {
@@ -585,18 +613,19 @@ TEST(kernels_dense_skip_zero_inputs) {
     }
 }
 
-/* The AVX2 one-row path for wide layers (row256_sums in kernels_x86.c: the first row of
- * a call, out > 64, 3/4 or more of a chunk's inputs nonzero) skips zero inputs as every
- * path does. A 1032 -> 71 layer (a 7-lane masked tail; a second chunk of 8 inputs):
+/* The AVX2 one-row path for wide layers (row256_sums in kernels_x86.c: dense_streamed's
+ * first row of a call, out > 64, 3/4 or more of a chunk's inputs nonzero) skips zero
+ * inputs as every path does. A 1032 -> 71 layer (a 7-lane masked tail; a second chunk of 8 inputs):
  * the weight rows of the zero inputs are +inf, NaN or -inf, and every third bias is -0
  * and meets only -0 weights (so it must stay -0: a stray +0 would make it +0). Each
  * chunk has exactly 3/4 of its inputs nonzero (the rule's edge) or one fewer, in all
  * four combinations, so both paths and a mix of them across chunks are taken. Every
- * kernel set against the portable one, the row alone (the one-pass path) and as both
- * rows of a call (the second takes the tiles), nothing written past a row. */
+ * kernel set against the portable one, the row alone (in "avx2 streamed", the one-pass
+ * path) and as both rows of a call (the second takes the tiles), nothing written past
+ * a row. */
 TEST(kernels_dense_wide_skip_zero_inputs) {
-    const NevoKernels *ks[3];
-    int nk = kernel_sets(ks);
+    const NevoKernels *ks[DENSE_SETS_MAX];
+    int nk = dense_sets(ks);
     enum { IN = 1032, OUT = 71, YS = OUT + 1 };
     static const float poison[3] = {INFINITY, NAN, -INFINITY};
     float *W = malloc(sizeof(float) * IN * OUT), b[OUT], X[2][IN], Y[2 * YS], ref[OUT];

@@ -1176,6 +1176,9 @@ NevoStatus nevo_bench_run(const NevoBenchOptions *o, unsigned groups, NevoBenchE
             /* the population's weights within L2 (16 x 34 KB): the compute-bound case where
              * no network's weights come from beyond L2 */
             {16, 16, 64, 8, 64},
+            /* one network's row, its weights in L2 from call to call: an evaluator worker's
+             * call with one slot (networks too big for more in half its L2) */
+            {1, 1, 64, 8, 256},
             /* large per-network batches (one network over many episodes), where a BLAS
              * library's blocking may pay: compared with OpenBLAS when it is present */
             {16, 64, 64, 8, 256},   {16, 256, 64, 8, 256},

@@ -17,7 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
+
+#include "nn/kernels.h"
 
 /* A batch of episode slots and the buffers of its forward pass. */
 typedef struct Batch {
@@ -141,12 +142,7 @@ static void batches_make(NevoEvaluator *ev, int n) {
 #define MIN_DEFAULT_SLOTS 1
 
 static int default_slots(const NevoPolicy *p) {
-    long l2 = 0;
-#ifdef _SC_LEVEL2_CACHE_SIZE
-    l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-#endif
-    if (l2 <= 0) l2 = 1L << 20; /* unknown: assume 1 MiB */
-    size_t fit = (size_t)l2 / (2 * sizeof(float) * p->nparams);
+    size_t fit = nevo_cache_l2_bytes() / (2 * sizeof(float) * p->nparams);
     return fit >= DEFAULT_SLOTS ? DEFAULT_SLOTS : fit < MIN_DEFAULT_SLOTS ? MIN_DEFAULT_SLOTS : (int)fit;
 }
 

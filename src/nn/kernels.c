@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 NEVO_KERNEL_CLONES
 static void dense_generic(const float *W, const float *b, const float *X, size_t xs, int rows, int in,
@@ -110,7 +111,8 @@ void nevo_weighted_sum_portable(double *g, const float *const *rows, const doubl
 
 static const NevoKernels generic = {"generic", dense_generic, conv_generic, tanh_generic,    relu_generic,
                                     NULL,      NULL,          NULL,         NULL,            NULL,
-                                    perturb_generic,          nevo_weighted_sum_portable, NULL};
+                                    perturb_generic,          nevo_weighted_sum_portable, NULL,
+                                    NULL};
 
 const NevoKernels *nevo_kernels_named(const char *name) {
     if (strcmp(name, "generic") == 0) return &generic;
@@ -138,6 +140,22 @@ static void choose(void) {
 const NevoKernels *nevo_kernels(void) {
     pthread_once(&chosen_once, choose);
     return chosen;
+}
+
+static size_t l2_bytes;
+static pthread_once_t l2_once = PTHREAD_ONCE_INIT;
+
+static void read_l2(void) {
+    long l2 = 0;
+#ifdef _SC_LEVEL2_CACHE_SIZE
+    l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+    l2_bytes = l2 > 0 ? (size_t)l2 : (size_t)1 << 20;
+}
+
+size_t nevo_cache_l2_bytes(void) {
+    pthread_once(&l2_once, read_l2);
+    return l2_bytes;
 }
 
 void nevo_kernel_activate(NevoActivation act, float *y, int n) {

@@ -60,11 +60,13 @@
 /* rows (each its own network) dense_nets takes at once */
 #define NEVO_NETS_MAX 4
 
+/* Y (rows, out; row stride ys) = b + X (rows, in; row stride xs) @ W (in, out) */
+typedef void (*NevoDenseFn)(const float *W, const float *b, const float *X, size_t xs, int rows, int in, int out,
+                            float *Y, size_t ys);
+
 typedef struct NevoKernels {
     const char *name; /* "generic", "avx2" or "avx512" */
-    /* Y (rows, out; row stride ys) = b + X (rows, in; row stride xs) @ W (in, out) */
-    void (*dense)(const float *W, const float *b, const float *X, size_t xs, int rows, int in, int out,
-                  float *Y, size_t ys);
+    NevoDenseFn dense; /* for weights in cache (or where one kernel serves both) */
     /* "valid" convolution of one HWC image x into HWC y, weights (k, k, in_c, out_c) */
     void (*conv)(const NevoLayer *L, const float *W, const float *b, const float *x, float *y);
     /* y = tanh(y) elementwise, nevo_tanhf's results bit for bit */
@@ -110,10 +112,19 @@ typedef struct NevoKernels {
      * blocks), and its 16 registers hold no more sums. */
     void (*dense_lanes_blocks)(const float *W, const float *b, int nb, const float *const *XT, int in, int out,
                                NevoActivation act, float *const *YT);
+    /* dense for weights read from beyond the L2 cache (a call whose networks together
+     * exceed it, so each network's weights are gone by its next call): the same bits,
+     * an access order that streams from memory better and runs slower from cache. NULL
+     * where dense serves both (the portable and AVX-512 sets). */
+    NevoDenseFn dense_streamed;
 } NevoKernels;
 
 /* The kernels in use (chosen on first call). */
 const NevoKernels *nevo_kernels(void);
+/* The size of this CPU's L2 cache in bytes (sysconf, read once; 1 MiB where it does
+ * not say; one core's share where cores share it is less): what the kernels' callers
+ * size their working sets by. */
+size_t nevo_cache_l2_bytes(void);
 /* A specific implementation, or NULL if this CPU/build lacks it. */
 const NevoKernels *nevo_kernels_named(const char *name);
 

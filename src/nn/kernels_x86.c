@@ -5,8 +5,9 @@
  * - dense, one row: the indices of the row's nonzero inputs are listed first (a
  *   compress per 16 inputs), then the weight rows of just those inputs are streamed
  *   through up to 16 accumulator vectors (256 outputs) held in registers (AVX2: 8
- *   vectors, a pass per 64 outputs; or, for a call's first row in a layer wider than
- *   that with 3/4 or more of a chunk's inputs nonzero, one pass with the sums in L1);
+ *   vectors, a pass per 64 outputs; or, in dense_streamed, for a call's first row in a
+ *   layer wider than that with 3/4 or more of a chunk's inputs nonzero, one pass with
+ *   the sums in L1);
  * - dense, several rows sharing a network: register blocks of up to 4 rows x 4 vectors
  *   over the inputs where any row of the block is nonzero; a row whose input is zero
  *   leaves its accumulators unchanged (masked fused multiply-add), exactly as if the
@@ -1003,7 +1004,8 @@ static void weighted_sum256(double *g, const float *const *rows, const double *w
 
 static const NevoKernels k512 = {"avx512",      dense512,    conv512,       tanh512,      relu512,
                                  dense_lanes512, conv_lanes512, to_lanes512, from_lanes512, dense_nets512,
-                                 perturb256,     weighted_sum256, dense_lanes_blocks512};
+                                 perturb256,     weighted_sum256, dense_lanes_blocks512,
+                                 NULL};
 
 const NevoKernels *nevo_kernels_avx512(void) {
     __builtin_cpu_init();
@@ -1093,19 +1095,19 @@ INLINE256 void row256_tile(const float *W, const float *src, const float *x, con
  * bare loop over 256 x 256 layers the tiles read at 0.55 of a plain read, one pass at
  * 0.90.
  *
- * dense256 takes it where it gains:
+ * It is taken where it gains:
+ * - for weights from beyond the cache only (dense_streamed, which nevo_policy_forward
+ *   calls where the call's networks outweigh the L2): from cache a store per vector FMA
+ *   caps one pass near half the FMA peak and a tile can reach it. A lone network whose
+ *   weights stay in L2 from call to call (an evaluator worker's one slot) ran 35-38 ->
+ *   27-29 GFLOP/s here (P = 1 256-256 at B = 1) when every call took it;
  * - for mostly nonzero inputs (3/4 or more of a chunk's inputs listed), whose rows are
  *   mostly consecutive. Sparse
  *   inputs list scattered rows that no prefetcher follows, and there the load-FMA-store
  *   triples, twice a tile's instructions per line, keep fewer lines in flight: with it
  *   the MinAtar net at B = 1, whose dense layer has 20-28% nonzero inputs, went from
  *   14.7-16.8 to 11.6-15.3 GFLOP/s, and a ReLU MLP (half nonzero) ran level;
- * - for the first row of a call only: the rest find the weights in cache, where a store
- *   per vector FMA caps one pass near half the FMA peak and a tile can reach it. A single
- *   network whose weights stay in L2 from call to call runs its one row here all the
- *   same (P = 1 256-256 at B = 1: 35-38 -> 27-29 GFLOP/s), the price of not
- *   knowing where the weights are; a population at B = 1, each network read once a
- *   step, reads them from beyond the cache.
+ * - for the first row of a call only: the rest find the weights in cache.
  * Asking for rows ahead (1-8 KB, into L1 or L2, or non-temporally) was slower than the
  * hardware prefetcher alone: 7.2-9.4 GFLOP/s against 9.3-9.9 in the same rounds. */
 INLINE256 void row256_sums(const float *W, const float *src, const float *x, const int32_t *idx, int n, int out,
@@ -1144,9 +1146,10 @@ T256 static void row256(const float *W, const float *src, const float *x, const 
 }
 
 /* Rows one at a time (AVX2 has no masked FMA for a register block that skips each
- * row's own zeros). */
-T256 static void dense256(const float *W, const float *b, const float *X, size_t xs, int rows, int in, int out,
-                          float *Y, size_t ys) {
+ * row's own zeros). streamed: the weights come from beyond the cache, and the first row
+ * goes through row256_sums where its rule holds. */
+INLINE256 void dense256_rows(const float *W, const float *b, const float *X, size_t xs, int rows, int in, int out,
+                             float *Y, size_t ys, const int streamed) {
     int32_t idx[CHUNK + 16];
     for (int r = 0; r < rows; r++) {
         const float *x = X + (size_t)r * xs;
@@ -1155,12 +1158,22 @@ T256 static void dense256(const float *W, const float *b, const float *X, size_t
         for (int k0 = 0; k0 < in; k0 += CHUNK) {
             int len = min_int(CHUNK, in - k0);
             int n = nonzero256(x, k0, len, idx);
-            if (r == 0 && out > 64 && 4 * n >= 3 * len)
+            if (streamed && r == 0 && out > 64 && 4 * n >= 3 * len)
                 row256_sums(W, k0 == 0 ? b : y, x, idx, n, out, y);
             else
                 row256(W, k0 == 0 ? b : y, x, idx, n, out, y);
         }
     }
+}
+
+T256 static void dense256(const float *W, const float *b, const float *X, size_t xs, int rows, int in, int out,
+                          float *Y, size_t ys) {
+    dense256_rows(W, b, X, xs, rows, in, out, Y, ys, 0);
+}
+
+T256 static void dense256_streamed(const float *W, const float *b, const float *X, size_t xs, int rows, int in,
+                                   int out, float *Y, size_t ys) {
+    dense256_rows(W, b, X, xs, rows, in, out, Y, ys, 1);
 }
 
 
@@ -1221,6 +1234,8 @@ T256 static void dense_nets256(const float *const *W, const float *const *b, con
                                int in, int out, float *Y, size_t ys) {
     NEVO_ASSERT(rows >= 1 && rows <= NEVO_NETS_MAX);
     if (out > NETS256_MAX_OUT) {
+        /* the tiles even in a call from beyond the cache: dense_nets serves layers under
+         * 64 KB (policy.c), which dense_streamed's one pass was not measured on */
         for (int q = 0; q < rows; q++) dense256(W[q], b[q], X + (size_t)q * xs, xs, 1, in, out, Y + (size_t)q * ys, ys);
         return;
     }
@@ -1943,7 +1958,8 @@ T256 static void weighted_sum256(double *g, const float *const *rows, const doub
 
 static const NevoKernels k256 = {"avx2",        dense256,      conv256,     tanh256,       relu256,
                                  dense_lanes256, conv_lanes256, to_lanes256, from_lanes256, dense_nets256,
-                                 perturb256,     weighted_sum256, NULL};
+                                 perturb256,     weighted_sum256, NULL,
+                                 dense256_streamed};
 
 const NevoKernels *nevo_kernels_avx2(void) {
     __builtin_cpu_init();

@@ -156,8 +156,8 @@ size_t nevo_policy_scratch_floats(const NevoPolicy *p, int n) {
  * share the network thetas[0]; with nets > 1 they are single rows of that many
  * all-dense networks (m = nets), row q with thetas[q], whose small layers go through
  * dense_nets: their independent sums hide the FMA latency a lone row waits on. */
-static void forward_rows(const NevoPolicy *p, const NevoKernels *K, const float *const *thetas, int nets,
-                         const float *x0, size_t xs0, int m, float *out, float *scratch, int n) {
+static void forward_rows(const NevoPolicy *p, const NevoKernels *K, NevoDenseFn dense, const float *const *thetas,
+                         int nets, const float *x0, size_t xs0, int m, float *out, float *scratch, int n) {
     size_t W = (size_t)p->max_width;
     float *a = scratch, *b = scratch + W * n;
     const float *ws[NEVO_NETS_MAX], *bs[NEVO_NETS_MAX];
@@ -174,14 +174,14 @@ static void forward_rows(const NevoPolicy *p, const NevoKernels *K, const float 
                 K->conv(L, theta + L->w_off, theta + L->b_off, src + r * ss, dst + r * ds);
             }
         } else if (nets == 1) {
-            K->dense(thetas[0] + L->w_off, thetas[0] + L->b_off, src, ss, m, L->in_dim, L->out_dim, dst, ds);
+            dense(thetas[0] + L->w_off, thetas[0] + L->b_off, src, ss, m, L->in_dim, L->out_dim, dst, ds);
         } else if ((size_t)L->in_dim * (size_t)L->out_dim * sizeof(float) < NETS_MAX_LAYER_BYTES) {
             for (int q = 0; q < nets; q++) ws[q] = thetas[q] + L->w_off, bs[q] = thetas[q] + L->b_off;
             K->dense_nets(ws, bs, src, ss, nets, L->in_dim, L->out_dim, dst, ds);
         } else {
             for (int q = 0; q < nets; q++)
-                K->dense(thetas[q] + L->w_off, thetas[q] + L->b_off, src + q * ss, ss, 1, L->in_dim, L->out_dim,
-                         dst + q * ds, ds);
+                dense(thetas[q] + L->w_off, thetas[q] + L->b_off, src + q * ss, ss, 1, L->in_dim, L->out_dim,
+                      dst + q * ds, ds);
         }
         if (L->act != NEVO_ACT_NONE && ds == (size_t)L->out_dim) /* the rows are contiguous */
             nevo_kernel_activate(L->act, dst, m * L->out_dim);
@@ -236,6 +236,18 @@ void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride
      * (conv layers come first) */
     int all_dense = p->layers[0].kind == NEVO_LAYER_DENSE;
     int lanes = K->dense_lanes != NULL;
+    /* Where the call's networks together outweigh the L2 cache, each one's weights are
+     * gone from it by the next call and come from L3 or memory: those go through
+     * dense_streamed. A call within the L2 (the evaluator keeps its slots' networks
+     * there from one step to the next) reads them from cache. Each run of rows counts
+     * as a network (one that comes back after others counts again; the evaluator's
+     * slots and a population's rows hold each network in one run). */
+    NevoDenseFn dense = K->dense;
+    if (K->dense_streamed) {
+        size_t runs = 0;
+        for (int i = 0; i < n; i++) runs += i == 0 || net[i] != net[i - 1];
+        if (runs * p->nparams * sizeof(float) > nevo_cache_l2_bytes()) dense = K->dense_streamed;
+    }
     /* A run of rows that share a network goes through all its layers together, so its
      * weights are read once per run rather than once per row, in the order they lie in
      * memory, and its activations stay in cache from one layer to the next. */
@@ -270,7 +282,7 @@ void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride
         if (g > 1) {
             const float *thetas[NEVO_NETS_MAX];
             for (int q = 0; q < g; q++) thetas[q] = params + (size_t)net[i + q] * stride;
-            forward_rows(p, K, thetas, g, x, xs, m, y, scratch, n);
+            forward_rows(p, K, dense, thetas, g, x, xs, m, y, scratch, n);
             i = j;
             continue;
         }
@@ -286,7 +298,7 @@ void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride
                 r += blocks * NEVO_LANES;
             }
         }
-        if (r < m) forward_rows(p, K, &theta, 1, x + r * xs, xs, m - r, y + r * O, scratch, n);
+        if (r < m) forward_rows(p, K, dense, &theta, 1, x + r * xs, xs, m - r, y + r * O, scratch, n);
         i = j;
     }
 }
