@@ -114,8 +114,9 @@ typedef struct NevoKernels {
                                NevoActivation act, float *const *YT);
     /* dense for weights read from beyond the L2 cache (a call whose networks together
      * exceed it, so each network's weights are gone by its next call): the same bits,
-     * an access order that streams from memory better and runs slower from cache. NULL
-     * where dense serves both (the portable and AVX-512 sets). */
+     * by an access order that streams from memory better and runs slower from cache,
+     * and prefetches of the rows listed ahead. NULL where dense serves both (the
+     * portable and AVX-512 sets). */
     NevoDenseFn dense_streamed;
 } NevoKernels;
 
