@@ -1161,7 +1161,8 @@ T256 static void row256(const float *W, const float *src, const float *x, const 
 
 /* Rows one at a time (AVX2 has no masked FMA for a register block that skips each
  * row's own zeros). streamed: the weights come from beyond the cache; the first row
- * goes through row256_sums where its rule holds, and the tiles prefetch listed rows. */
+ * goes through row256_sums where its rule holds, or else through tiles that prefetch
+ * the listed rows (the rows after it find the weights in cache). */
 INLINE256 void dense256_rows(const float *W, const float *b, const float *X, size_t xs, int rows, int in, int out,
                              float *Y, size_t ys, const int streamed) {
     int32_t idx[CHUNK + 16];
@@ -1175,7 +1176,7 @@ INLINE256 void dense256_rows(const float *W, const float *b, const float *X, siz
             if (streamed && r == 0 && out > 64 && 4 * n >= 3 * len)
                 row256_sums(W, k0 == 0 ? b : y, x, idx, n, out, y);
             else
-                row256(W, k0 == 0 ? b : y, x, idx, n, out, y, streamed);
+                row256(W, k0 == 0 ? b : y, x, idx, n, out, y, streamed && r == 0);
         }
     }
 }
