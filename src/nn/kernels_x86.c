@@ -1072,12 +1072,12 @@ INLINE256 int nonzero256(const float *x, int k0, int n, int32_t *idx) {
  * come from beyond the cache (dense_streamed), so the lines of the tile's piece of the
  * row listed NEVO_PREFETCH_ROWS ahead are asked for, as the AVX-512 tile does: the
  * gaps that zero inputs leave in the list are what the hardware prefetcher does not
- * follow. On an AMD EPYC (Zen 3), the MinAtar GA (one 530 KB network per worker's
- * call, beyond the 512 KB L2), the builds with and without it alternately: faster in 13
- * of 15 pairs of runs (Breakout 1 thread 83-95k -> 91-96k frames/s, 2 threads
- * 141-154k -> 152-170k), and the MinAtar forward at P = 256 from memory faster in 15
- * of 19 pairs over four games; a lone network read from cache call after call ran
- * level. */
+ * follow. On an AMD EPYC (Zen 3), builds with and without it alternately: the
+ * MinAtar net's forward at P = 256, B = 1 (every network from memory) faster in 15 of
+ * 19 pairs over four games (Breakout's best 12.0-18.3 -> 14.2-19.5 GFLOP/s); a lone
+ * network read from cache call after call level; MinAtar GA training, where each
+ * worker reads one 530 KB network from L2 and L3 step after step, level within this
+ * host's noise (faster in 17 of 32 pairs of runs). */
 INLINE256 void row256_tile(const float *W, const float *src, const float *x, const int32_t *idx, int n, int out,
                            const int VB, __m256i mt, float *y, int prefetch) {
     __m256 acc[8];
