@@ -1077,7 +1077,7 @@ INLINE256 int nonzero256(const float *x, int k0, int n, int32_t *idx) {
  * 19 pairs over four games (Breakout's best 12.0-18.3 -> 14.2-19.5 GFLOP/s); a lone
  * network read from cache call after call level; MinAtar GA training, where each
  * worker reads one 530 KB network from L2 and L3 step after step, level within this
- * host's noise (faster in 17 of 32 pairs of runs). */
+ * host's noise (faster in 17 of 28 pairs of runs). */
 INLINE256 void row256_tile(const float *W, const float *src, const float *x, const int32_t *idx, int n, int out,
                            const int VB, __m256i mt, float *y, int prefetch) {
     __m256 acc[8];
