@@ -140,6 +140,10 @@ TEST(bench_forward_counts) {
         CHECK_EQ_INT(r.rows, c->P * c->B);
         CHECK_NEAR(r.weight_bytes, 4.0 * (double)r.nparams * c->P, 0.0);
         CHECK(r.gflops > 0 && isfinite(r.gflops));
+        /* a repetition's rate averages its calls and the time between them, so the
+         * fastest single call is at least as fast as the best repetition */
+        CHECK_MSG(isfinite(r.gflops_fastest_call) && r.gflops_fastest_call >= r.gflops,
+                  "fastest call %g GFLOP/s, best repetition %g", r.gflops_fastest_call, r.gflops);
         CHECK(r.bw_gbs > 0 && isfinite(r.bw_gbs));
         /* weights are consumed once per network per call: bytes/s = rows/s / B * bytes */
         CHECK_NEAR(r.weight_gbs, r.gflops / r.flops_per_row / c->B * 4.0 * (double)r.nparams, 1e-9 * r.weight_gbs);
@@ -178,6 +182,7 @@ TEST(bench_minatar_read_bytes) {
     CHECK_MSG(nevo_bench_forward_minatar(&o, "minatar/breakout", P, 16, &r16, &err) == NEVO_OK, "%s", err.msg);
     CHECK(r16.rows == 16 * P && r16.weight_bytes == r.weight_bytes && r16.flops_per_row == r.flops_per_row);
     CHECK(r16.read_bytes == 0.0 && r16.gflops > 0.0 && isfinite(r16.gflops));
+    CHECK(isfinite(r16.gflops_fastest_call) && r16.gflops_fastest_call >= r16.gflops);
     /* the streaming loop's rate is measured at 16 rows where the CPU has AVX-512 */
     CHECK(isnan(r.stream_fma_gbs));
     if (nevo_bench_isa_supported(NEVO_ISA_AVX512))

@@ -184,6 +184,8 @@ typedef struct NevoBenchForwardResult {
     long rows;             /* P * B */
     double weight_bytes;   /* P * nparams * 4 */
     double gflops, gflops_median;
+    double gflops_fastest_call; /* the fastest single call of them all, warm-up included:
+                                   on a shared host, the rate with no other work in the way */
     double weight_gbs;     /* weight bytes consumed per second: each network's weights
                               count once per call (its B rows share them) */
     double bw_gbs;         /* read bandwidth over a buffer of weight_bytes (the weights) */
@@ -209,6 +211,7 @@ typedef struct NevoBenchForwardCtx {
     const float *obs;
     int rows;
     float *out, *scratch;
+    double fastest_s; /* the shortest call so far (0: none yet), set by the work function */
 } NevoBenchForwardCtx;
 double nevo_bench_forward_work(void *ctx, long iters);
 

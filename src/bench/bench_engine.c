@@ -218,7 +218,7 @@ NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *gam
     for (int i = 0; i < rows; i++) net[i] = i / B;
     float *outb = nevo_alloc_aligned(sizeof(float) * (size_t)rows * p->n_out);
     float *scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(p, rows));
-    NevoBenchForwardCtx c = {p, params, net, obs, rows, outb, scratch};
+    NevoBenchForwardCtx c = {p, params, net, obs, rows, outb, scratch, 0.0};
     NevoBenchTiming t = nevo_bench_measure(o, nevo_bench_forward_work, &c, 1);
     out->nparams = np;
     out->flops_per_row = nevo_policy_flops(p);
@@ -226,6 +226,7 @@ NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *gam
     out->weight_bytes = 4.0 * (double)np * P;
     out->gflops = t.best * out->flops_per_row * 1e-9;
     out->gflops_median = t.median * out->flops_per_row * 1e-9;
+    out->gflops_fastest_call = (double)rows * out->flops_per_row / c.fastest_s * 1e-9;
     out->cpu_share = t.cpu_share;
     out->weight_gbs = t.best / B * 4.0 * (double)np * 1e-9; /* once per network */
     out->bw_gbs = nevo_bench_read_bandwidth(o, params, np * (size_t)P);
