@@ -303,13 +303,15 @@ TEST(policy_forward_mlp_discrete) {
     int hb[2] = {130, 130};
     c = mlp_config("tanh", 2, hb);
     check_forward(spec, &c, 0, 12, "CartPole tanh [130,130]");
-    /* 300-wide: the batch's 23 rows of 7 networks (at least 7 runs of rows, 370 KB a
-     * network) outweigh the L2 of the CPUs nevo has met, so it takes dense_streamed
-     * where the kernel set has one, while a row alone takes dense where the L2 holds
-     * it: the same bits */
-    int hw[2] = {300, 300};
+    /* 800-wide: the batch's 23 rows of 7 networks (at least 7 runs of rows, 2.6 MB a
+     * network) outweigh nevo_cache_streamed_bytes on the CPUs nevo has met (8 L2s of at
+     * most 2 MB), so it takes the streamed kernels where the set has them, while a row
+     * alone takes dense where that holds a network (L2 of 512 KB or more): the same bits */
+    int hw[2] = {800, 800};
     c = mlp_config("tanh", 2, hw);
-    check_forward(spec, &c, 0, 13, "CartPole tanh [300,300]");
+    size_t wide_bytes = sizeof(float) * (size_t)(4 * 800 + 800 + 800 * 800 + 800 + 800 * 2 + 2);
+    CHECK(7 * wide_bytes > nevo_cache_streamed_bytes());
+    check_forward(spec, &c, 0, 13, "CartPole tanh [800,800]");
     nevo_env_free(env);
 }
 
@@ -454,8 +456,9 @@ static int kernel_sets(const NevoKernels *ks[3]) {
     return n;
 }
 
-/* kernel_sets, and after each set with a dense_streamed a copy of it whose dense is
- * that one ("avx2 streamed"), for the tests of dense to cover both. */
+/* kernel_sets, and after each set with a dense_streamed or dense_lanes_streamed a copy
+ * of it whose dense and dense_lanes are those ("avx2 streamed"), for the tests of dense
+ * and dense_lanes to cover both entries. */
 #define DENSE_SETS_MAX 6
 static int dense_sets(const NevoKernels *ks[DENSE_SETS_MAX]) {
     static NevoKernels streamed[3];
@@ -464,11 +467,12 @@ static int dense_sets(const NevoKernels *ks[DENSE_SETS_MAX]) {
     int nk = kernel_sets(sets), n = 0;
     for (int i = 0; i < nk; i++) {
         ks[n++] = sets[i];
-        if (sets[i]->dense_streamed) {
+        if (sets[i]->dense_streamed || sets[i]->dense_lanes_streamed) {
             streamed[i] = *sets[i];
             snprintf(streamed_names[i], sizeof streamed_names[i], "%s streamed", sets[i]->name);
             streamed[i].name = streamed_names[i];
-            streamed[i].dense = sets[i]->dense_streamed;
+            if (sets[i]->dense_streamed) streamed[i].dense = sets[i]->dense_streamed;
+            if (sets[i]->dense_lanes_streamed) streamed[i].dense_lanes = sets[i]->dense_lanes_streamed;
             ks[n++] = &streamed[i];
         }
     }
@@ -668,8 +672,8 @@ TEST(kernels_dense_wide_skip_zero_inputs) {
  * cases of kernels_dense_skip_zero_inputs, and with one zero input late in one row
  * (the only masked term of a layer) against infinite weights. */
 TEST(kernels_dense_lanes_bit_identical) {
-    const NevoKernels *ks[3];
-    int nk = kernel_sets(ks), checked = 0;
+    const NevoKernels *ks[DENSE_SETS_MAX];
+    int nk = dense_sets(ks), checked = 0;
     const NevoKernels *generic = ks[0];
     CHECK(generic->dense_lanes == NULL); /* the portable set keeps the row layout */
     enum { R = NEVO_LANES };
@@ -833,9 +837,12 @@ TEST(kernels_dense_lanes_bit_identical) {
             for (int r = 0; r < R; r++) check_skip_row(what, (r * 3) % 5, Y[r], W, b, relu);
         }
     }
-    /* the lanes path is checked wherever the CPU has AVX2 (and AVX-512), several blocks
-     * at once where AVX-512 has them */
-    if (nevo_kernels_named("avx2")) CHECK(checked == (nevo_kernels_named("avx512") ? 2 : 1));
+    /* the lanes path is checked wherever the CPU has AVX2 (both its entries) and
+     * AVX-512, several blocks at once where AVX-512 has them */
+    if (nevo_kernels_named("avx2")) {
+        CHECK(nevo_kernels_named("avx2")->dense_lanes_streamed != NULL);
+        CHECK(checked == (nevo_kernels_named("avx512") ? 3 : 2));
+    }
     if (nevo_kernels_named("avx512")) CHECK(nevo_kernels_named("avx512")->dense_lanes_blocks != NULL);
 }
 

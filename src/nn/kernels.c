@@ -112,7 +112,7 @@ void nevo_weighted_sum_portable(double *g, const float *const *rows, const doubl
 static const NevoKernels generic = {"generic", dense_generic, conv_generic, tanh_generic,    relu_generic,
                                     NULL,      NULL,          NULL,         NULL,            NULL,
                                     perturb_generic,          nevo_weighted_sum_portable, NULL,
-                                    NULL};
+                                    NULL,      NULL};
 
 const NevoKernels *nevo_kernels_named(const char *name) {
     if (strcmp(name, "generic") == 0) return &generic;
@@ -157,6 +157,19 @@ size_t nevo_cache_l2_bytes(void) {
     pthread_once(&l2_once, read_l2);
     return l2_bytes;
 }
+
+/* About a core's share of L3 on the AVX2 CPUs (the ones with streamed kernels): 4 MB
+ * against 512 KB of L2 on AMD's Zen 2 and 3, 1.5-2 MB against 256 KB on Intel's. The
+ * system's figure for L3 does not do: a virtual machine reports the host's (256 MiB on
+ * the AMD EPYC of docs/BENCHMARKS.md), and other tenants share it. There (Zen 3, 512 KB
+ * of L2) the plain kernels ran faster from L3 and the streamed ones from memory, the
+ * crossover between 5 and 11 MB of weights, lower while the host was busy: MinAtar's
+ * 530 KB net, one row a call, 5-10% faster with dense than with dense_streamed (the
+ * rule was the L2 before); 256-256 MLPs at B = 16, 2-7 MB, 70 -> 73 GFLOP/s with
+ * dense_lanes, and 11 MB 66 with dense_lanes_streamed against 45 without. */
+#define STREAMED_L2S 8
+
+size_t nevo_cache_streamed_bytes(void) { return STREAMED_L2S * nevo_cache_l2_bytes(); }
 
 void nevo_kernel_activate(NevoActivation act, float *y, int n) {
     if (act == NEVO_ACT_TANH)

@@ -64,6 +64,11 @@
 typedef void (*NevoDenseFn)(const float *W, const float *b, const float *X, size_t xs, int rows, int in, int out,
                             float *Y, size_t ys);
 
+/* each of NEVO_LANES rows in the lanes layout (XT -> YT): act(b + x W) (NevoKernels'
+ * dense_lanes says more) */
+typedef void (*NevoDenseLanesFn)(const float *W, const float *b, const float *XT, int in, int out,
+                                 NevoActivation act, float *YT);
+
 typedef struct NevoKernels {
     const char *name; /* "generic", "avx2" or "avx512" */
     NevoDenseFn dense; /* for weights in cache (or where one kernel serves both) */
@@ -78,8 +83,7 @@ typedef struct NevoKernels {
      * each row's act(b + x W), output o of every row at YT + NEVO_LANES o, every output
      * the same terms in the same order as dense and the same activation, so the same
      * bits. NULL in the portable set. */
-    void (*dense_lanes)(const float *W, const float *b, const float *XT, int in, int out, NevoActivation act,
-                        float *YT);
+    NevoDenseLanesFn dense_lanes;
     /* conv and then act for a block of NEVO_LANES rows in the lanes layout, input
      * (iy, ix, c) of every row at XT + NEVO_LANES ((iy in_w + ix) in_c + c), output
      * (oy, ox, f) at YT + NEVO_LANES ((oy out_w + ox) out_c + f): conv's bits, then
@@ -112,12 +116,16 @@ typedef struct NevoKernels {
      * blocks), and its 16 registers hold no more sums. */
     void (*dense_lanes_blocks)(const float *W, const float *b, int nb, const float *const *XT, int in, int out,
                                NevoActivation act, float *const *YT);
-    /* dense for weights read from beyond the L2 cache (a call whose networks together
-     * exceed it, so each network's weights are gone by its next call): the same bits,
-     * by an access order that streams from memory better and runs slower from cache,
-     * and prefetches of the rows listed ahead. NULL where dense serves both (the
-     * portable and AVX-512 sets). */
+    /* dense for weights read from memory (a call whose networks together exceed
+     * nevo_cache_streamed_bytes, so each network's weights are gone from cache by its
+     * next call): the same bits, by an access order that streams from memory better and
+     * runs slower from cache, and prefetches of the rows listed ahead. NULL where dense
+     * serves both (the portable and AVX-512 sets). */
     NevoDenseFn dense_streamed;
+    /* dense_lanes for weights read from memory, the same bits: it prefetches each
+     * chunk's successor and what follows the layer (the next network), which from cache
+     * only slows it. NULL where dense_lanes serves both (the portable and AVX-512 sets). */
+    NevoDenseLanesFn dense_lanes_streamed;
 } NevoKernels;
 
 /* The kernels in use (chosen on first call). */
@@ -126,6 +134,9 @@ const NevoKernels *nevo_kernels(void);
  * not say; one core's share where cores share it is less): what the kernels' callers
  * size their working sets by. */
 size_t nevo_cache_l2_bytes(void);
+/* The weights a call may read from cache (a multiple of the L2: kernels.c says why):
+ * nevo_policy_forward sends a call whose networks outweigh it to the streamed kernels. */
+size_t nevo_cache_streamed_bytes(void);
 /* A specific implementation, or NULL if this CPU/build lacks it. */
 const NevoKernels *nevo_kernels_named(const char *name);
 

@@ -202,7 +202,8 @@ static void forward_rows(const NevoPolicy *p, const NevoKernels *K, NevoDenseFn 
  * the first. dense_lanes and conv_lanes apply each layer's activation before they
  * store. */
 static void forward_lanes(const NevoPolicy *p, const NevoKernels *K, const float *theta, const float *x0,
-                          size_t xs0, float *out, float *scratch, int n, int blocks) {
+                          size_t xs0, float *out, float *scratch, int n, int blocks, int streamed) {
+    NevoDenseLanesFn dense_lanes = streamed && K->dense_lanes_streamed ? K->dense_lanes_streamed : K->dense_lanes;
     float *a = scratch + (size_t)p->max_width * n, *b = scratch;
     size_t blk = (size_t)NEVO_LANES * p->max_width; /* block q's offset in each buffer: q blk */
     for (int q = 0; q < blocks; q++) K->to_lanes(x0 + (size_t)q * NEVO_LANES * xs0, xs0, p->obs_dim, a + q * blk);
@@ -217,7 +218,7 @@ static void forward_lanes(const NevoPolicy *p, const NevoKernels *K, const float
             for (int q = 0; q < blocks; q++) xq[q] = a + q * blk, yq[q] = b + q * blk;
             K->dense_lanes_blocks(w, bias, blocks, xq, L->in_dim, L->out_dim, L->act, yq);
         } else {
-            K->dense_lanes(w, bias, a, L->in_dim, L->out_dim, L->act, b);
+            dense_lanes(w, bias, a, L->in_dim, L->out_dim, L->act, b);
         }
         float *t = a;
         a = b;
@@ -236,18 +237,22 @@ void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride
      * (conv layers come first) */
     int all_dense = p->layers[0].kind == NEVO_LAYER_DENSE;
     int lanes = K->dense_lanes != NULL;
-    /* Where the call's networks together outweigh the L2 cache, each one's weights are
-     * gone from it by the next call and come from L3 or memory: those go through
-     * dense_streamed. A call within the L2 (the evaluator keeps its slots' networks
-     * there from one step to the next) reads them from cache. Each run of rows counts
-     * as a network (one that comes back after others counts again; the evaluator's
-     * slots and a population's rows hold each network in one run). */
+    /* Where the call's networks together outweigh nevo_cache_streamed_bytes (about a
+     * core's share of L3), each one's weights come from memory, call after call: those
+     * go through the streamed
+     * kernels (dense_streamed, dense_lanes_streamed), whose access order and prefetches
+     * suit memory and only slow reads from cache. Each run of rows counts as a network
+     * (one that comes back after others counts again; the evaluator's slots and a
+     * population's rows hold each network in one run). */
     NevoDenseFn dense = K->dense;
-    if (K->dense_streamed) {
-        size_t runs = 0;
-        for (int i = 0; i < n; i++) runs += i == 0 || net[i] != net[i - 1];
-        if (runs * p->nparams * sizeof(float) > nevo_cache_l2_bytes()) dense = K->dense_streamed;
-    }
+    size_t runs = 0, beyond = nevo_cache_streamed_bytes(), net_bytes = p->nparams * sizeof(float);
+    for (int i = 0; i < n; i++) runs += i == 0 || net[i] != net[i - 1];
+    int streamed = runs * net_bytes > beyond;
+    if (streamed && K->dense_streamed) dense = K->dense_streamed;
+    /* The lanes layout's blocks of a run after its first find the network in cache
+     * unless it alone is that large: only the first streams it (and prefetches the next
+     * network). */
+    int lanes_streamed_after_first = net_bytes > beyond;
     /* A run of rows that share a network goes through all its layers together, so its
      * weights are read once per run rather than once per row, in the order they lie in
      * memory, and its activations stay in cache from one layer to the next. */
@@ -294,7 +299,8 @@ void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride
             while (m - r >= NEVO_LANES) {
                 int blocks = K->dense_lanes_blocks ? (m - r) / NEVO_LANES : 1;
                 if (blocks > NEVO_LANES_BLOCKS) blocks = NEVO_LANES_BLOCKS;
-                forward_lanes(p, K, theta, x + r * xs, xs, y + r * O, scratch, n, blocks);
+                forward_lanes(p, K, theta, x + r * xs, xs, y + r * O, scratch, n, blocks,
+                              r == 0 ? streamed : lanes_streamed_after_first);
                 r += blocks * NEVO_LANES;
             }
         }
