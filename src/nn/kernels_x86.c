@@ -1077,7 +1077,8 @@ INLINE256 int nonzero256(const float *x, int k0, int n, int32_t *idx) {
  * 19 pairs over four games (Breakout's best 12.0-18.3 -> 14.2-19.5 GFLOP/s); a lone
  * network read from cache call after call level; MinAtar GA training, where each
  * worker reads one 530 KB network from L2 and L3 step after step, level within this
- * host's noise (faster in 17 of 28 pairs of runs). */
+ * host's noise (faster in 17 of 28 pairs of runs; that case has since left
+ * dense_streamed, nevo_cache_streamed_bytes in kernels.c says why). */
 INLINE256 void row256_tile(const float *W, const float *src, const float *x, const int32_t *idx, int n, int out,
                            const int VB, __m256i mt, float *y, int prefetch) {
     __m256 acc[8];
@@ -1110,8 +1111,8 @@ INLINE256 void row256_tile(const float *W, const float *src, const float *x, con
  * 0.90.
  *
  * It is taken where it gains:
- * - for weights from beyond the cache only (dense_streamed, which nevo_policy_forward
- *   calls where the call's networks outweigh the L2): from cache a store per vector FMA
+ * - for weights from memory only (dense_streamed, which nevo_policy_forward calls
+ *   where the call's networks outweigh nevo_cache_streamed_bytes): from cache a store per vector FMA
  *   caps one pass near half the FMA peak and a tile can reach it. A lone network whose
  *   weights stay in L2 from call to call (an evaluator worker's one slot) ran 35-38 ->
  *   27-29 GFLOP/s here (P = 1 256-256 at B = 1) when every call took it;
@@ -1650,7 +1651,7 @@ INLINE256 void lanes256_tile(const float *W, const float *b, int sums, const flo
  * chunk, did no better over the 64- and 256-wide cases together. */
 #define LANES256_PAST_BYTES (16 * 1024)
 
-/* prefetch: the prefetches above, for weights from beyond the L2 (dense_lanes_streamed).
+/* prefetch: the prefetches above, for weights from memory (dense_lanes_streamed).
  * From L2 they only take load slots and L1 lines from the tiles: 16 rows through one
  * 256 x 256 layer in L2, on an AMD EPYC (Zen 3), 78-80 GFLOP/s with them against 86-88
  * without (fastest calls; median calls 52-54 against 63), and a layer from memory 76
