@@ -1025,9 +1025,27 @@ INLINE256 __m256i mask8(int remaining) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(remaining), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-/* nonzero512 without a compress instruction, for rows (up to NEVO_NETS_MAX) of X: each
- * index is written and kept (the count advanced) only if any row's input is nonzero;
- * *all_rows when no row has a zero among the kept ones. */
+/* The set bits of each 4-bit mask, in ascending order, one per byte. */
+static const uint32_t lanes_of_nibble[16] = {
+    0,          0x00,       0x01,       0x0100,     0x02,       0x0200,     0x0201,     0x020100,
+    0x03,       0x0300,     0x0301,     0x030100,   0x0302,     0x030200,   0x030201,   0x03020100,
+};
+
+/* Appends k + the set bits of the 4-bit mask m to idx at *cnt: four indices are
+ * written, the count advanced by the set ones (idx has room for 3 past the last). */
+INLINE256 void list_nibble256(int32_t *idx, int *cnt, int k, unsigned m) {
+    __m128i v = _mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)lanes_of_nibble[m]));
+    _mm_storeu_si128((__m128i *)(idx + *cnt), _mm_add_epi32(v, _mm_set1_epi32(k)));
+    *cnt += __builtin_popcount(m);
+}
+
+/* nonzero512 without a compress instruction, for rows (up to NEVO_NETS_MAX) of X: the
+ * indices where any row's input is nonzero, in ascending order, each group of 8 listed
+ * without a branch, four at a time from a table; *all_rows when no row has a zero among
+ * the listed ones. idx has room for n + 3. (The loop it replaces wrote each of the 8
+ * indices and advanced the count by its bit, after a branch on an empty group: 9% of
+ * a MinAtar Breakout GA run on an AMD EPYC (Zen 3) was that loop, listing the big
+ * layer's 1024 inputs, 20-28% nonzero, every step.) */
 INLINE256 int nonzero256_rows(const float *X, size_t xs, int rows, int k0, int n, int32_t *idx, int *all_rows) {
     int cnt = 0, i = 0, all = 1;
     for (; i + 8 <= n; i += 8) {
@@ -1038,11 +1056,8 @@ INLINE256 int nonzero256_rows(const float *X, size_t xs, int rows, int k0, int n
             any |= m, every &= m;
         }
         all &= any == every;
-        if (!any) continue;
-        for (int l = 0; l < 8; l++) {
-            idx[cnt] = k0 + i + l;
-            cnt += (int)((any >> l) & 1u);
-        }
+        list_nibble256(idx, &cnt, k0 + i, any & 15u);
+        list_nibble256(idx, &cnt, k0 + i + 4, any >> 4);
     }
     for (; i < n; i++) {
         int any = 0, every = 1;
