@@ -930,6 +930,9 @@ static const int conv_shapes[][6] = {
     /* 3x3 at stride 1, the AVX-512 sparse path's own: rows of 16 and of 10 outputs (two
      * filter vectors, the second partial), and an input too big for it */
     {18, 18, 2, 3, 1, 16}, {12, 12, 5, 3, 1, 20},  {14, 14, 30, 3, 1, 4},
+    /* and the AVX2 one's (a padded output of up to 4096 floats; the first two shapes
+     * above are MinAtar's): a partial second vector of filters, rows of 4, four vectors */
+    {9, 10, 3, 3, 1, 13},  {7, 6, 2, 3, 1, 5},     {6, 6, 2, 3, 1, 29},
 };
 enum { N_CONV_SHAPES = sizeof conv_shapes / sizeof conv_shapes[0] };
 
