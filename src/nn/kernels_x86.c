@@ -1411,7 +1411,7 @@ T256 static void conv256_sparse(const NevoLayer *L, const float *W, const float 
  * 0.72-0.74, Asterix 0.51-0.69 -> 0.44-0.61, Seaquest 0.86-1.09 -> 0.73-0.95 (ten
  * channels: listing its 1000 inputs weighs more than its 12 nonzero ones). A first
  * version that copied out with a masked store for the last vector, full or not, lost
- * 0.2 us to it: AMD's masked stores take about 10 cycles each. */
+ * 0.2 us to it (about 10 cycles a store, the next layer reading them at once). */
 #define CONV3_PAD_FLOATS 4096
 INLINE256 void conv256_sparse3_padded(const NevoLayer *L, const float *W, const float *b, const float *x, float *y,
                                       const int VB) {
