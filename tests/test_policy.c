@@ -289,6 +289,21 @@ static void check_forward(const NevoEnvSpec *spec, const NevoPolicyConfig *cfg, 
     check_forward_rows(spec, cfg, obs_norm, seed, what, 0);
 }
 
+/* The narrowest width (a multiple of 16) of two hidden layers, between obs inputs and
+ * n_out outputs, at which `runs` networks outweigh nevo_cache_streamed_bytes, while one
+ * network alone does not (checked): a call of runs of rows of different networks then
+ * takes the streamed kernels, and each row alone the plain ones. */
+static int streamed_width(int runs, int obs, int n_out) {
+    size_t beyond = nevo_cache_streamed_bytes();
+    for (int w = 16;; w += 16) {
+        size_t bytes = sizeof(float) * ((size_t)w * w + (size_t)(obs + 2 + n_out) * w + (size_t)n_out);
+        if ((size_t)runs * bytes > beyond) {
+            CHECK(bytes <= beyond);
+            return w;
+        }
+    }
+}
+
 TEST(policy_forward_mlp_discrete) {
     NevoEnv *env = open_env("CartPole-v1");
     const NevoEnvSpec *spec = nevo_env_spec(env);
@@ -303,15 +318,13 @@ TEST(policy_forward_mlp_discrete) {
     int hb[2] = {130, 130};
     c = mlp_config("tanh", 2, hb);
     check_forward(spec, &c, 0, 12, "CartPole tanh [130,130]");
-    /* 800-wide: the batch's 23 rows of 7 networks (at least 7 runs of rows, 2.6 MB a
-     * network) outweigh nevo_cache_streamed_bytes on the CPUs nevo has met (8 L2s of at
-     * most 2 MB), so it takes the streamed kernels where the set has them, while a row
-     * alone takes dense where that holds a network (L2 of 512 KB or more): the same bits */
-    int hw[2] = {800, 800};
+    /* wide enough that the batch's 23 rows of 7 networks (at least 7 runs of rows)
+     * outweigh nevo_cache_streamed_bytes, so it takes the streamed kernels where the set
+     * has them, while a row alone takes dense: the same bits */
+    int ww = streamed_width(7, spec->obs_dim, 2);
+    int hw[2] = {ww, ww};
     c = mlp_config("tanh", 2, hw);
-    size_t wide_bytes = sizeof(float) * (size_t)(4 * 800 + 800 + 800 * 800 + 800 + 800 * 2 + 2);
-    CHECK(7 * wide_bytes > nevo_cache_streamed_bytes());
-    check_forward(spec, &c, 0, 13, "CartPole tanh [800,800]");
+    check_forward(spec, &c, 0, 13, "CartPole tanh, streamed width");
     nevo_env_free(env);
 }
 
@@ -391,6 +404,13 @@ TEST(policy_forward_runs_in_lanes) {
     int h5[1] = {130};
     c = mlp_config("relu", 1, h5);
     check_forward_rows(&wide, &c, 1, 29, "64->18 relu [130] obs_norm, runs", 1);
+    /* networks wide enough that the 8 runs outweigh nevo_cache_streamed_bytes: each
+     * run's first block takes dense_lanes_streamed where the set has it, its later
+     * blocks and rows left over the plain kernels */
+    int hs = streamed_width(N_LANE_RUNS, wide.obs_dim, wide.n_actions);
+    int h6[2] = {hs, hs};
+    c = mlp_config("tanh", 2, h6);
+    check_forward_rows(&wide, &c, 0, 30, "64->18 tanh, streamed width, runs", 1);
     /* conv networks: two conv layers (stride 2, 8 and 4 filters), and one of 20 filters
      * (a full and a partial tile; on a 6x6 image, so float sums stay within the
      * reference's tolerance) */
@@ -931,8 +951,9 @@ static const int conv_shapes[][6] = {
      * filter vectors, the second partial), and an input too big for it */
     {18, 18, 2, 3, 1, 16}, {12, 12, 5, 3, 1, 20},  {14, 14, 30, 3, 1, 4},
     /* and the AVX2 one's (a padded output of up to 4096 floats; the first two shapes
-     * above are MinAtar's): a partial second vector of filters, rows of 4, four vectors */
-    {9, 10, 3, 3, 1, 13},  {7, 6, 2, 3, 1, 5},     {6, 6, 2, 3, 1, 29},
+     * above are MinAtar's), sparse at p_zero 0.95: a partial second vector of filters,
+     * rows of 4 outputs, three and four vectors */
+    {9, 10, 3, 3, 1, 13},  {7, 6, 4, 3, 1, 5},     {8, 8, 3, 3, 1, 20},   {6, 6, 2, 3, 1, 29},
 };
 enum { N_CONV_SHAPES = sizeof conv_shapes / sizeof conv_shapes[0] };
 

@@ -1032,7 +1032,7 @@ static const uint32_t lanes_of_nibble[16] = {
 };
 
 /* Appends k + the set bits of the 4-bit mask m to idx at *cnt: four indices are
- * written, the count advanced by the set ones (idx has room for 3 past the last). */
+ * written at idx + *cnt, and the count advances by the set ones. */
 INLINE256 void list_nibble256(int32_t *idx, int *cnt, int k, unsigned m) {
     __m128i v = _mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)lanes_of_nibble[m]));
     _mm_storeu_si128((__m128i *)(idx + *cnt), _mm_add_epi32(v, _mm_set1_epi32(k)));
@@ -1042,10 +1042,11 @@ INLINE256 void list_nibble256(int32_t *idx, int *cnt, int k, unsigned m) {
 /* nonzero512 without a compress instruction, for rows (up to NEVO_NETS_MAX) of X: the
  * indices where any row's input is nonzero, in ascending order, each group of 8 listed
  * without a branch, four at a time from a table; *all_rows when no row has a zero among
- * the listed ones. idx has room for n + 3. (The loop it replaces wrote each of the 8
- * indices and advanced the count by its bit, after a branch on an empty group: 9% of
- * a MinAtar Breakout GA run on an AMD EPYC (Zen 3) was that loop, listing the big
- * layer's 1024 inputs, 20-28% nonzero, every step.) */
+ * the listed ones. Nothing is written past idx[n - 1]: the count is at most i when the
+ * group at i starts, so its two writes of four end by idx[i + 7]. (The loop it replaces wrote each of the 8 indices and
+ * advanced the count by its bit, after a branch on an empty group: 9% of a MinAtar
+ * Breakout GA run on an AMD EPYC (Zen 3) was that loop, listing the big layer's 1024
+ * inputs, 20-28% nonzero, every step.) */
 INLINE256 int nonzero256_rows(const float *X, size_t xs, int rows, int k0, int n, int32_t *idx, int *all_rows) {
     int cnt = 0, i = 0, all = 1;
     for (; i + 8 <= n; i += 8) {
@@ -1176,7 +1177,7 @@ T256 static void row256(const float *W, const float *src, const float *x, const 
 }
 
 /* Rows one at a time (AVX2 has no masked FMA for a register block that skips each
- * row's own zeros). streamed: the weights come from beyond the cache; the first row
+ * row's own zeros). streamed: the weights come from memory; the first row
  * goes through row256_sums where its rule holds, or else through tiles that prefetch
  * the listed rows (the rows after it find the weights in cache). */
 INLINE256 void dense256_rows(const float *W, const float *b, const float *X, size_t xs, int rows, int in, int out,
@@ -1429,7 +1430,7 @@ INLINE256 void conv256_sparse3_padded(const NevoLayer *L, const float *W, const 
         for (int ox = 0; ox < OW; ox++)
 #pragma GCC unroll 4
             for (int v = 0; v < VB; v++) _mm256_store_ps(P + ((size_t)(oy + 2) * PW + ox + 2) * FP + 8 * v, bias[v]);
-    int used_h = OH + 2, used_w = OW + 2;
+    /* at stride 1, every input row and column lies in some window (in_h = OH + 2) */
     int in_dim = L->in_h * IW * C;
     int32_t idx[CHUNK + 16];
     for (int k0 = 0; k0 < in_dim; k0 += CHUNK) {
@@ -1437,7 +1438,6 @@ INLINE256 void conv256_sparse3_padded(const NevoLayer *L, const float *W, const 
         for (int i = 0; i < n; i++) {
             int pix = idx[i] / C, c = idx[i] - pix * C;
             int iy = pix / IW, ix = pix - iy * IW;
-            if (iy >= used_h || ix >= used_w) continue;
             __m256 xb = _mm256_set1_ps(x[idx[i]]);
             /* output (iy - ky, ix - kx) gets the term of window position (ky, kx) */
             float *o0 = P + ((size_t)(iy + 2) * PW + (ix + 2)) * FP;
@@ -1478,7 +1478,8 @@ T256 static void conv256(const NevoLayer *L, const float *W, const float *b, con
     for (; i < in_dim; i++) nnz += x[i] != 0.0f;
     if ((double)nnz * CONV_SPARSE_COST < (double)L->in_c * L->out_h * L->out_w * L->stride * L->stride) {
         int vb = (L->out_c + 7) / 8;
-        if (L->kernel == 3 && L->stride == 1 && vb <= 4 && (L->out_h + 4) * (L->out_w + 4) * 8 * vb <= CONV3_PAD_FLOATS) {
+        int padded = (L->out_h + 4) * (L->out_w + 4) * 8 * vb;
+        if (L->kernel == 3 && L->stride == 1 && vb <= 4 && padded <= CONV3_PAD_FLOATS) {
             switch (vb) {
             case 1: conv256_sparse3_padded(L, W, b, x, y, 1); break;
             case 2: conv256_sparse3_padded(L, W, b, x, y, 2); break;
@@ -1735,15 +1736,16 @@ INLINE256 void lanes256_tile(const float *W, const float *b, int sums, const flo
 }
 
 /* dense_lanes512_blocks for one block: chunks of LANES_CHUNK_BYTES of weights (16 KB
- * and 8 KB were no faster here, with this CPU's 32 KB of L1), each tile prefetching its
- * share of the next chunk's lines. The last chunk prefetches what
+ * and 8 KB were no faster here, with this CPU's 32 KB of L1), and in
+ * dense_lanes256_streamed (weights from memory) each tile prefetching its share of the
+ * next chunk's lines. There the last chunk prefetches what
  * follows the layer in memory, as much as itself and at least LANES256_PAST_BYTES: the
  * bias and the next layer, or after the last layer the next network where the
  * population lies in one block (a prefetch past the end of a buffer does not fault).
  * On an AMD EPYC (Zen 3, 512 KB of L2), B = 16, minimum times of many calls: P = 1024
- * 64-64 (34.5 MB) 35 -> 44-48 GFLOP/s, P = 256 64-64 (in L3) 34-43 -> 40-53, P = 16
- * 64-64 (0.5 MB) 60.5 -> 58.4; 16 KB past every layer, or only as much as each last
- * chunk, did no better over the 64- and 256-wide cases together. */
+ * 64-64 (34.5 MB) 35 -> 44-48 GFLOP/s, P = 256 64-64 (8.6 MB) 34-43 -> 40-53, P = 16
+ * 64-64 (0.5 MB, which no longer streams) 60.5 -> 58.4; 16 KB past every layer, or only
+ * as much as each last chunk, did no better over the 64- and 256-wide cases together. */
 #define LANES256_PAST_BYTES (16 * 1024)
 
 /* prefetch: the prefetches above, for weights from memory (dense_lanes_streamed).

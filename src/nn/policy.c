@@ -304,7 +304,9 @@ void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride
                 r += blocks * NEVO_LANES;
             }
         }
-        if (r < m) forward_rows(p, K, dense, &theta, 1, x + r * xs, xs, m - r, y + r * O, scratch, n);
+        /* rows left over after lanes blocks find the network in cache as those did */
+        NevoDenseFn rest = r > 0 && !lanes_streamed_after_first ? K->dense : dense;
+        if (r < m) forward_rows(p, K, rest, &theta, 1, x + r * xs, xs, m - r, y + r * O, scratch, n);
         i = j;
     }
 }
