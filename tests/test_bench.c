@@ -192,6 +192,24 @@ TEST(bench_minatar_read_bytes) {
     CHECK_NEAR(r16.weight_gbs, r16.gflops * 1e9 / 16 / r16.flops_per_row * r16.weight_bytes / P * 1e-9, 1e-9 * r16.weight_gbs);
 }
 
+/* The MinAtar net as a worker's slot runs it: one network, the steps' rows one call
+ * each, the same network (and FLOP count per row) as the population case. */
+TEST(bench_minatar_episode) {
+    NevoBenchOptions o = quick_options();
+    NevoBenchForwardResult e, r;
+    NevoError err = {0};
+    CHECK_MSG(nevo_bench_forward_minatar_episode(&o, "minatar/breakout", 30, &e, &err) == NEVO_OK, "%s", err.msg);
+    CHECK_MSG(nevo_bench_forward_minatar(&o, "minatar/breakout", 1, 1, &r, &err) == NEVO_OK, "%s", err.msg);
+    double conv = 3 * 3 * 4 * 16 + 16, dense_w = 1024 * 128 + 128 * 6, biases = 128 + 6;
+    CHECK_NEAR(e.weight_bytes, 4.0 * (conv + dense_w + biases), 0.0);
+    CHECK(e.rows == 30 && e.nparams == r.nparams && e.flops_per_row == r.flops_per_row);
+    CHECK(e.gflops > 0.0 && isfinite(e.gflops) && e.gflops_median > 0.0 && e.gflops_median <= e.gflops);
+    CHECK(isnan(e.gflops_fastest_call) && isnan(e.bw_gbs));
+    CHECK(e.input_density > 0.0 && e.input_density < 0.5);
+    CHECK_NEAR(e.weight_gbs, e.gflops / e.flops_per_row * e.weight_bytes, 1e-9 * e.weight_gbs);
+    CHECK(nevo_bench_forward_minatar_episode(&o, "minatar/nope", 30, &e, &err) != NEVO_OK);
+}
+
 TEST(bench_ga_same_work_any_threads) {
     NevoBenchOptions o = quick_options();
     NevoBenchGAResult g1, g2;

@@ -889,6 +889,29 @@ NevoStatus nevo_bench_ga(const NevoBenchOptions *o, int threads, int generations
     return st;
 }
 
+/* The MinAtar net as a worker's one slot runs it (nevo_bench_forward_minatar_episode) */
+static void emit_forward_minatar_episode(const NevoBenchLimits *lim, const char *game, int steps,
+                                         const NevoBenchForwardResult *fr, NevoBenchEmit emit, void *ctx) {
+    NevoBenchResult r;
+    result_init(&r, "forward", "GFLOP/s");
+    snprintf(r.name, sizeof r.name, "forward P=1 MinAtar net, %s obs, an episode a row a call",
+             game + strlen("minatar/"));
+    r.value = fr->gflops;
+    r.median = fr->gflops_median;
+    r.cpu_share = fr->cpu_share;
+    char ln[64];
+    snprintf(ln, sizeof ln, "fma peak, 1 core (%s)", nevo_bench_isa_name(lim->isa));
+    result_limit(&r, lim->peak_1c, ln);
+    double rows_per_s = fr->gflops * 1e9 / fr->flops_per_row;
+    snprintf(r.extra, sizeof r.extra,
+             "\"kernels\": \"%s\", \"env\": \"%s\", \"P\": 1, \"B\": 1, \"steps\": %d, \"nparams\": %zu, "
+             "\"dense_equivalent_flops_per_row\": %.0f, \"rows_per_s\": %.6g, \"us_per_call\": %.4g, "
+             "\"input_density\": %.4g, \"weight_bytes\": %.0f",
+             nevo_bench_kernels_name(), game, steps, fr->nparams, fr->flops_per_row, rows_per_s, 1e6 / rows_per_s,
+             fr->input_density, fr->weight_bytes);
+    emit_row(emit, ctx, &r);
+}
+
 static void emit_forward_minatar(const NevoBenchLimits *lim, const char *game, int P, int B,
                                  const NevoBenchForwardResult *fr, NevoBenchEmit emit, void *ctx) {
     NevoBenchResult r;
@@ -1200,6 +1223,14 @@ NevoStatus nevo_bench_run(const NevoBenchOptions *o, unsigned groups, NevoBenchE
          * times the FLOPs per weight byte, and at that intensity bound by memory and
          * FMAs together) and at 64 (enough FLOPs per byte to be bound by the FMAs) */
         static const char *const minatar_games[] = {"minatar/breakout", "minatar/seaquest"};
+        /* first as training runs it: one network, its weights in cache, a row a call */
+        for (size_t k = 0; k < sizeof minatar_games / sizeof minatar_games[0]; k++) {
+            NevoBenchForwardResult fr;
+            int steps = o->quick ? 50 : 200;
+            if ((st = nevo_bench_forward_minatar_episode(o, minatar_games[k], steps, &fr, err)) != NEVO_OK)
+                goto done;
+            emit_forward_minatar_episode(&lim, minatar_games[k], steps, &fr, emit, ctx);
+        }
         static const int minatar_B[] = {1, 16, 64};
         for (size_t b = 0; b < sizeof minatar_B / sizeof minatar_B[0]; b++) {
             for (size_t k = 0; k < sizeof minatar_games / sizeof minatar_games[0]; k++) {

@@ -280,6 +280,12 @@ NevoStatus nevo_bench_train(const NevoBenchOptions *o, const char *config_json, 
  * one core. The roofline counts (read_bytes, bare_read_gbs) only at B = 1 (0 else). */
 NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *game, int P, int B,
                                       NevoBenchForwardResult *out, NevoError *err);
+/* The MinAtar network as a GA or ES worker's one slot runs it: one network, one row a
+ * call, over `steps` observations of random play in order (a new episode where one
+ * ends), its weights in cache from call to call; one core. rows = steps, and no
+ * fastest call (each observation is its own work) or roofline counts. */
+NevoStatus nevo_bench_forward_minatar_episode(const NevoBenchOptions *o, const char *game, int steps,
+                                              NevoBenchForwardResult *out, NevoError *err);
 
 typedef struct NevoBenchNoveltyResult {
     double seconds_per_call; /* novelty of all queries against the archive, k = 10 */

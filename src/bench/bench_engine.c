@@ -130,14 +130,10 @@ static double rows_work(void *vctx, long iters) {
     return c->bytes * (double)iters;
 }
 
-NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *game, int P, int B,
-                                      NevoBenchForwardResult *out, NevoError *err) {
-    memset(out, 0, sizeof *out);
-    NEVO_ASSERT(P >= 1 && B >= 1);
-    NevoEnv *env = NULL;
-    NevoStatus st = nevo_env_new(game, NULL, 0, &env, err);
+/* game's environment and the MinAtar network (conv 3x3x16, ReLU, dense 128, ReLU) */
+static NevoStatus minatar_net(const char *game, NevoEnv **env, NevoPolicy **p, NevoError *err) {
+    NevoStatus st = nevo_env_new(game, NULL, 0, env, err);
     if (st != NEVO_OK) return st;
-    const NevoEnvSpec *spec = nevo_env_spec(env);
     NevoPolicyConfig pc = {0};
     pc.n_conv = 1;
     pc.conv_filters[0] = 16;
@@ -147,11 +143,22 @@ NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *gam
     pc.hidden[0] = 128;
     snprintf(pc.activation, sizeof pc.activation, "relu");
     snprintf(pc.init, sizeof pc.init, "scaled");
-    NevoPolicy *p = NULL;
-    if ((st = nevo_policy_new(spec, &pc, 0, &p, err)) != NEVO_OK) {
-        nevo_env_free(env);
-        return st;
+    if ((st = nevo_policy_new(nevo_env_spec(*env), &pc, 0, p, err)) != NEVO_OK) {
+        nevo_env_free(*env);
+        *env = NULL;
     }
+    return st;
+}
+
+NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *game, int P, int B,
+                                      NevoBenchForwardResult *out, NevoError *err) {
+    memset(out, 0, sizeof *out);
+    NEVO_ASSERT(P >= 1 && B >= 1);
+    NevoEnv *env = NULL;
+    NevoPolicy *p = NULL;
+    NevoStatus st = minatar_net(game, &env, &p, err);
+    if (st != NEVO_OK) return st;
+    const NevoEnvSpec *spec = nevo_env_spec(env);
     size_t np = p->nparams;
     float *params = nevo_alloc_aligned(sizeof(float) * np * (size_t)P);
     NevoPool *pool = nevo_pool_new(1);
@@ -236,6 +243,88 @@ NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *gam
     out->read_bytes = read_bytes;
     free(params);
     free(net);
+    free(obs);
+    free(outb);
+    free(scratch);
+    nevo_noise_free(noise);
+    nevo_pool_free(pool);
+    nevo_policy_free(p);
+    nevo_env_free(env);
+    return NEVO_OK;
+}
+
+typedef struct EpisodeCtx {
+    const NevoPolicy *p;
+    const float *params, *obs;
+    int steps;
+    float *out, *scratch;
+} EpisodeCtx;
+
+/* One network, one row a call, the episode's observations in order. */
+static double episode_work(void *vctx, long iters) {
+    EpisodeCtx *c = vctx;
+    const int net = 0;
+    for (long i = 0; i < iters; i++)
+        for (int t = 0; t < c->steps; t++)
+            nevo_policy_forward(c->p, c->params, c->p->nparams, &net, c->obs + (size_t)t * c->p->obs_dim, 1, c->out,
+                                c->scratch);
+    return (double)c->steps * (double)iters;
+}
+
+NevoStatus nevo_bench_forward_minatar_episode(const NevoBenchOptions *o, const char *game, int steps,
+                                              NevoBenchForwardResult *out, NevoError *err) {
+    memset(out, 0, sizeof *out);
+    NEVO_ASSERT(steps >= 1);
+    NevoEnv *env = NULL;
+    NevoPolicy *p = NULL;
+    NevoStatus st = minatar_net(game, &env, &p, err);
+    if (st != NEVO_OK) return st;
+    const NevoEnvSpec *spec = nevo_env_spec(env);
+    size_t np = p->nparams;
+    float *params = nevo_alloc_aligned(sizeof(float) * np);
+    NevoPool *pool = nevo_pool_new(1);
+    NevoNoise *noise = nevo_noise_new(nevo_noise_auto_size(np), pool);
+    nevo_policy_init_params(p, noise, 5, 0, 0, params);
+    /* random play from a reset, a new episode where one ends */
+    int odim = spec->obs_dim;
+    float *obs = nevo_alloc_aligned(sizeof(float) * (size_t)steps * odim);
+    void *inst = nevo_alloc_aligned(nevo_env_instance_size(env));
+    NevoRng rng;
+    nevo_rng_init(&rng, 11, NEVO_RNG_USER, 0, 0, 0);
+    nevo_env_reset(env, inst, nevo_rng_derive(11, NEVO_RNG_ENV_SEED, 0, 0, 0), obs);
+    long long nonzero = 0;
+    for (int t = 0; t < steps; t++) {
+        float *x = obs + (size_t)t * odim;
+        if (t > 0) {
+            memcpy(x, x - odim, sizeof(float) * (size_t)odim);
+            float a = (float)nevo_rng_below(&rng, (uint32_t)spec->n_actions);
+            NevoStepResult sr = {0};
+            nevo_env_step(env, inst, &a, x, &sr);
+            if (sr.terminated || sr.truncated)
+                nevo_env_reset(env, inst, nevo_rng_derive(11, NEVO_RNG_ENV_SEED, 0, (uint32_t)t, 0), x);
+        }
+        for (int k = 0; k < odim; k++) nonzero += x[k] != 0.0f;
+    }
+    nevo_env_instance_free(env, inst);
+    free(inst);
+    float *outb = nevo_alloc_aligned(sizeof(float) * (size_t)p->n_out);
+    float *scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(p, 1));
+    EpisodeCtx c = {p, params, obs, steps, outb, scratch};
+    NevoBenchTiming t = nevo_bench_measure(o, episode_work, &c, 1);
+    out->nparams = np;
+    out->flops_per_row = nevo_policy_flops(p);
+    out->rows = steps;
+    out->weight_bytes = 4.0 * (double)np;
+    out->gflops = t.best * out->flops_per_row * 1e-9;
+    out->gflops_median = t.median * out->flops_per_row * 1e-9;
+    out->gflops_fastest_call = NAN; /* the calls differ: each observation is its own work */
+    out->cpu_share = t.cpu_share;
+    out->weight_gbs = t.best * 4.0 * (double)np * 1e-9;
+    out->bw_gbs = NAN;
+    out->stream_fma_gbs = NAN;
+    out->tanh_share = NAN;
+    out->input_density = (double)nonzero / ((double)steps * odim);
+    free(params);
     free(obs);
     free(outb);
     free(scratch);
