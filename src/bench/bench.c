@@ -889,19 +889,24 @@ NevoStatus nevo_bench_ga(const NevoBenchOptions *o, int threads, int generations
     return st;
 }
 
+/* A MinAtar forward row's GFLOP/s against the FMA peak (the caller names it) */
+static void minatar_gflops_row(NevoBenchResult *r, const NevoBenchLimits *lim, const NevoBenchForwardResult *fr) {
+    result_init(r, "forward", "GFLOP/s");
+    r->value = fr->gflops;
+    r->median = fr->gflops_median;
+    r->cpu_share = fr->cpu_share;
+    char ln[64];
+    snprintf(ln, sizeof ln, "fma peak, 1 core (%s)", nevo_bench_isa_name(lim->isa));
+    result_limit(r, lim->peak_1c, ln);
+}
+
 /* The MinAtar net as a worker's one slot runs it (nevo_bench_forward_minatar_episode) */
 static void emit_forward_minatar_episode(const NevoBenchLimits *lim, const char *game, int steps,
                                          const NevoBenchForwardResult *fr, NevoBenchEmit emit, void *ctx) {
     NevoBenchResult r;
-    result_init(&r, "forward", "GFLOP/s");
+    minatar_gflops_row(&r, lim, fr);
     snprintf(r.name, sizeof r.name, "forward P=1 MinAtar net, %s obs, an episode a row a call",
              game + strlen("minatar/"));
-    r.value = fr->gflops;
-    r.median = fr->gflops_median;
-    r.cpu_share = fr->cpu_share;
-    char ln[64];
-    snprintf(ln, sizeof ln, "fma peak, 1 core (%s)", nevo_bench_isa_name(lim->isa));
-    result_limit(&r, lim->peak_1c, ln);
     double rows_per_s = fr->gflops * 1e9 / fr->flops_per_row;
     snprintf(r.extra, sizeof r.extra,
              "\"kernels\": \"%s\", \"env\": \"%s\", \"P\": 1, \"B\": 1, \"steps\": %d, \"nparams\": %zu, "
@@ -918,14 +923,9 @@ static void emit_forward_minatar(const NevoBenchLimits *lim, const char *game, i
     const char *g = game + strlen("minatar/");
     char bn[16] = "";
     if (B > 1) snprintf(bn, sizeof bn, " B=%d", B);
-    result_init(&r, "forward", "GFLOP/s");
+    minatar_gflops_row(&r, lim, fr);
     snprintf(r.name, sizeof r.name, "forward P=%d%s MinAtar net, %s obs", P, bn, g);
-    r.value = fr->gflops;
-    r.median = fr->gflops_median;
-    r.cpu_share = fr->cpu_share;
     char ln[64];
-    snprintf(ln, sizeof ln, "fma peak, 1 core (%s)", nevo_bench_isa_name(lim->isa));
-    result_limit(&r, lim->peak_1c, ln);
     snprintf(r.extra, sizeof r.extra,
              "\"kernels\": \"%s\", \"env\": \"%s\", \"P\": %d, \"B\": %d, \"nparams\": %zu, "
              "\"dense_equivalent_flops_per_row\": %.0f, \"rows_per_s\": %.6g, \"input_density\": %.4g, "

@@ -130,9 +130,27 @@ static double rows_work(void *vctx, long iters) {
     return c->bytes * (double)iters;
 }
 
-/* game's environment and the MinAtar network (conv 3x3x16, ReLU, dense 128, ReLU) */
-static NevoStatus minatar_net(const char *game, NevoEnv **env, NevoPolicy **p, NevoError *err) {
-    NevoStatus st = nevo_env_new(game, NULL, 0, env, err);
+/* game's environment and P MinAtar networks (conv 3x3x16, ReLU, dense 128, ReLU) */
+typedef struct MinatarNets {
+    NevoEnv *env;
+    NevoPolicy *p;
+    NevoPool *pool;
+    NevoNoise *noise;
+    float *params; /* P x nparams, network j initialised from index j */
+} MinatarNets;
+
+static void minatar_nets_free(MinatarNets *m) {
+    free(m->params);
+    if (m->noise) nevo_noise_free(m->noise);
+    if (m->pool) nevo_pool_free(m->pool);
+    if (m->p) nevo_policy_free(m->p);
+    if (m->env) nevo_env_free(m->env);
+    memset(m, 0, sizeof *m);
+}
+
+static NevoStatus minatar_nets(const char *game, int P, MinatarNets *m, NevoError *err) {
+    memset(m, 0, sizeof *m);
+    NevoStatus st = nevo_env_new(game, NULL, 0, &m->env, err);
     if (st != NEVO_OK) return st;
     NevoPolicyConfig pc = {0};
     pc.n_conv = 1;
@@ -143,27 +161,30 @@ static NevoStatus minatar_net(const char *game, NevoEnv **env, NevoPolicy **p, N
     pc.hidden[0] = 128;
     snprintf(pc.activation, sizeof pc.activation, "relu");
     snprintf(pc.init, sizeof pc.init, "scaled");
-    if ((st = nevo_policy_new(nevo_env_spec(*env), &pc, 0, p, err)) != NEVO_OK) {
-        nevo_env_free(*env);
-        *env = NULL;
+    if ((st = nevo_policy_new(nevo_env_spec(m->env), &pc, 0, &m->p, err)) != NEVO_OK) {
+        minatar_nets_free(m);
+        return st;
     }
-    return st;
+    size_t np = m->p->nparams;
+    m->params = nevo_alloc_aligned(sizeof(float) * np * (size_t)P);
+    m->pool = nevo_pool_new(1);
+    m->noise = nevo_noise_new(nevo_noise_auto_size(np), m->pool);
+    for (int j = 0; j < P; j++) nevo_policy_init_params(m->p, m->noise, 5, 0, (uint32_t)j, m->params + (size_t)j * np);
+    return NEVO_OK;
 }
 
 NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *game, int P, int B,
                                       NevoBenchForwardResult *out, NevoError *err) {
     memset(out, 0, sizeof *out);
     NEVO_ASSERT(P >= 1 && B >= 1);
-    NevoEnv *env = NULL;
-    NevoPolicy *p = NULL;
-    NevoStatus st = minatar_net(game, &env, &p, err);
+    MinatarNets m;
+    NevoStatus st = minatar_nets(game, P, &m, err);
     if (st != NEVO_OK) return st;
+    NevoEnv *env = m.env;
+    const NevoPolicy *p = m.p;
+    const float *params = m.params;
     const NevoEnvSpec *spec = nevo_env_spec(env);
     size_t np = p->nparams;
-    float *params = nevo_alloc_aligned(sizeof(float) * np * (size_t)P);
-    NevoPool *pool = nevo_pool_new(1);
-    NevoNoise *noise = nevo_noise_new(nevo_noise_auto_size(np), pool);
-    for (int j = 0; j < P; j++) nevo_policy_init_params(p, noise, 5, 0, (uint32_t)j, params + (size_t)j * np);
     /* B observations per network, each from random play at a random depth of its own
      * episode: the planes' real sparsity is what the kernels see in training */
     int odim = spec->obs_dim, rows = P * B;
@@ -241,15 +262,11 @@ NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *gam
     out->tanh_share = NAN;
     out->input_density = (double)nonzero / ((double)rows * odim);
     out->read_bytes = read_bytes;
-    free(params);
     free(net);
     free(obs);
     free(outb);
     free(scratch);
-    nevo_noise_free(noise);
-    nevo_pool_free(pool);
-    nevo_policy_free(p);
-    nevo_env_free(env);
+    minatar_nets_free(&m);
     return NEVO_OK;
 }
 
@@ -275,16 +292,13 @@ NevoStatus nevo_bench_forward_minatar_episode(const NevoBenchOptions *o, const c
                                               NevoBenchForwardResult *out, NevoError *err) {
     memset(out, 0, sizeof *out);
     NEVO_ASSERT(steps >= 1);
-    NevoEnv *env = NULL;
-    NevoPolicy *p = NULL;
-    NevoStatus st = minatar_net(game, &env, &p, err);
+    MinatarNets m;
+    NevoStatus st = minatar_nets(game, 1, &m, err);
     if (st != NEVO_OK) return st;
+    NevoEnv *env = m.env;
+    const NevoPolicy *p = m.p;
     const NevoEnvSpec *spec = nevo_env_spec(env);
     size_t np = p->nparams;
-    float *params = nevo_alloc_aligned(sizeof(float) * np);
-    NevoPool *pool = nevo_pool_new(1);
-    NevoNoise *noise = nevo_noise_new(nevo_noise_auto_size(np), pool);
-    nevo_policy_init_params(p, noise, 5, 0, 0, params);
     /* random play from a reset, a new episode where one ends */
     int odim = spec->obs_dim;
     float *obs = nevo_alloc_aligned(sizeof(float) * (size_t)steps * odim);
@@ -309,7 +323,7 @@ NevoStatus nevo_bench_forward_minatar_episode(const NevoBenchOptions *o, const c
     free(inst);
     float *outb = nevo_alloc_aligned(sizeof(float) * (size_t)p->n_out);
     float *scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(p, 1));
-    EpisodeCtx c = {p, params, obs, steps, outb, scratch};
+    EpisodeCtx c = {p, m.params, obs, steps, outb, scratch};
     NevoBenchTiming t = nevo_bench_measure(o, episode_work, &c, 1);
     out->nparams = np;
     out->flops_per_row = nevo_policy_flops(p);
@@ -324,14 +338,10 @@ NevoStatus nevo_bench_forward_minatar_episode(const NevoBenchOptions *o, const c
     out->stream_fma_gbs = NAN;
     out->tanh_share = NAN;
     out->input_density = (double)nonzero / ((double)steps * odim);
-    free(params);
     free(obs);
     free(outb);
     free(scratch);
-    nevo_noise_free(noise);
-    nevo_pool_free(pool);
-    nevo_policy_free(p);
-    nevo_env_free(env);
+    minatar_nets_free(&m);
     return NEVO_OK;
 }
 
