@@ -1043,10 +1043,10 @@ INLINE256 void list_nibble256(int32_t *idx, int *cnt, int k, unsigned m) {
  * indices where any row's input is nonzero, in ascending order, each group of 8 listed
  * without a branch, four at a time from a table; *all_rows when no row has a zero among
  * the listed ones. Nothing is written past idx[n - 1]: the count is at most i when the
- * group at i starts, so its two writes of four end by idx[i + 7]. (The loop it replaces wrote each of the 8 indices and
- * advanced the count by its bit, after a branch on an empty group: 9% of a MinAtar
- * Breakout GA run on an AMD EPYC (Zen 3) was that loop, listing the big layer's 1024
- * inputs, 20-28% nonzero, every step.) */
+ * group at i starts, so its two writes of four end by idx[i + 7]. (The loop it
+ * replaces wrote each of the 8 indices and advanced the count by its bit, after a
+ * branch on an empty group: 9% of a MinAtar Breakout GA run on an AMD EPYC (Zen 3) was
+ * that loop, listing the big layer's 1024 inputs, 20-28% nonzero, every step.) */
 INLINE256 int nonzero256_rows(const float *X, size_t xs, int rows, int k0, int n, int32_t *idx, int *all_rows) {
     int cnt = 0, i = 0, all = 1;
     for (; i + 8 <= n; i += 8) {
@@ -1128,8 +1128,8 @@ INLINE256 void row256_tile(const float *W, const float *src, const float *x, con
  *
  * It is taken where it gains:
  * - for weights from memory only (dense_streamed, which nevo_policy_forward calls
- *   where the call's networks outweigh nevo_cache_streamed_bytes): from cache a store per vector FMA
- *   caps one pass near half the FMA peak and a tile can reach it. A lone network whose
+ *   where the call's networks outweigh nevo_cache_streamed_bytes): from cache a store
+ *   per vector FMA caps one pass near half the FMA peak and a tile can reach it. A lone network whose
  *   weights stay in L2 from call to call (an evaluator worker's one slot) ran 35-38 ->
  *   27-29 GFLOP/s here (P = 1 256-256 at B = 1) when every call took it;
  * - for mostly nonzero inputs (3/4 or more of a chunk's inputs listed), whose rows are

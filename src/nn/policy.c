@@ -239,11 +239,10 @@ void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride
     int lanes = K->dense_lanes != NULL;
     /* Where the call's networks together outweigh nevo_cache_streamed_bytes (about a
      * core's share of L3), each one's weights come from memory, call after call: those
-     * go through the streamed
-     * kernels (dense_streamed, dense_lanes_streamed), whose access order and prefetches
-     * suit memory and only slow reads from cache. Each run of rows counts as a network
-     * (one that comes back after others counts again; the evaluator's slots and a
-     * population's rows hold each network in one run). */
+     * go through the streamed kernels (dense_streamed, dense_lanes_streamed), whose
+     * access order and prefetches suit memory and only slow reads from cache. Each run
+     * of rows counts as a network (one that comes back after others counts again; the
+     * evaluator's slots and a population's rows hold each network in one run). */
     NevoDenseFn dense = K->dense;
     size_t runs = 0, beyond = nevo_cache_streamed_bytes(), net_bytes = p->nparams * sizeof(float);
     for (int i = 0; i < n; i++) runs += i == 0 || net[i] != net[i - 1];
