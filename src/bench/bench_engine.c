@@ -141,10 +141,10 @@ typedef struct MinatarNets {
 
 static void minatar_nets_free(MinatarNets *m) {
     free(m->params);
-    if (m->noise) nevo_noise_free(m->noise);
-    if (m->pool) nevo_pool_free(m->pool);
-    if (m->p) nevo_policy_free(m->p);
-    if (m->env) nevo_env_free(m->env);
+    nevo_noise_free(m->noise);
+    nevo_pool_free(m->pool);
+    nevo_policy_free(m->p);
+    nevo_env_free(m->env);
     memset(m, 0, sizeof *m);
 }
 
@@ -310,7 +310,6 @@ NevoStatus nevo_bench_forward_minatar_episode(const NevoBenchOptions *o, const c
     for (int t = 0; t < steps; t++) {
         float *x = obs + (size_t)t * odim;
         if (t > 0) {
-            memcpy(x, x - odim, sizeof(float) * (size_t)odim);
             float a = (float)nevo_rng_below(&rng, (uint32_t)spec->n_actions);
             NevoStepResult sr = {0};
             nevo_env_step(env, inst, &a, x, &sr);
