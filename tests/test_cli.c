@@ -80,6 +80,22 @@ TEST(cli_unknown_env_and_paths) {
     expect_bad("eval --env Nope-v0 --policy random", "unknown environment", NULL);
     expect_bad("eval --env CartPole-v1 --policy constant:7", "discrete actions 0..1", NULL);
     expect_bad("train --bogus", "unknown option", NULL);
+    expect_bad("bench --threads 0", "--threads needs a whole number", NULL);
+    expect_bad("bench --only peak --threads", "--threads needs a whole number", NULL);
+    expect_bad("bench --only nope", "expected names from peak", NULL);
+}
+
+/* The CPU count follows the affinity mask (taskset), and --threads overrides it for the
+ * all-core numbers. */
+TEST(cli_bench_threads) {
+    char buf[8192];
+    int rc = test_run(buf, sizeof buf, "taskset -c 0 %s bench --quick --only peak --json", test_nevo_bin());
+    CHECK_MSG(rc == 0, "bench exited %d:\n%s", rc, buf);
+    CHECK_MSG(strstr(buf, "\"cpus\": 1,") != NULL, "taskset -c 0 should give 1 CPU:\n%s", buf);
+    CHECK_MSG(strstr(buf, "\"limit_name\": \"1 x 1-core peak\"") != NULL, "all-core row should use 1 thread:\n%s", buf);
+    rc = test_run(buf, sizeof buf, "taskset -c 0 %s bench --quick --only peak --json --threads 3", test_nevo_bin());
+    CHECK_MSG(rc == 0, "bench exited %d:\n%s", rc, buf);
+    CHECK_MSG(strstr(buf, "\"limit_name\": \"3 x 1-core peak\"") != NULL, "--threads 3 ignored:\n%s", buf);
 }
 
 /* Trains a small run into `dir` with extra arguments; returns the exit status. */

@@ -16,7 +16,8 @@ NevoPool *nevo_pool_new(int threads);
 void nevo_pool_free(NevoPool *pool);
 int nevo_pool_threads(const NevoPool *pool);
 void nevo_pool_run(NevoPool *pool, int n_items, NevoPoolFn fn, void *ctx);
-/* Number of online CPUs. */
+/* Number of CPUs this process may run on (its affinity mask; online CPUs where that
+ * cannot be read). */
 int nevo_cpu_count(void);
 
 #endif

@@ -8,7 +8,7 @@
 #include "cli/cli.h"
 
 static const char *help =
-    "usage: nevo bench [--json] [--quick] [--only NAME[,NAME...]]\n"
+    "usage: nevo bench [--json] [--quick] [--only NAME[,NAME...]] [--threads N]\n"
     "\n"
     "Measures, in this process:\n"
     "  peak     FP32 FMA rate of a register-resident loop (every SIMD width the CPU has),\n"
@@ -46,6 +46,8 @@ static const char *help =
     "  --quick        small problems and short runs (a smoke test; numbers are rough)\n"
     "  --only LIST    only these groups (comma-separated names from above); forward\n"
     "                 measures the FMA peak too, for its ratio, without printing it\n"
+    "  --threads N    threads for the all-core numbers (default: the CPUs this process\n"
+    "                 may run on, which taskset narrows)\n"
     "\n"
     "docs/BENCHMARKS.md explains each number and records results.\n";
 
@@ -129,6 +131,7 @@ static unsigned parse_groups(const char *list, int *ok) {
 
 int nevo_cmd_bench(int argc, char **argv) {
     int json = 0, quick = 0;
+    long long threads = 0;
     unsigned groups = NEVO_BENCH_ALL;
     for (int i = 1; i < argc; i++) {
         const char *v;
@@ -146,12 +149,16 @@ int nevo_cmd_bench(int argc, char **argv) {
             if (!ok)
                 return cli_usage_error("bench", "--only '%s': expected names from peak, memory, envs, forward, ga, mujoco, novelty",
                                        v);
+        } else if (cli_option(argc, argv, &i, "--threads", &v)) {
+            if (cli_parse_int(v, 1, 4096, &threads))
+                return cli_usage_error("bench", "--threads needs a whole number from 1 to 4096");
         } else {
             return cli_usage_error("bench", "unknown option '%s'", argv[i]);
         }
     }
     NevoBenchOptions opts;
     nevo_bench_options_default(&opts, quick);
+    if (threads > 0) opts.threads = (int)threads;
     NevoBenchMachine m;
     nevo_bench_machine(&m);
     if (json) {

@@ -3,6 +3,7 @@
 #include "nevo/threads.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -112,7 +113,11 @@ void nevo_pool_run(NevoPool *p, int n_items, NevoPoolFn fn, void *ctx) {
     pthread_mutex_unlock(&p->mu);
 }
 
+/* The CPUs this process may run on: under taskset or a cgroup's cpuset that is fewer
+ * than the machine has online, and a thread per online CPU would then share cores. */
 int nevo_cpu_count(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
 }
