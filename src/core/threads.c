@@ -1,34 +1,79 @@
-/* Thread pool: workers sleep on a condition variable between jobs and take items from
- * a shared atomic counter, so uneven items balance themselves. */
+/* Thread pool: workers take items from a shared atomic counter, so uneven items balance
+ * themselves. Between jobs a worker first spins on the job counter for up to
+ * SPIN_NS, then sleeps on a condition variable; the caller likewise spins, then sleeps,
+ * waiting for the last worker. A training generation runs a few jobs with short serial
+ * steps between them (selection, the next children's sources), and waking a sleeping
+ * thread took ~100 us on a 2-vCPU VM: at 16 threads, with 3.4 ms generations, the
+ * wake-ups were a tenth of the time. A job published while nobody sleeps costs no
+ * system call. The spin is bounded so waiting threads give the CPU back when the
+ * machine has fewer cores than threads. */
 #include "nevo/threads.h"
 
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "nevo/status.h"
 
+/* How long a thread spins before it sleeps: longer than the serial steps between a
+ * generation's jobs usually take, short against a generation. */
+#define SPIN_NS 200000
+
 struct NevoPool {
     int threads;
     pthread_t *tids;
+    /* mu and the condition variables serve only threads that sleep: a job is published
+     * under mu so a worker going to sleep cannot miss it, and the last worker takes mu
+     * to wake a caller that sleeps. */
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
-    /* the current job */
+    int sleepers;      /* workers asleep on `wake` (under mu) */
+    int caller_asleep; /* the caller asleep on `done` (under mu) */
+    /* the current job: written before `generation` is bumped (release), read after */
     NevoPoolFn fn;
     void *ctx;
     int n_items;
     atomic_int next;
-    int generation; /* bumped per job so sleeping workers see a new one */
-    int busy;       /* workers still inside the current job */
-    int quit;
+    atomic_int generation; /* bumped per job; workers wait for it to move */
+    atomic_int busy;       /* workers still inside the current job */
+    atomic_int quit;
 };
 
 typedef struct WorkerArg {
     NevoPool *pool;
     int id;
 } WorkerArg;
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#else
+    atomic_signal_fence(memory_order_seq_cst);
+#endif
+}
+
+static long long now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Spins until (*x == value) == equal (returns 1), or SPIN_NS have passed (returns 0). */
+static int spin_until(atomic_int *x, int value, int equal) {
+    long long t0 = 0;
+    for (int i = 0;; i++) {
+        for (int k = 0; k < 64; k++) {
+            if ((atomic_load_explicit(x, memory_order_acquire) == value) == equal) return 1;
+            cpu_relax();
+        }
+        long long t = now_ns();
+        if (i == 0) t0 = t;
+        else if (t - t0 > SPIN_NS) return 0;
+    }
+}
 
 static void drain(NevoPool *p, int worker) {
     for (;;) {
@@ -44,18 +89,32 @@ static void *worker_main(void *arg) {
     int id = wa->id;
     free(wa);
     int seen = 0;
-    pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->quit && p->generation == seen) pthread_cond_wait(&p->wake, &p->mu);
-        if (p->quit) break;
-        seen = p->generation;
-        pthread_mutex_unlock(&p->mu);
+        if (!spin_until(&p->generation, seen, 0)) {
+            pthread_mutex_lock(&p->mu);
+            p->sleepers++;
+            while (atomic_load(&p->generation) == seen) pthread_cond_wait(&p->wake, &p->mu);
+            p->sleepers--;
+            pthread_mutex_unlock(&p->mu);
+        }
+        seen = atomic_load_explicit(&p->generation, memory_order_acquire);
+        if (atomic_load(&p->quit)) break;
         drain(p, id);
-        pthread_mutex_lock(&p->mu);
-        if (--p->busy == 0) pthread_cond_signal(&p->done);
+        if (atomic_fetch_sub(&p->busy, 1) == 1) {
+            pthread_mutex_lock(&p->mu);
+            if (p->caller_asleep) pthread_cond_signal(&p->done);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
-    pthread_mutex_unlock(&p->mu);
     return NULL;
+}
+
+/* Publishes the job already written into p (fn, ctx, n_items, next, busy). */
+static void publish(NevoPool *p) {
+    pthread_mutex_lock(&p->mu);
+    atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
+    if (p->sleepers) pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
 }
 
 NevoPool *nevo_pool_new(int threads) {
@@ -78,10 +137,8 @@ NevoPool *nevo_pool_new(int threads) {
 
 void nevo_pool_free(NevoPool *p) {
     if (!p) return;
-    pthread_mutex_lock(&p->mu);
-    p->quit = 1;
-    pthread_cond_broadcast(&p->wake);
-    pthread_mutex_unlock(&p->mu);
+    atomic_store(&p->quit, 1);
+    publish(p);
     for (int t = 1; t < p->threads; t++) pthread_join(p->tids[t], NULL);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->wake);
@@ -98,19 +155,20 @@ void nevo_pool_run(NevoPool *p, int n_items, NevoPoolFn fn, void *ctx) {
         for (int i = 0; i < n_items; i++) fn(ctx, i, 0);
         return;
     }
-    pthread_mutex_lock(&p->mu);
     p->fn = fn;
     p->ctx = ctx;
     p->n_items = n_items;
     atomic_store(&p->next, 0);
-    p->busy = p->threads - 1;
-    p->generation++;
-    pthread_cond_broadcast(&p->wake);
-    pthread_mutex_unlock(&p->mu);
+    atomic_store(&p->busy, p->threads - 1);
+    publish(p);
     drain(p, 0);
-    pthread_mutex_lock(&p->mu);
-    while (p->busy > 0) pthread_cond_wait(&p->done, &p->mu);
-    pthread_mutex_unlock(&p->mu);
+    if (!spin_until(&p->busy, 0, 1)) {
+        pthread_mutex_lock(&p->mu);
+        p->caller_asleep = 1;
+        while (atomic_load(&p->busy) > 0) pthread_cond_wait(&p->done, &p->mu);
+        p->caller_asleep = 0;
+        pthread_mutex_unlock(&p->mu);
+    }
 }
 
 /* The CPUs this process may run on: under taskset or a cgroup's cpuset that is fewer
