@@ -1,11 +1,15 @@
 #!/usr/bin/python3
 # The PyTorch side of docs/BENCHMARKS.md ("Versus PyTorch"): the same population shapes as
 # `nevo bench --only forward`, P different networks evaluated with batched matmul (baddbmm)
-# and, for the MinAtar net, a grouped convolution; one thread. Needs Debian's python3-torch
-# (not a nevo dependency):  apt-get install python3-torch && /usr/bin/python3 scripts/pytorch_forward_bench.py
+# and, for the MinAtar net, a grouped convolution; one thread. Needs PyTorch, e.g. Debian's
+# python3-torch (not a nevo dependency):  apt-get install python3-torch && /usr/bin/python3 scripts/pytorch_forward_bench.py
 import time, torch
 torch.set_num_threads(1)
 torch.manual_seed(0)
+# Which PyTorch, and what it computes with: the same shapes run at very different rates
+# on the reference BLAS, OpenBLAS and MKL / oneDNN.
+print("torch %s, %d thread, mkl %s, mkldnn %s" % (torch.__version__, torch.get_num_threads(),
+      torch.backends.mkl.is_available(), torch.backends.mkldnn.is_available()))
 def timeit(fn, flops):
     fn()
     best = 1e9
