@@ -69,7 +69,7 @@ typedef struct NevoConfig {
     int generations;
     long long max_frames;  /* frame budget (0 = none): the last generation is the one
                             * whose frames reach it, so runs compare at equal frames */
-    int threads;           /* 0 = all CPUs; never changes results */
+    int threads;           /* 0 = nevo_cpu_count(); never changes results */
     int episodes;          /* episodes per individual for its fitness */
     int max_episode_steps; /* episode cap for training (0 = the env's own limit) */
     int eval_episodes;     /* episodes of the final evaluation of the best policy */

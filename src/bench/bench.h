@@ -342,7 +342,8 @@ NevoStatus nevo_bench_mujoco(const NevoBenchOptions *o, const char *name, NevoBe
 
 /* ---- everything ----------------------------------------------------------------- */
 
-/* Machine description: CPU model (from /proc/cpuinfo), online CPUs, cache sizes. */
+/* Machine description: CPU model (from /proc/cpuinfo), the CPUs this process may run
+ * on (nevo_cpu_count), cache sizes. */
 typedef struct NevoBenchMachine {
     char model[128];
     int cpus;

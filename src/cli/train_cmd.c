@@ -30,8 +30,8 @@ static const char *help =
     "options:\n"
     "  --out DIR      run directory (default runs/<config name>, never an existing run)\n"
     "  --resume DIR   continue the run in DIR; only generations, max_frames and threads may change\n"
-    "  --threads N    worker threads (default: the config's `threads`, 0 = all CPUs);\n"
-    "                 results do not depend on it\n"
+    "  --threads N    worker threads (default: the config's `threads`, 0 = every CPU this\n"
+    "                 process may run on); results do not depend on it\n"
     "  --quiet        no progress output\n"
     "\n"
     "config keys (JSON file, or key=value on the command line; dotted keys for nested):\n";

@@ -37,7 +37,7 @@ static const Key schema[] = {
     {"generations", T_INT, OFF(generations), 1, 1e8, NULL, 0, 0, "generations to run"},
     {"max_frames", T_I64, OFF(max_frames), 0, 1e15, NULL, 0, 0,
      "frame budget: stop after the generation that brings the run's frames to it (0 = none)"},
-    {"threads", T_INT, OFF(threads), 0, 4096, NULL, 0, 0, "worker threads (0 = all CPUs); never changes results"},
+    {"threads", T_INT, OFF(threads), 0, 4096, NULL, 0, 0, "worker threads (0 = every CPU this process may run on); never changes results"},
     {"episodes", T_INT, OFF(episodes), 1, 1e6, NULL, 0, 0, "episodes per individual for its fitness"},
     {"max_episode_steps", T_INT, OFF(max_episode_steps), 0, 1e9, NULL, 0, 0,
      "episode cap during training (0 = the environment's own time limit)"},
