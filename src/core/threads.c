@@ -1,12 +1,12 @@
 /* Thread pool: workers take items from a shared atomic counter, so uneven items balance
- * themselves. Between jobs a worker first spins on the job counter for up to
- * SPIN_NS, then sleeps on a condition variable; the caller likewise spins, then sleeps,
- * waiting for the last worker. A training generation runs a few jobs with short serial
- * steps between them (selection, the next children's sources), and waking a sleeping
- * thread took ~100 us on a 2-vCPU VM: at 16 threads, with 3.4 ms generations, the
- * wake-ups were a tenth of the time. A job published while nobody sleeps costs no
- * system call. The spin is bounded so waiting threads give the CPU back when the
- * machine has fewer cores than threads. */
+ * themselves. Between jobs a worker first spins on the job counter for up to SPIN_NS,
+ * then sleeps on a condition variable; the caller likewise spins, then sleeps, waiting
+ * for the last worker. A job published while nobody sleeps costs no system call. Why:
+ * a training generation runs three jobs with short serial steps between them, and
+ * waking sleeping workers took 0.1-0.2 ms a job on the VMs measured, up to a tenth of a
+ * 16-thread MinAtar generation (docs/BENCHMARKS.md, ninth session). The spin is
+ * bounded so waiting threads give the CPU back when the machine has fewer cores than
+ * threads. */
 #include "nevo/threads.h"
 
 #include <pthread.h>
