@@ -4,7 +4,6 @@
  * the affinity mask. A lost wake-up hangs the test, and the alarm turns a hang into a
  * failure. */
 #include <sched.h>
-#include <stdatomic.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -14,11 +13,15 @@
 
 #define MAX_ITEMS 64
 
+/* A job's items write plain (non-atomic) ints, so results the caller reads are only
+ * right if the pool orders them before its return; two item functions and two
+ * contexts alternate, so a worker running an item with the last job's function or
+ * context leaves a wrong mark. */
 typedef struct Job {
-    atomic_int runs[MAX_ITEMS];
-    atomic_int bad_worker;
-    int threads;
-    long item_sleep_ns; /* each item sleeps this long (0: none) */
+    int mark;             /* what this job's items write */
+    int runs[MAX_ITEMS];  /* mark per item run (plain ints: one writer per item) */
+    int worker[MAX_ITEMS];
+    long item_sleep_ns;   /* each item sleeps this long (0: none) */
 } Job;
 
 static void sleep_ns(long ns) {
@@ -26,42 +29,58 @@ static void sleep_ns(long ns) {
     nanosleep(&ts, NULL);
 }
 
-static void count_item(void *ctx, int item, int worker) {
+static void item_a(void *ctx, int item, int worker) {
     Job *job = ctx;
-    if (worker < 0 || worker >= job->threads) atomic_store(&job->bad_worker, 1);
     if (job->item_sleep_ns) sleep_ns(job->item_sleep_ns);
-    atomic_fetch_add(&job->runs[item], 1);
+    job->runs[item] += job->mark;
+    job->worker[item] = worker;
 }
 
-/* Runs `jobs` jobs of 1..MAX_ITEMS items on a pool of `threads`, pausing `gap_ns`
- * between them, and checks every item ran once per job. */
+static void item_b(void *ctx, int item, int worker) {
+    Job *job = ctx;
+    if (job->item_sleep_ns) sleep_ns(job->item_sleep_ns);
+    job->runs[item] += 1000 * job->mark;
+    job->worker[item] = worker;
+}
+
+/* Runs `jobs` jobs of 1..MAX_ITEMS items on a pool of `threads`, pausing between them
+ * (gap_ns, or when gap_ns < 0 a pause cycling through 0..120 us, across the spin's
+ * length), and checks every item ran once, with its own job's function and context, on
+ * a worker id in range. */
 static void run_jobs(int threads, int jobs, long gap_ns, long item_sleep_ns) {
     NevoPool *pool = nevo_pool_new(threads);
     CHECK_EQ_INT(nevo_pool_threads(pool), threads);
-    Job job;
+    Job two[2];
     for (int j = 0; j < jobs; j++) {
+        Job *job = &two[j % 2];
         int n = 1 + (j * 7) % MAX_ITEMS;
-        memset(&job, 0, sizeof job);
-        job.threads = threads;
-        job.item_sleep_ns = item_sleep_ns;
-        nevo_pool_run(pool, n, count_item, &job);
-        for (int i = 0; i < MAX_ITEMS; i++)
-            CHECK_MSG(atomic_load(&job.runs[i]) == (i < n), "job %d (%d items, %d threads): item %d ran %d times", j,
-                      n, threads, i, atomic_load(&job.runs[i]));
-        CHECK(!atomic_load(&job.bad_worker));
-        if (gap_ns) sleep_ns(gap_ns);
+        memset(job, 0, sizeof *job);
+        job->mark = j + 1;
+        job->item_sleep_ns = item_sleep_ns;
+        int use_b = (j / 2) % 2;
+        nevo_pool_run(pool, n, use_b ? item_b : item_a, job);
+        int want = use_b ? 1000 * job->mark : job->mark;
+        for (int i = 0; i < MAX_ITEMS; i++) {
+            CHECK_MSG(job->runs[i] == (i < n ? want : 0), "job %d (%d items, %d threads): item %d has %d, expected %d",
+                      j, n, threads, i, job->runs[i], i < n ? want : 0);
+            CHECK_MSG(job->worker[i] >= 0 && job->worker[i] < threads, "job %d: item %d on worker %d of %d", j, i,
+                      job->worker[i], threads);
+        }
+        long gap = gap_ns >= 0 ? gap_ns : (long)(j * 7919 % 121) * 1000;
+        if (gap) sleep_ns(gap);
     }
-    nevo_pool_run(pool, 0, count_item, &job); /* no items: returns at once */
+    nevo_pool_run(pool, 0, item_a, &two[0]); /* no items: returns at once */
     nevo_pool_free(pool);
 }
 
 TEST(pool_every_item_once) {
     alarm(60);
-    run_jobs(2, 3000, 0, 0);                /* back to back: the workers spin */
-    run_jobs(5, 1000, 0, 0);                /* more threads than this machine's cores */
-    run_jobs(3, 40, 1000000, 0);            /* 1 ms apart: the workers sleep between jobs */
-    run_jobs(3, 20, 0, 500000);             /* long items: the caller sleeps waiting */
-    nevo_pool_free(nevo_pool_new(4));       /* freed before any job */
+    run_jobs(2, 3000, 0, 0);        /* back to back: the workers spin */
+    run_jobs(2, 600, -1, 0);        /* pauses across the spin's length */
+    run_jobs(5, 1000, 0, 0);        /* more threads than this machine's cores */
+    run_jobs(3, 40, 1000000, 0);    /* 1 ms apart: the workers sleep between jobs */
+    run_jobs(3, 20, 0, 500000);     /* long items: the caller sleeps waiting */
+    nevo_pool_free(nevo_pool_new(4)); /* freed before any job */
     nevo_pool_free(nevo_pool_new(1));
     alarm(0);
 }

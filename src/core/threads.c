@@ -2,11 +2,16 @@
  * themselves. Between jobs a worker first spins on the job counter for up to SPIN_NS,
  * then sleeps on a condition variable; the caller likewise spins, then sleeps, waiting
  * for the last worker. A job published while nobody sleeps costs no system call. Why:
- * a training generation runs three jobs with short serial steps between them, and
- * waking sleeping workers took 0.1-0.2 ms a job on the VMs measured, up to a tenth of a
- * 16-thread MinAtar generation (docs/BENCHMARKS.md, ninth session). The spin is
- * bounded so waiting threads give the CPU back when the machine has fewer cores than
- * threads. */
+ * a training generation runs three jobs with serial steps of 20-70 us between them,
+ * and waking sleeping workers took 0.1-0.2 ms a job on the VMs measured, up to a tenth
+ * of a 16-thread MinAtar generation (docs/BENCHMARKS.md, ninth session).
+ *
+ * Spinning only pays while every thread has a core to itself. A pool with more threads
+ * than nevo_cpu_count() does not spin: 5 threads on 2 cores ran a job 4.7x slower
+ * spinning. The spin is short because on a busy VM host a spinning vCPU takes time
+ * from the working ones (200 us made a job 1.3-1.6x slower there, 50 us did not), and
+ * it does not yield, because under Linux's scheduler sched_yield beside a CPU-bound
+ * program gave that program whole time slices: 20x slower jobs. */
 #include "nevo/threads.h"
 
 #include <pthread.h>
@@ -19,11 +24,15 @@
 #include "nevo/status.h"
 
 /* How long a thread spins before it sleeps: longer than the serial steps between a
- * generation's jobs usually take, short against a generation. */
-#define SPIN_NS 200000
+ * generation's jobs usually take, short against a generation. -DSPIN_NS=0 turns the
+ * spinning off. */
+#ifndef SPIN_NS
+#define SPIN_NS 50000
+#endif
 
 struct NevoPool {
     int threads;
+    long long spin_ns; /* SPIN_NS, or 0 where the threads outnumber the CPUs */
     pthread_t *tids;
     /* mu and the condition variables serve only threads that sleep: a job is published
      * under mu so a worker going to sleep cannot miss it, and the last worker takes mu
@@ -61,8 +70,9 @@ static long long now_ns(void) {
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* Spins until (*x == value) == equal (returns 1), or SPIN_NS have passed (returns 0). */
-static int spin_until(atomic_int *x, int value, int equal) {
+/* Spins until (*x == value) == equal (returns 1), or spin_ns have passed (returns 0). */
+static int spin_until(atomic_int *x, int value, int equal, long long spin_ns) {
+    if (spin_ns <= 0) return (atomic_load_explicit(x, memory_order_acquire) == value) == equal;
     long long t0 = 0;
     for (int i = 0;; i++) {
         for (int k = 0; k < 64; k++) {
@@ -71,7 +81,7 @@ static int spin_until(atomic_int *x, int value, int equal) {
         }
         long long t = now_ns();
         if (i == 0) t0 = t;
-        else if (t - t0 > SPIN_NS) return 0;
+        else if (t - t0 > spin_ns) return 0;
     }
 }
 
@@ -90,7 +100,7 @@ static void *worker_main(void *arg) {
     free(wa);
     int seen = 0;
     for (;;) {
-        if (!spin_until(&p->generation, seen, 0)) {
+        if (!spin_until(&p->generation, seen, 0, p->spin_ns)) {
             pthread_mutex_lock(&p->mu);
             p->sleepers++;
             while (atomic_load(&p->generation) == seen) pthread_cond_wait(&p->wake, &p->mu);
@@ -121,6 +131,7 @@ NevoPool *nevo_pool_new(int threads) {
     NEVO_ASSERT(threads >= 1);
     NevoPool *p = nevo_alloc(sizeof *p);
     p->threads = threads;
+    p->spin_ns = threads <= nevo_cpu_count() ? SPIN_NS : 0;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
@@ -162,7 +173,7 @@ void nevo_pool_run(NevoPool *p, int n_items, NevoPoolFn fn, void *ctx) {
     atomic_store(&p->busy, p->threads - 1);
     publish(p);
     drain(p, 0);
-    if (!spin_until(&p->busy, 0, 1)) {
+    if (!spin_until(&p->busy, 0, 1, p->spin_ns)) {
         pthread_mutex_lock(&p->mu);
         p->caller_asleep = 1;
         while (atomic_load(&p->busy) > 0) pthread_cond_wait(&p->done, &p->mu);
