@@ -9,9 +9,9 @@
  * Spinning only pays while every thread has a core to itself. A pool with more threads
  * than nevo_cpu_count() does not spin: 5 threads on 2 cores ran a job 4.7x slower
  * spinning. The spin is short because on a busy VM host a spinning vCPU takes time
- * from the working ones (200 us made a job 1.3-1.6x slower there, 50 us did not), and
- * it does not yield, because under Linux's scheduler sched_yield beside a CPU-bound
- * program gave that program whole time slices: 20x slower jobs. */
+ * from the working ones (200 us made a job 1.4x slower there in the median, 50 us did
+ * not). It does not yield: beside a CPU-bound program, sched_yield gave that program
+ * whole time slices, and jobs ran 20x slower. */
 #include "nevo/threads.h"
 
 #include <pthread.h>
