@@ -7,11 +7,11 @@
  * of a 16-thread MinAtar generation (docs/BENCHMARKS.md, ninth session).
  *
  * Spinning only pays while every thread has a core to itself. A pool with more threads
- * than nevo_cpu_count() does not spin: 5 threads on 2 cores ran a job 4.7x slower
- * spinning. The spin is short because on a busy VM host a spinning vCPU takes time
- * from the working ones (200 us made a job 1.4x slower there in the median, 50 us did
- * not). It does not yield: beside a CPU-bound program, sched_yield gave that program
- * whole time slices, and jobs ran 20x slower. */
+ * than nevo_cpu_count() does not spin: 5 threads on 2 cores ran a job about 3x slower
+ * spinning. The spin is short because beside another CPU-bound program a spinning
+ * thread holds a core they share (200 us made jobs up to 1.8x slower there, 50 us did
+ * not). It does not yield: with both cores taken by other programs, sched_yield gave
+ * them whole time slices, and jobs ran 20x slower. */
 #include "nevo/threads.h"
 
 #include <pthread.h>
