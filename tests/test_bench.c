@@ -222,6 +222,32 @@ TEST(bench_ga_same_work_any_threads) {
     CHECK(g1.frames_per_s > 0 && g2.frames_per_s > 0);
 }
 
+/* nevo_bench_train_set: runs on 1 and 2 threads and a pipelined one do the same work,
+ * and after warm_generations they time the generations that follow them: a warmed-up
+ * run's frames are those of generations [warm, warm + gens) of a run from scratch. */
+TEST(bench_train_set_times_the_generations_after_the_warm_up) {
+    NevoBenchOptions o = quick_options();
+    static const char *json = "{\"env\": \"CartPole-v1\", \"algo\": \"ga\", \"seed\": 3, \"population\": 24,"
+                              " \"policy\": {\"hidden\": [8]}, \"ga\": {\"truncation\": 5}}";
+    const NevoBenchTrainRun runs[3] = {{1, 1}, {2, 1}, {2, 2}};
+    NevoBenchTrainResult warm[3], first3, first5, first2;
+    NevoError err = {0};
+    CHECK_MSG(nevo_bench_train_set(&o, json, runs, 3, 3, 2, warm, &err) == NEVO_OK, "%s", err.msg);
+    CHECK_MSG(nevo_bench_train(&o, json, 1, 1, 0, 3, &first3, &err) == NEVO_OK, "%s", err.msg);
+    CHECK_MSG(nevo_bench_train(&o, json, 2, 1, 0, 5, &first5, &err) == NEVO_OK, "%s", err.msg);
+    CHECK_MSG(nevo_bench_train(&o, json, 1, 1, 0, 2, &first2, &err) == NEVO_OK, "%s", err.msg);
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ_INT(warm[i].threads, runs[i].threads);
+        CHECK_EQ_INT(warm[i].pipeline, runs[i].pipeline);
+        CHECK_EQ_INT(warm[i].warm_generations, 3);
+        CHECK_EQ_INT(warm[i].generations, 2);
+        CHECK(warm[i].frames_per_s > 0.0 && warm[i].seconds > 0.0);
+        CHECK_EQ_INT(warm[i].frames, first5.frames - first3.frames);
+    }
+    /* the check can tell: the first two generations play a different number of frames */
+    CHECK(first2.frames != warm[0].frames);
+}
+
 TEST(bench_groups_and_cli) {
     CHECK(nevo_bench_group_bit("peak") == NEVO_BENCH_PEAK);
     CHECK(nevo_bench_group_bit("ga") == NEVO_BENCH_GA);

@@ -1296,21 +1296,23 @@ NevoStatus nevo_bench_run(const NevoBenchOptions *o, unsigned groups, NevoBenchE
         for (int a = 0; a < 3; a++) {
             const char *algo = train_cfgs[run_cfg[a]][0], *json = train_cfgs[run_cfg[a]][1];
             int gens = o->quick ? 1 : 12;
-            int tcounts[2] = {1, o->threads > 1 ? o->threads : 0};
-            double fps1 = 0.0;
-            for (int k = 0; k < 2 && tcounts[k] > 0; k++) {
-                NevoBenchTrainResult tr;
-                if ((st = nevo_bench_train(o, json, tcounts[k], 1, run_warm[a], gens, &tr, err)) != NEVO_OK) goto done;
-                if (k == 0) fps1 = tr.frames_per_s * 1e-3;
-                emit_train(algo, "minatar/breakout", &tr, fps1, 0.0, emit, ctx);
-                /* the pipelined layout (thread 0 inference, the rest env steps) against
-                 * the fused one on the same threads */
-                for (int depth = 2; a == 0 && k == 1 && depth <= 4; depth *= 2) {
-                    NevoBenchTrainResult tp;
-                    if ((st = nevo_bench_train(o, json, tcounts[k], depth, 0, gens, &tp, err)) != NEVO_OK) goto done;
-                    emit_train(algo, "minatar/breakout", &tp, fps1, tr.frames_per_s * 1e-3, emit, ctx);
-                }
+            /* 1 thread, then all of them, and from scratch the GA's pipelined layout
+             * (thread 0 inference, the rest env steps) on as many: taking turns, so the
+             * ratios between them see the same host */
+            NevoBenchTrainRun runs[4] = {{1, 1}};
+            int n = 1;
+            if (o->threads > 1) {
+                runs[n++] = (NevoBenchTrainRun){o->threads, 1};
+                for (int depth = 2; a == 0 && depth <= 4; depth *= 2)
+                    runs[n++] = (NevoBenchTrainRun){o->threads, depth};
             }
+            NevoBenchTrainResult tr[4];
+            if ((st = nevo_bench_train_set(o, json, runs, n, run_warm[a], gens, tr, err)) != NEVO_OK) goto done;
+            double fps1 = tr[0].frames_per_s * 1e-3;
+            emit_train(algo, "minatar/breakout", &tr[0], fps1, 0.0, emit, ctx);
+            if (n > 1) emit_train(algo, "minatar/breakout", &tr[1], fps1, 0.0, emit, ctx);
+            for (int k = 2; k < n; k++) /* pipelined: against the fused layout on as many threads */
+                emit_train(algo, "minatar/breakout", &tr[k], fps1, tr[1].frames_per_s * 1e-3, emit, ctx);
         }
     }
 

@@ -268,11 +268,24 @@ typedef struct NevoBenchTrainResult {
                                 start) */
 } NevoBenchTrainResult;
 
-/* Runs `generations` generations of the config (JSON text; any algo) on `threads`
- * threads with the evaluator's pipeline depth (1 = fused), twice (once with --quick),
- * keeping the faster; the evaluator's timing is on. warm_generations > 0: that many
- * generations run first, untimed, so the timed ones see a trained population's longer
- * episodes (then once, not twice). */
+/* One timed configuration of nevo_bench_train_set: threads and pipeline depth. */
+typedef struct NevoBenchTrainRun {
+    int threads, pipeline;
+} NevoBenchTrainRun;
+#define NEVO_BENCH_TRAIN_RUNS 8
+
+/* Runs `generations` generations of the config (JSON text; any algo) once per run (n of
+ * them, each its threads and evaluator pipeline depth, 1 = fused), o->reps times (once
+ * with --quick) with the runs taking turns, keeping each run's fastest repetition in
+ * out[i]; the evaluator's timing is on. warm_generations > 0: that many generations
+ * run first, once, untimed, on the run with the most threads, and every timed run
+ * starts from that state (loaded back as a checkpoint is), so the timed ones see a
+ * trained population's longer episodes. Every run does the same work (asserted). */
+NevoStatus nevo_bench_train_set(const NevoBenchOptions *o, const char *config_json, const NevoBenchTrainRun *runs,
+                                int n, int warm_generations, int generations, NevoBenchTrainResult *out,
+                                NevoError *err);
+
+/* nevo_bench_train_set for one run. */
 NevoStatus nevo_bench_train(const NevoBenchOptions *o, const char *config_json, int threads, int pipeline,
                             int warm_generations, int generations, NevoBenchTrainResult *out, NevoError *err);
 /* The MinAtar network (conv 3x3x16, ReLU, dense 128, ReLU) of P different networks, B

@@ -14,83 +14,132 @@
 #include "nevo/config.h"
 #include "nevo/env.h"
 #include "nevo/eval.h"
+#include "nevo/io.h"
 #include "nevo/noise.h"
 #include "nevo/novelty.h"
 #include "nevo/policy.h"
 #include "nevo/rng.h"
 #include "nn/kernels.h"
 
-NevoStatus nevo_bench_train(const NevoBenchOptions *o, const char *config_json, int threads, int pipeline,
-                            int warm_generations, int generations, NevoBenchTrainResult *out, NevoError *err) {
-    memset(out, 0, sizeof *out);
-    out->threads = threads;
-    out->pipeline = pipeline;
-    out->generations = generations;
-    out->warm_generations = warm_generations;
+/* A pool per distinct thread count of the runs: pools[i] serves runs[i] (shared). */
+static void train_pools(const NevoBenchTrainRun *runs, int n, NevoPool **pools) {
+    for (int i = 0; i < n; i++) {
+        pools[i] = NULL;
+        for (int j = 0; j < i && !pools[i]; j++)
+            if (runs[j].threads == runs[i].threads) pools[i] = pools[j];
+        if (!pools[i]) pools[i] = nevo_pool_new(runs[i].threads);
+    }
+}
+
+NevoStatus nevo_bench_train_set(const NevoBenchOptions *o, const char *config_json, const NevoBenchTrainRun *runs,
+                                int n, int warm_generations, int generations, NevoBenchTrainResult *out,
+                                NevoError *err) {
+    NEVO_ASSERT(n >= 1 && n <= NEVO_BENCH_TRAIN_RUNS);
+    memset(out, 0, sizeof *out * (size_t)n);
     NevoConfig cfg;
     nevo_config_defaults(&cfg);
     NevoStatus st = nevo_config_apply_json(&cfg, config_json, "bench config", err);
     if (st != NEVO_OK) return st;
     cfg.generations = warm_generations + generations;
-    cfg.threads = threads;
     if ((st = nevo_config_check(&cfg, err)) != NEVO_OK) return st;
     NevoEnv *env = NULL;
     NevoPolicy *policy = NULL;
-    NevoPool *pool = NULL;
+    NevoPool *pools[NEVO_BENCH_TRAIN_RUNS] = {NULL};
     NevoNoise *noise = NULL;
+    NevoBuf warm = {0};
     if ((st = nevo_env_new(cfg.env, cfg.env_options, cfg.n_env_options, &env, err)) != NEVO_OK) return st;
     nevo_env_set_max_steps(env, cfg.max_episode_steps);
     if ((st = nevo_policy_new(nevo_env_spec(env), &cfg.policy, 0, &policy, err)) != NEVO_OK) goto done;
-    pool = nevo_pool_new(threads);
+    train_pools(runs, n, pools);
+    int widest = 0; /* the run with the most threads builds the noise table and warms up */
+    for (int i = 1; i < n; i++)
+        if (runs[i].threads > runs[widest].threads) widest = i;
     /* the shared noise table, as nevo_train_run sizes it; built once, outside the timing */
     size_t table = cfg.noise_table_floats > 0 ? (size_t)cfg.noise_table_floats : nevo_noise_auto_size(policy->nparams);
-    noise = nevo_noise_new(table, pool);
-    int reps = o->quick || warm_generations > 0 ? 1 : 2;
-    for (int r = 0; r < reps; r++) {
-        NevoEvaluator *ev = nevo_evaluator_new(env, policy, pool, 0);
-        nevo_evaluator_set_pipeline(ev, pipeline);
+    noise = nevo_noise_new(table, pools[widest]);
+    if (warm_generations > 0) { /* once, untimed; each timed run starts from its state */
+        NevoEvaluator *ev = nevo_evaluator_new(env, policy, pools[widest], 0);
         NevoAlgo *algo = NULL;
-        if ((st = nevo_algo_new(&cfg, env, policy, noise, ev, &algo, err)) != NEVO_OK) {
-            nevo_evaluator_free(ev);
-            goto done;
-        }
+        cfg.threads = runs[widest].threads;
+        st = nevo_algo_new(&cfg, env, policy, noise, ev, &algo, err);
         for (int g = 0; g < warm_generations && st == NEVO_OK; g++) {
             NevoGenStats gs;
             st = nevo_algo_generation(algo, &gs, err);
         }
-        nevo_evaluator_set_timing(ev, 1);
-        long long frames = 0;
-        double c0 = nevo_bench_cpu_s(threads), t0 = nevo_bench_wall_s();
-        for (int g = 0; g < generations && st == NEVO_OK; g++) {
-            NevoGenStats gs;
-            st = nevo_algo_generation(algo, &gs, err);
-            frames += gs.frames;
-        }
-        double dt = nevo_bench_wall_s() - t0, dc = nevo_bench_cpu_s(threads) - c0;
-        NevoEvalTimes et;
-        nevo_evaluator_times(ev, &et);
+        if (st == NEVO_OK) nevo_algo_save(algo, &warm);
         nevo_algo_free(algo);
         nevo_evaluator_free(ev);
         if (st != NEVO_OK) goto done;
-        /* every repetition does the same work (same seed, thread-count independent) */
-        NEVO_ASSERT(r == 0 || frames == out->frames);
-        out->frames = frames;
-        if (r == 0 || dt < out->seconds) {
-            out->seconds = dt;
-            out->cpu_share = dc / (threads * dt);
-            out->eval_s = et.wall_s;
-            out->forward_s = et.forward_s;
-            out->env_s = et.env_s;
-            out->build_s = et.build_s;
+    }
+    /* the runs take turns within each repetition, so a slow phase of a shared host
+     * reaches them alike rather than one run's every repetition */
+    int reps = o->quick ? 1 : o->reps;
+    for (int r = 0; r < reps; r++) {
+        for (int i = 0; i < n; i++) {
+            NevoBenchTrainResult *res = &out[i];
+            NevoEvaluator *ev = nevo_evaluator_new(env, policy, pools[i], 0);
+            nevo_evaluator_set_pipeline(ev, runs[i].pipeline);
+            NevoAlgo *algo = NULL;
+            cfg.threads = runs[i].threads;
+            if ((st = nevo_algo_new(&cfg, env, policy, noise, ev, &algo, err)) != NEVO_OK) {
+                nevo_evaluator_free(ev);
+                goto done;
+            }
+            if (warm_generations > 0) {
+                NevoReader rd = nevo_reader(warm.data, warm.len);
+                st = nevo_algo_load(algo, &rd, err);
+                NEVO_ASSERT(st != NEVO_OK || nevo_reader_ok(&rd, true)); /* this process wrote it */
+            }
+            nevo_evaluator_set_timing(ev, 1);
+            long long frames = 0;
+            double c0 = nevo_bench_cpu_s(runs[i].threads), t0 = nevo_bench_wall_s();
+            for (int g = 0; g < generations && st == NEVO_OK; g++) {
+                NevoGenStats gs;
+                st = nevo_algo_generation(algo, &gs, err);
+                frames += gs.frames;
+            }
+            double dt = nevo_bench_wall_s() - t0, dc = nevo_bench_cpu_s(runs[i].threads) - c0;
+            NevoEvalTimes et;
+            nevo_evaluator_times(ev, &et);
+            nevo_algo_free(algo);
+            nevo_evaluator_free(ev);
+            if (st != NEVO_OK) goto done;
+            /* every run and repetition does the same work: the same seed and state, and
+             * results that do not depend on threads or pipeline depth */
+            NEVO_ASSERT((r == 0 && i == 0) || frames == out[0].frames);
+            res->threads = runs[i].threads;
+            res->pipeline = runs[i].pipeline;
+            res->generations = generations;
+            res->warm_generations = warm_generations;
+            res->frames = frames;
+            if (r == 0 || dt < res->seconds) {
+                res->seconds = dt;
+                res->cpu_share = dc / (runs[i].threads * dt);
+                res->eval_s = et.wall_s;
+                res->forward_s = et.forward_s;
+                res->env_s = et.env_s;
+                res->build_s = et.build_s;
+            }
+            res->frames_per_s = (double)frames / res->seconds;
         }
     }
-    out->frames_per_s = (double)out->frames / out->seconds;
 done:
+    nevo_buf_free(&warm);
     nevo_noise_free(noise);
-    nevo_pool_free(pool);
+    for (int i = 0; i < n; i++) {
+        int shared = 0;
+        for (int j = 0; j < i; j++) shared |= pools[j] == pools[i];
+        if (!shared) nevo_pool_free(pools[i]);
+    }
     nevo_policy_free(policy);
     nevo_env_free(env);
     return st;
+}
+
+NevoStatus nevo_bench_train(const NevoBenchOptions *o, const char *config_json, int threads, int pipeline,
+                            int warm_generations, int generations, NevoBenchTrainResult *out, NevoError *err) {
+    NevoBenchTrainRun run = {threads, pipeline};
+    return nevo_bench_train_set(o, config_json, &run, 1, warm_generations, generations, out, err);
 }
 
 /* ---- the MinAtar network on MinAtar observations -------------------------------- */
