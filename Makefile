@@ -85,8 +85,10 @@ $(TESTS): $(TEST_OBJ) $(STATIC)
 test: $(NEVO) $(TESTS)
 	NEVO_BIN=$(NEVO) ./$(TESTS) $(T)
 
+# the run directory: runs/cartpole_ga, then runs/cartpole_ga-2 ... (nevo train never
+# writes into an existing run without --resume), so `make run` can run again
 run: $(NEVO)
-	./$(NEVO) train configs/cartpole_ga.json --out runs/cartpole_ga
+	./$(NEVO) train configs/cartpole_ga.json
 
 bench: $(NEVO)
 	./$(NEVO) bench

@@ -149,6 +149,25 @@ TEST(cli_existing_run_is_not_overwritten) {
     free(before), free(after);
 }
 
+/* Without --out, a run goes to runs/<config name>, then runs/<config name>-2, ...: a
+ * second run of the same command (`make run` again) starts a new directory. */
+TEST(cli_default_run_dir_is_always_new) {
+    write_file("small.json", small_ga);
+    char buf[8192];
+    for (int k = 1; k <= 2; k++) {
+        int rc = test_run(buf, sizeof buf, "cd %s && %s/%s train small.json generations=1 eval_episodes=1 --quiet",
+                          test_tmpdir(), getenv("PWD"), test_nevo_bin());
+        CHECK_MSG(rc == 0, "run %d exited %d:\n%s", k, rc, buf);
+        const char *want = k == 1 ? "\"run_dir\": \"runs/small\"" : "\"run_dir\": \"runs/small-2\"";
+        CHECK_MSG(strstr(buf, want) != NULL, "run %d: expected %s in:\n%s", k, want, buf);
+    }
+    char path[1024];
+    snprintf(path, sizeof path, "%s/runs/small/checkpoint.bin", test_tmpdir());
+    CHECK(exists(path));
+    snprintf(path, sizeof path, "%s/runs/small-2/checkpoint.bin", test_tmpdir());
+    CHECK(exists(path));
+}
+
 TEST(cli_thread_count_does_not_change_results) {
     write_file("small.json", small_ga);
     CHECK_EQ_INT(train("t1", "--threads 1"), 0);
