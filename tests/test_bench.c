@@ -3,6 +3,7 @@
  * are built on follow their formulas. No timing is asserted: speeds depend on the
  * machine and on what else runs on it. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -246,6 +247,49 @@ TEST(bench_train_set_times_the_generations_after_the_warm_up) {
     }
     /* the check can tell: the first two generations play a different number of frames */
     CHECK(first2.frames != warm[0].frames);
+}
+
+/* The same with ES normalising its observations (the policy's statistics come from the
+ * algorithm's state, so each run must start from a fresh policy's and a warmed-up one
+ * from the saved state's), over repetitions that take turns: every run and repetition
+ * plays the frames `nevo train` plays in the same generations. */
+TEST(bench_train_set_es_with_obs_norm_and_repetitions) {
+    NevoBenchOptions o;
+    nevo_bench_options_default(&o, 0);
+    o.reps = 2;
+    static const char *json = "{\"env\": \"CartPole-v1\", \"algo\": \"es\", \"seed\": 2, \"population\": 20,"
+                              " \"policy\": {\"hidden\": [8], \"init\": \"normc\"},"
+                              " \"es\": {\"sigma\": 0.05, \"lr\": 0.03, \"obs_norm\": true, \"obs_norm_prob\": 0.5,"
+                              " \"center_episodes\": 2}}";
+    const NevoBenchTrainRun runs[2] = {{1, 1}, {2, 1}};
+    NevoBenchTrainResult scratch[2], warm[2];
+    NevoError err = {0};
+    CHECK_MSG(nevo_bench_train_set(&o, json, runs, 2, 0, 2, scratch, &err) == NEVO_OK, "%s", err.msg);
+    CHECK_MSG(nevo_bench_train_set(&o, json, runs, 2, 2, 2, warm, &err) == NEVO_OK, "%s", err.msg);
+    /* the frames `nevo train` plays in its first 2 and 4 generations */
+    char path[1024], out[4096];
+    snprintf(path, sizeof path, "%s/es.json", test_tmpdir());
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    fputs(json, f);
+    fclose(f);
+    int rc = test_run(out, sizeof out, "%s train %s generations=4 eval_episodes=1 --out %s/run --quiet",
+                      test_nevo_bin(), path, test_tmpdir());
+    CHECK_MSG(rc == 0, "nevo train exited %d:\n%s", rc, out);
+    snprintf(path, sizeof path, "%s/run/metrics.jsonl", test_tmpdir());
+    char *metrics = test_read_file(path, NULL);
+    CHECK(metrics != NULL);
+    long long first2 = -1, first4 = -1;
+    const char *g1 = strstr(metrics, "{\"generation\": 1, \"frames\": "), *g3 = strstr(metrics, "{\"generation\": 3, \"frames\": ");
+    CHECK(g1 && sscanf(g1, "{\"generation\": 1, \"frames\": %lld", &first2) == 1);
+    CHECK(g3 && sscanf(g3, "{\"generation\": 3, \"frames\": %lld", &first4) == 1);
+    free(metrics);
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ_INT(scratch[i].frames, first2);
+        CHECK_EQ_INT(warm[i].frames, first4 - first2);
+        CHECK(scratch[i].seconds > 0.0 && warm[i].seconds > 0.0);
+    }
+    CHECK(first2 != warm[0].frames);
 }
 
 TEST(bench_groups_and_cli) {

@@ -97,6 +97,10 @@ NevoStatus nevo_config_load(NevoConfig *cfg, const char *path, NevoError *err);
 NevoStatus nevo_config_override(NevoConfig *cfg, const char *assignment, NevoError *err);
 /* Cross-key checks (truncation <= population, ...), run after all overrides. */
 NevoStatus nevo_config_check(const NevoConfig *cfg, NevoError *err);
+
+/* Whether the config's policy normalises its observations (ES with es.obs_norm): the
+ * flag nevo_policy_new takes, the same for training and for benchmarks of it. */
+int nevo_config_obs_norm(const NevoConfig *cfg);
 /* The resolved config as a JSON text (every key); caller frees. */
 char *nevo_config_to_json(const NevoConfig *cfg);
 /* Prints the schema (key, type, default, help) to f. */

@@ -280,7 +280,10 @@ typedef struct NevoBenchTrainRun {
  * out[i]; the evaluator's timing is on. warm_generations > 0: that many generations
  * run first, once, untimed, on the run with the most threads, and every timed run
  * starts from that state (loaded back as a checkpoint is), so the timed ones see a
- * trained population's longer episodes. Every run does the same work (asserted). */
+ * trained population's longer episodes. The policy normalises observations where
+ * training's would (nevo_config_obs_norm), each run from a fresh policy's statistics.
+ * Every run does the same work as the same generations of `nevo train` (asserted
+ * between the runs). */
 NevoStatus nevo_bench_train_set(const NevoBenchOptions *o, const char *config_json, const NevoBenchTrainRun *runs,
                                 int n, int warm_generations, int generations, NevoBenchTrainResult *out,
                                 NevoError *err);

@@ -21,6 +21,13 @@
 #include "nevo/rng.h"
 #include "nn/kernels.h"
 
+/* The runs share one policy, whose observation statistics (ES with obs_norm) an algo
+ * sets as it runs or loads a state: each run starts from the fresh policy's (mean 0,
+ * std 1), as a run of its own would. */
+static void policy_forget_obs_stats(NevoPolicy *p) {
+    for (int i = 0; i < p->obs_dim; i++) p->obs_mean[i] = 0.0f, p->obs_std[i] = 1.0f;
+}
+
 /* A pool per distinct thread count of the runs: pools[i] serves runs[i] (shared). */
 static void train_pools(const NevoBenchTrainRun *runs, int n, NevoPool **pools) {
     for (int i = 0; i < n; i++) {
@@ -49,7 +56,8 @@ NevoStatus nevo_bench_train_set(const NevoBenchOptions *o, const char *config_js
     NevoBuf warm = {0};
     if ((st = nevo_env_new(cfg.env, cfg.env_options, cfg.n_env_options, &env, err)) != NEVO_OK) return st;
     nevo_env_set_max_steps(env, cfg.max_episode_steps);
-    if ((st = nevo_policy_new(nevo_env_spec(env), &cfg.policy, 0, &policy, err)) != NEVO_OK) goto done;
+    if ((st = nevo_policy_new(nevo_env_spec(env), &cfg.policy, nevo_config_obs_norm(&cfg), &policy, err)) != NEVO_OK)
+        goto done;
     train_pools(runs, n, pools);
     int widest = 0; /* the run with the most threads builds the noise table and warms up */
     for (int i = 1; i < n; i++)
@@ -61,6 +69,7 @@ NevoStatus nevo_bench_train_set(const NevoBenchOptions *o, const char *config_js
         NevoEvaluator *ev = nevo_evaluator_new(env, policy, pools[widest], 0);
         NevoAlgo *algo = NULL;
         cfg.threads = runs[widest].threads;
+        policy_forget_obs_stats(policy);
         st = nevo_algo_new(&cfg, env, policy, noise, ev, &algo, err);
         for (int g = 0; g < warm_generations && st == NEVO_OK; g++) {
             NevoGenStats gs;
@@ -73,7 +82,7 @@ NevoStatus nevo_bench_train_set(const NevoBenchOptions *o, const char *config_js
     }
     /* the runs take turns within each repetition, so a slow phase of a shared host
      * reaches them alike rather than one run's every repetition */
-    int reps = o->quick ? 1 : o->reps;
+    int reps = o->quick || o->reps < 1 ? 1 : o->reps;
     for (int r = 0; r < reps; r++) {
         for (int i = 0; i < n; i++) {
             NevoBenchTrainResult *res = &out[i];
@@ -81,6 +90,7 @@ NevoStatus nevo_bench_train_set(const NevoBenchOptions *o, const char *config_js
             nevo_evaluator_set_pipeline(ev, runs[i].pipeline);
             NevoAlgo *algo = NULL;
             cfg.threads = runs[i].threads;
+            policy_forget_obs_stats(policy);
             if ((st = nevo_algo_new(&cfg, env, policy, noise, ev, &algo, err)) != NEVO_OK) {
                 nevo_evaluator_free(ev);
                 goto done;

@@ -414,6 +414,8 @@ NevoStatus nevo_config_override(NevoConfig *cfg, const char *assignment, NevoErr
     return st;
 }
 
+int nevo_config_obs_norm(const NevoConfig *cfg) { return strcmp(cfg->algo, "es") == 0 && cfg->es.obs_norm; }
+
 NevoStatus nevo_config_check(const NevoConfig *cfg, NevoError *err) {
     if (cfg->seed > (uint64_t)INT64_MAX)
         return nevo_error(err, NEVO_ERR_INVALID, "seed must be below 2^63 (configs store it as a JSON integer)");

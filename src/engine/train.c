@@ -192,8 +192,7 @@ static NevoStatus run_build(Run *r, const NevoConfig *cfg, int threads, NevoErro
     nevo_env_set_max_steps(r->env, cfg->max_episode_steps);
     st = nevo_env_new(cfg->env, cfg->env_options, cfg->n_env_options, &r->eval_env, err);
     if (st) return st;
-    int es = strcmp(cfg->algo, "es") == 0;
-    st = nevo_policy_new(nevo_env_spec(r->env), &cfg->policy, es && cfg->es.obs_norm, &r->policy, err);
+    st = nevo_policy_new(nevo_env_spec(r->env), &cfg->policy, nevo_config_obs_norm(cfg), &r->policy, err);
     if (st) return st;
     int n_threads = threads > 0 ? threads : cfg->threads > 0 ? cfg->threads : nevo_cpu_count();
     r->pool = nevo_pool_new(n_threads);
