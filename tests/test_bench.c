@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "bench/bench.h"
 #include "harness.h"
 #include "nevo/env.h"
@@ -309,6 +311,60 @@ TEST(bench_groups_and_cli) {
     CHECK(strstr(out, "nan") == NULL && strstr(out, "inf") == NULL);
     rc = test_run(out, sizeof out, "%s bench --only nope", test_nevo_bin());
     CHECK_EQ_INT(rc, 2);
+}
+
+/* The ga group's training rows as `nevo bench --json` prints them on 2 threads: for
+ * each Breakout config the 1- and 2-thread rows (and the GA's pipelined ones) played
+ * the same frames, each 2-thread row is compared with twice the 1-thread rate and each
+ * pipelined one with the fused 2-thread rate, and the busy shares are percentages. */
+static json_t *ga_row(json_t *const *rows, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(json_string_value(json_object_get(rows[i], "name")), name) == 0) return rows[i];
+    test_fail(__FILE__, __LINE__, "no row named '%s'", name);
+}
+
+static double num(json_t *row, const char *key) { return json_number_value(json_object_get(row, key)); }
+
+TEST(bench_ga_group_rows) {
+    static char out[1 << 16];
+    int rc = test_run(out, sizeof out, "%s bench --quick --json --only ga --threads 2", test_nevo_bin());
+    CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
+    json_t *rows[64]; /* one object per line (JSON has no nan or inf: a line with one fails) */
+    int n = 0;
+    for (char *line = strtok(out, "\n"); line && n < 64; line = strtok(NULL, "\n")) {
+        json_error_t je;
+        rows[n] = json_loads(line, 0, &je);
+        CHECK_MSG(rows[n] != NULL, "not JSON (%s): %s", je.text, line);
+        n++;
+    }
+    static const char *const configs[3] = {"ga minatar/breakout", "es minatar/breakout", "ga minatar/breakout"};
+    static const char *const suffix[3] = {"", "", ", from generation 2"};
+    char name[256];
+    for (int c = 0; c < 3; c++) {
+        snprintf(name, sizeof name, "%s, 1 thread%s", configs[c], suffix[c]);
+        json_t *one = ga_row(rows, n, name);
+        snprintf(name, sizeof name, "%s, 2 threads%s", configs[c], suffix[c]);
+        json_t *two = ga_row(rows, n, name);
+        CHECK(num(one, "frames") > 0 && num(one, "frames") == num(two, "frames"));
+        CHECK_NEAR(num(two, "limit"), 2.0 * num(one, "value"), 1e-4 * num(two, "limit"));
+        CHECK_NEAR(num(two, "ratio"), num(two, "value") / num(two, "limit"), 1e-3);
+        for (int d = 2; c == 0 && d <= 4; d *= 2) {
+            snprintf(name, sizeof name, "%s, 2 threads, pipeline %d", configs[c], d);
+            json_t *pipe = ga_row(rows, n, name);
+            CHECK(num(pipe, "frames") == num(two, "frames"));
+            CHECK_NEAR(num(pipe, "limit"), num(two, "value"), 1e-4 * num(pipe, "limit"));
+        }
+        for (int t = 1; t <= 2; t++) {
+            snprintf(name, sizeof name, "%s, %d thread%s%s: inference + env", configs[c], t, t > 1 ? "s" : "",
+                     suffix[c]);
+            double busy = num(ga_row(rows, n, name), "value");
+            snprintf(name, sizeof name, "%s, %d thread%s%s: + building networks", configs[c], t, t > 1 ? "s" : "",
+                     suffix[c]);
+            double built = num(ga_row(rows, n, name), "value");
+            CHECK_MSG(busy > 0.0 && busy <= built && built <= 100.0, "%s: %g then %g", name, busy, built);
+        }
+    }
+    for (int i = 0; i < n; i++) json_decref(rows[i]);
 }
 
 /* The mujoco group: for every MuJoCo env a bare-loop row, an env row compared with it
