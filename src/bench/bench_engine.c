@@ -82,6 +82,12 @@ NevoStatus nevo_bench_train_set(const NevoBenchOptions *o, const char *config_js
     }
     /* the runs take turns within each repetition, so a slow phase of a shared host
      * reaches them alike rather than one run's every repetition */
+    for (int i = 0; i < n; i++) {
+        out[i].threads = runs[i].threads;
+        out[i].pipeline = runs[i].pipeline;
+        out[i].generations = generations;
+        out[i].warm_generations = warm_generations;
+    }
     int reps = o->quick || o->reps < 1 ? 1 : o->reps;
     for (int r = 0; r < reps; r++) {
         for (int i = 0; i < n; i++) {
@@ -117,10 +123,6 @@ NevoStatus nevo_bench_train_set(const NevoBenchOptions *o, const char *config_js
             /* every run and repetition does the same work: the same seed and state, and
              * results that do not depend on threads or pipeline depth */
             NEVO_ASSERT((r == 0 && i == 0) || frames == out[0].frames);
-            res->threads = runs[i].threads;
-            res->pipeline = runs[i].pipeline;
-            res->generations = generations;
-            res->warm_generations = warm_generations;
             res->frames = frames;
             if (r == 0 || dt < res->seconds) {
                 res->seconds = dt;
@@ -130,9 +132,9 @@ NevoStatus nevo_bench_train_set(const NevoBenchOptions *o, const char *config_js
                 res->env_s = et.env_s;
                 res->build_s = et.build_s;
             }
-            res->frames_per_s = (double)frames / res->seconds;
         }
     }
+    for (int i = 0; i < n; i++) out[i].frames_per_s = (double)out[i].frames / out[i].seconds;
 done:
     nevo_buf_free(&warm);
     nevo_noise_free(noise);
