@@ -12,6 +12,7 @@
 #include "bench/bench.h"
 #include "harness.h"
 #include "nevo/env.h"
+#include "nn/kernels.h"
 
 static NevoBenchOptions quick_options(void) {
     NevoBenchOptions o;
@@ -179,6 +180,9 @@ TEST(bench_minatar_read_bytes) {
               floor, r.weight_bytes);
     CHECK(r.input_density > 0.0 && r.input_density < 0.5);
     CHECK(r.bare_read_gbs > 0 && isfinite(r.bare_read_gbs));
+    /* one row per network: the kernels compute the nonzero terms, a fraction of all */
+    CHECK(r.nonzero_flops_per_row > 0.0 && r.nonzero_flops_per_row < r.flops_per_row);
+    CHECK_NEAR(r.lanes_flops_per_row, r.nonzero_flops_per_row, 0.0);
     /* B rows per network: the same weights, B times the rows and the FLOPs per weight
      * byte; the roofline counts are for B = 1 only */
     NevoBenchForwardResult r16;
@@ -186,6 +190,14 @@ TEST(bench_minatar_read_bytes) {
     CHECK(r16.rows == 16 * P && r16.weight_bytes == r.weight_bytes && r16.flops_per_row == r.flops_per_row);
     CHECK(r16.read_bytes == 0.0 && r16.gflops > 0.0 && isfinite(r16.gflops));
     CHECK(isfinite(r16.gflops_fastest_call) && r16.gflops_fastest_call >= r16.gflops);
+    /* 16 rows of a network: the lanes blocks compute a zero row's term wherever another
+     * row of the block has that input nonzero (the portable set has no lanes) */
+    CHECK(r16.nonzero_flops_per_row > 0.0 && r16.lanes_flops_per_row < r16.flops_per_row);
+    if (nevo_kernels()->dense_lanes)
+        CHECK_MSG(r16.lanes_flops_per_row > r16.nonzero_flops_per_row, "lanes %g, nonzero %g",
+                  r16.lanes_flops_per_row, r16.nonzero_flops_per_row);
+    else
+        CHECK_NEAR(r16.lanes_flops_per_row, r16.nonzero_flops_per_row, 0.0);
     /* the streaming loop's rate is measured at 16 rows where the CPU has AVX-512 */
     CHECK(isnan(r.stream_fma_gbs));
     if (nevo_bench_isa_supported(NEVO_ISA_AVX512))
@@ -193,6 +205,55 @@ TEST(bench_minatar_read_bytes) {
     else
         CHECK(isnan(r16.stream_fma_gbs));
     CHECK_NEAR(r16.weight_gbs, r16.gflops * 1e9 / 16 / r16.flops_per_row * r16.weight_bytes / P * 1e-9, 1e-9 * r16.weight_gbs);
+}
+
+/* The FMA counts behind the MinAtar rows, on a known answer: every weight zero and
+ * the conv and hidden biases 1, so every conv output and hidden unit is 1 whatever the
+ * input (both dense layers see all their inputs nonzero), and the conv's terms are
+ * those of the observations' single pixels: the corner pixel (0, 9) lies in 1 output
+ * window, the pixel (5, 8) in 3 x 2 of them, each window's term computed for 16
+ * filters. */
+TEST(bench_count_flops_known_answer) {
+    NevoEnv *env = NULL;
+    NevoError err = {0};
+    CHECK_MSG(nevo_env_new("minatar/breakout", NULL, 0, &env, &err) == NEVO_OK, "%s", err.msg);
+    NevoPolicyConfig pc = {0};
+    pc.n_conv = 1, pc.conv_filters[0] = 16, pc.conv_kernels[0] = 3, pc.conv_strides[0] = 1;
+    pc.n_hidden = 1, pc.hidden[0] = 128;
+    snprintf(pc.activation, sizeof pc.activation, "relu");
+    snprintf(pc.init, sizeof pc.init, "scaled");
+    NevoPolicy *p = NULL;
+    CHECK_MSG(nevo_policy_new(nevo_env_spec(env), &pc, 0, &p, &err) == NEVO_OK, "%s", err.msg);
+    float *theta = calloc(p->nparams, sizeof(float));
+    for (int l = 0; l < 2; l++)
+        for (int j = 0; j < p->layers[l].out_dim && (l == 1 || j < p->layers[l].out_c); j++)
+            theta[p->layers[l].b_off + j] = 1.0f;
+    enum { ROWS = NEVO_LANES + 1, ODIM = 10 * 10 * 4 };
+    CHECK_EQ_INT(p->obs_dim, ODIM);
+    float *obs = calloc((size_t)ROWS * ODIM, sizeof(float));
+    obs[(0 * 10 + 9) * 4 + 3] = 1.0f;        /* row 0: pixel (0, 9), channel 3 */
+    obs[ODIM + (5 * 10 + 8) * 4 + 2] = 1.0f; /* row 1: pixel (5, 8), channel 2 */
+    /* rows 2 and after: no pixel set */
+    double dense = 1024.0 * 128 + 128.0 * p->n_out; /* both dense layers' terms, per row */
+    double nonzero, lanes;
+    /* fewer rows than a lanes block: every row through the row kernels */
+    nevo_bench_count_flops(p, theta, obs, 3, &nonzero, &lanes);
+    CHECK_NEAR(nonzero, 2.0 * (16 + 6 * 16 + 3 * dense), 0.0);
+    CHECK_NEAR(lanes, nonzero, 0.0);
+    /* a whole block: each of the 7 windows' terms computed for all 16 rows */
+    nevo_bench_count_flops(p, theta, obs, NEVO_LANES, &nonzero, &lanes);
+    CHECK_NEAR(nonzero, 2.0 * (16 + 6 * 16 + NEVO_LANES * dense), 0.0);
+    CHECK_NEAR(lanes, 2.0 * (7 * 16 * NEVO_LANES + NEVO_LANES * dense), 0.0);
+    /* a block and one row after it, which goes through the row kernels */
+    nevo_bench_count_flops(p, theta, obs, ROWS, &nonzero, &lanes);
+    CHECK_NEAR(nonzero, 2.0 * (16 + 6 * 16 + ROWS * dense), 0.0);
+    CHECK_NEAR(lanes, 2.0 * (7 * 16 * NEVO_LANES + ROWS * dense), 0.0);
+    /* the dense-equivalent count holds every term: conv 8 x 8 windows of 3 x 3 x 4 */
+    CHECK_NEAR(nevo_policy_flops(p), 2.0 * (64 * 36 * 16 + dense), 0.0);
+    free(obs);
+    free(theta);
+    nevo_policy_free(p);
+    nevo_env_free(env);
 }
 
 /* The MinAtar net as a worker's slot runs it: one network, the steps' rows one call
@@ -209,6 +270,8 @@ TEST(bench_minatar_episode) {
     CHECK(e.gflops > 0.0 && isfinite(e.gflops) && e.gflops_median > 0.0 && e.gflops_median <= e.gflops);
     CHECK(isnan(e.gflops_fastest_call) && isnan(e.bw_gbs));
     CHECK(e.input_density > 0.0 && e.input_density < 0.5);
+    CHECK(e.nonzero_flops_per_row > 0.0 && e.nonzero_flops_per_row < e.flops_per_row &&
+          e.lanes_flops_per_row == e.nonzero_flops_per_row);
     CHECK_NEAR(e.weight_gbs, e.gflops / e.flops_per_row * e.weight_bytes, 1e-9 * e.weight_gbs);
     CHECK(nevo_bench_forward_minatar_episode(&o, "minatar/nope", 30, &e, &err) != NEVO_OK);
 }

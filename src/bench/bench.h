@@ -198,6 +198,9 @@ typedef struct NevoBenchForwardResult {
     double bare_read_gbs;  /* MinAtar case: those bytes read by a loop that does nothing else */
     double stream_fma_gbs; /* MinAtar case, B a multiple of 16: the weights streamed by a loop
                               doing B FMAs per weight and nothing else (nevo_bench_stream_fma) */
+    double nonzero_flops_per_row; /* MinAtar cases: the mean over the rows of
+                                     nevo_bench_count_flops's nonzero (B rows a network) */
+    double lanes_flops_per_row;   /* ... and of its lanes: the FLOPs the kernels run */
     double blas_gflops;    /* the same case through OpenBLAS sgemm (NaN without OpenBLAS) */
     double blas_max_diff;  /* largest |OpenBLAS output - nevo output| */
 } NevoBenchForwardResult;
@@ -291,6 +294,20 @@ NevoStatus nevo_bench_train_set(const NevoBenchOptions *o, const char *config_js
 /* nevo_bench_train_set for one run. */
 NevoStatus nevo_bench_train(const NevoBenchOptions *o, const char *config_json, int threads, int pipeline,
                             int warm_generations, int generations, NevoBenchTrainResult *out, NevoError *err);
+/* The fused multiply-adds of one network on `rows` observations (row r at obs + r
+ * obs_dim), as FLOPs (2 per FMA), counted two ways from the inputs each layer sees:
+ * nonzero: each row's terms whose input is nonzero (a conv output window's nonzero
+ *   inputs times its filters; a dense layer's nonzero inputs times its outputs): the
+ *   arithmetic that skipping zero inputs leaves, which no forward can skip;
+ * lanes: what the lanes layout runs, block by block of NEVO_LANES rows: an input (of
+ *   a conv: an input of one output window) is skipped where it is zero in every row
+ *   of the block, and otherwise every row of the block gets its term, zero or not.
+ *   Rows after the last whole block count as in `nonzero` (nevo_policy_forward sends
+ *   them through the row kernels).
+ * With fewer than NEVO_LANES rows the two are equal. nevo_policy_flops counts every
+ * term (dense-equivalent): the three bound what each rate means. */
+void nevo_bench_count_flops(const NevoPolicy *p, const float *theta, const float *obs, int rows, double *nonzero,
+                            double *lanes);
 /* The MinAtar network (conv 3x3x16, ReLU, dense 128, ReLU) of P different networks, B
  * rows each (B episodes of each network), on observations of `game` from random play:
  * one core. The roofline counts (read_bytes, bare_read_gbs) only at B = 1 (0 else). */

@@ -234,6 +234,67 @@ static NevoStatus minatar_nets(const char *game, int P, MinatarNets *m, NevoErro
     return NEVO_OK;
 }
 
+/* One layer's terms for the m rows at x[r] (row stride xs): per row those whose input
+ * is nonzero (*nonzero), and those of a block running the m rows side by side, which
+ * skips an input only where every row has it zero (*side). */
+static void layer_terms(const NevoLayer *L, const float *x, size_t xs, int m, double *nonzero, double *side) {
+    if (L->kind == NEVO_LAYER_CONV) {
+        for (int oy = 0; oy < L->out_h; oy++)
+            for (int ox = 0; ox < L->out_w; ox++)
+                for (int ky = 0; ky < L->kernel; ky++)
+                    for (int kx = 0; kx < L->kernel; kx++)
+                        for (int c = 0; c < L->in_c; c++) {
+                            size_t k = ((size_t)(oy * L->stride + ky) * L->in_w + (size_t)(ox * L->stride + kx)) *
+                                           L->in_c + c;
+                            int n = 0;
+                            for (int r = 0; r < m; r++) n += x[r * xs + k] != 0.0f;
+                            *nonzero += (double)n * L->out_c;
+                            *side += n > 0 ? (double)m * L->out_c : 0.0;
+                        }
+    } else {
+        for (int k = 0; k < L->in_dim; k++) {
+            int n = 0;
+            for (int r = 0; r < m; r++) n += x[r * xs + k] != 0.0f;
+            *nonzero += (double)n * L->out_dim;
+            *side += n > 0 ? (double)m * L->out_dim : 0.0;
+        }
+    }
+}
+
+void nevo_bench_count_flops(const NevoPolicy *p, const float *theta, const float *obs, int rows, double *nonzero,
+                            double *lanes) {
+    size_t W = (size_t)p->max_width, odim = (size_t)p->obs_dim;
+    float *a = nevo_alloc(sizeof(float) * W * NEVO_LANES), *b = nevo_alloc(sizeof(float) * W * NEVO_LANES);
+    double nz = 0.0, ln = 0.0;
+    for (int r0 = 0; r0 < rows; r0 += NEVO_LANES) {
+        int m = rows - r0 < NEVO_LANES ? rows - r0 : NEVO_LANES;
+        const float *x = obs + (size_t)r0 * odim;
+        size_t xs = odim;
+        double bnz = 0.0, side = 0.0;
+        for (int l = 0; l < p->n_layers; l++) {
+            const NevoLayer *L = &p->layers[l];
+            layer_terms(L, x, xs, m, &bnz, &side);
+            for (int r = 0; r < m; r++) {
+                if (L->kind == NEVO_LAYER_CONV)
+                    nevo_kernels()->conv(L, theta + L->w_off, theta + L->b_off, x + r * xs, b + r * W);
+                else
+                    nevo_kernels()->dense(theta + L->w_off, theta + L->b_off, x + r * xs, 0, 1, L->in_dim, L->out_dim,
+                                          b + r * W, 0);
+                nevo_kernel_activate(L->act, b + r * W, L->out_dim);
+            }
+            float *t = a;
+            a = b, b = t;
+            x = a, xs = W;
+        }
+        nz += bnz;
+        /* rows short of a whole block go through the row kernels */
+        ln += m == NEVO_LANES ? side : bnz;
+    }
+    free(a), free(b);
+    *nonzero = 2.0 * nz;
+    *lanes = 2.0 * ln;
+}
+
 NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *game, int P, int B,
                                       NevoBenchForwardResult *out, NevoError *err) {
     memset(out, 0, sizeof *out);
@@ -268,6 +329,16 @@ NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *gam
     }
     nevo_env_instance_free(env, inst);
     free(inst);
+    /* the FMAs behind the dense-equivalent count: those of nonzero inputs, and those
+     * the kernels run (the lanes layout's blocks of 16 rows of one network, where the
+     * kernel set has it) */
+    double nonzero_flops = 0.0, lanes_flops = 0.0;
+    for (int j = 0; j < P; j++) {
+        double nz, ln;
+        nevo_bench_count_flops(p, params + (size_t)j * np, obs + (size_t)j * B * odim, B, &nz, &ln);
+        nonzero_flops += nz;
+        lanes_flops += nevo_kernels()->dense_lanes ? ln : nz;
+    }
     /* at one row per network (the GA's case), the weight bytes the sparse kernels must
      * read: each layer run one network at a time through the kernels, counting the rows
      * of the nonzero inputs of each dense layer (the roofline of this path is these
@@ -323,6 +394,8 @@ NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *gam
     out->tanh_share = NAN;
     out->input_density = (double)nonzero / ((double)rows * odim);
     out->read_bytes = read_bytes;
+    out->nonzero_flops_per_row = nonzero_flops / rows;
+    out->lanes_flops_per_row = lanes_flops / rows;
     free(net);
     free(obs);
     free(outb);
@@ -381,6 +454,13 @@ NevoStatus nevo_bench_forward_minatar_episode(const NevoBenchOptions *o, const c
     }
     nevo_env_instance_free(env, inst);
     free(inst);
+    /* one row a call: every row through the row kernels, none in a lanes block */
+    double nonzero_flops = 0.0;
+    for (int t = 0; t < steps; t++) {
+        double nz, ln;
+        nevo_bench_count_flops(p, m.params, obs + (size_t)t * odim, 1, &nz, &ln);
+        nonzero_flops += nz;
+    }
     float *outb = nevo_alloc_aligned(sizeof(float) * (size_t)p->n_out);
     float *scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(p, 1));
     EpisodeCtx c = {p, m.params, obs, steps, outb, scratch};
@@ -398,6 +478,7 @@ NevoStatus nevo_bench_forward_minatar_episode(const NevoBenchOptions *o, const c
     out->stream_fma_gbs = NAN;
     out->tanh_share = NAN;
     out->input_density = (double)nonzero / ((double)steps * odim);
+    out->nonzero_flops_per_row = out->lanes_flops_per_row = nonzero_flops / steps;
     free(obs);
     free(outb);
     free(scratch);
