@@ -200,7 +200,8 @@ typedef struct NevoBenchForwardResult {
                               doing B FMAs per weight and nothing else (nevo_bench_stream_fma) */
     double nonzero_flops_per_row; /* MinAtar cases: the mean over the rows of
                                      nevo_bench_count_flops's nonzero (B rows a network) */
-    double lanes_flops_per_row;   /* ... and of its lanes: the FLOPs the kernels run */
+    double lanes_flops_per_row;   /* ... and of its lanes (its nonzero where the kernel set
+                                     has no lanes layout): the FLOPs the kernels compute */
     double blas_gflops;    /* the same case through OpenBLAS sgemm (NaN without OpenBLAS) */
     double blas_max_diff;  /* largest |OpenBLAS output - nevo output| */
 } NevoBenchForwardResult;
@@ -305,7 +306,8 @@ NevoStatus nevo_bench_train(const NevoBenchOptions *o, const char *config_json, 
  *   Rows after the last whole block count as in `nonzero` (nevo_policy_forward sends
  *   them through the row kernels).
  * With fewer than NEVO_LANES rows the two are equal. nevo_policy_flops counts every
- * term (dense-equivalent): the three bound what each rate means. */
+ * term (dense-equivalent): the three bound what each rate means. The policy must not
+ * normalise its observations (the first layer sees obs as they are). */
 void nevo_bench_count_flops(const NevoPolicy *p, const float *theta, const float *obs, int rows, double *nonzero,
                             double *lanes);
 /* The MinAtar network (conv 3x3x16, ReLU, dense 128, ReLU) of P different networks, B

@@ -263,6 +263,7 @@ static void layer_terms(const NevoLayer *L, const float *x, size_t xs, int m, do
 
 void nevo_bench_count_flops(const NevoPolicy *p, const float *theta, const float *obs, int rows, double *nonzero,
                             double *lanes) {
+    NEVO_ASSERT(!p->obs_norm); /* the first layer sees the observations as they are */
     size_t W = (size_t)p->max_width, odim = (size_t)p->obs_dim;
     float *a = nevo_alloc(sizeof(float) * W * NEVO_LANES), *b = nevo_alloc(sizeof(float) * W * NEVO_LANES);
     double nz = 0.0, ln = 0.0;

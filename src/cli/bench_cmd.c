@@ -175,7 +175,7 @@ int nevo_cmd_bench(int argc, char **argv) {
                m.model, m.cpus, nevo_bench_isa_name(m.isa), m.l1d >> 10, m.l2 >> 10, m.l3 >> 20,
                nevo_bench_kernels_name());
         printf("best of %d repetitions of >= %g s each after warm-up%s\n\n", opts.reps, opts.min_time_s,
-               quick ? " (--quick: rough numbers)" : "");
+               quick ? " (--quick: rough numbers; each training row from one run)" : "");
         printf("%-8s %-60s %10s %-10s %10s %7s  %s\n", "group", "name", "achieved", "unit", "limit", "ratio",
                "limit is");
     }
