@@ -207,12 +207,14 @@ TEST(bench_minatar_read_bytes) {
     CHECK_NEAR(r16.weight_gbs, r16.gflops * 1e9 / 16 / r16.flops_per_row * r16.weight_bytes / P * 1e-9, 1e-9 * r16.weight_gbs);
 }
 
-/* The FMA counts behind the MinAtar rows, on a known answer: every weight zero and
- * the conv and hidden biases 1, so every conv output and hidden unit is 1 whatever the
- * input (both dense layers see all their inputs nonzero), and the conv's terms are
- * those of the observations' single pixels: the corner pixel (0, 9) lies in 1 output
- * window, the pixel (5, 8) in 3 x 2 of them, each window's term computed for 16
- * filters. */
+/* The FMA counts behind the MinAtar rows, on a known answer. Filter 0 of the conv has
+ * every weight 1, filter 1 every weight -1 (the ReLU zeroes it) and the others 0, with
+ * zero biases, so after the ReLU the big dense layer's nonzero inputs are filter 0 at
+ * the windows that hold a set pixel; that
+ * layer's weights are 0 and its biases 1, so the 128 hidden units are 1 in every row.
+ * A row's only pixel at (0, 9) lies in 1 output window, one at (5, 8) in 3 x 2 of
+ * them; the conv computes each window's nonzero input for its 16 filters, the big
+ * layer each nonzero input for its 128 outputs. */
 TEST(bench_count_flops_known_answer) {
     NevoEnv *env = NULL;
     NevoError err = {0};
@@ -224,32 +226,49 @@ TEST(bench_count_flops_known_answer) {
     snprintf(pc.init, sizeof pc.init, "scaled");
     NevoPolicy *p = NULL;
     CHECK_MSG(nevo_policy_new(nevo_env_spec(env), &pc, 0, &p, &err) == NEVO_OK, "%s", err.msg);
+    const NevoLayer *conv = &p->layers[0], *big = &p->layers[1];
+    CHECK(conv->kind == NEVO_LAYER_CONV && conv->out_c == 16 && big->in_dim == 1024 && big->out_dim == 128);
     float *theta = calloc(p->nparams, sizeof(float));
-    for (int l = 0; l < 2; l++)
-        for (int j = 0; j < p->layers[l].out_dim && (l == 1 || j < p->layers[l].out_c); j++)
-            theta[p->layers[l].b_off + j] = 1.0f;
-    enum { ROWS = NEVO_LANES + 1, ODIM = 10 * 10 * 4 };
+    for (int k = 0; k < 3 * 3 * 4; k++) { /* weight (ky, kx, c, f) at k 16 + f */
+        theta[conv->w_off + (size_t)k * 16 + 0] = 1.0f;
+        theta[conv->w_off + (size_t)k * 16 + 1] = -1.0f;
+    }
+    for (int j = 0; j < 128; j++) theta[big->b_off + j] = 1.0f;
+    enum { ROWS = 3 * NEVO_LANES, ODIM = 10 * 10 * 4 };
     CHECK_EQ_INT(p->obs_dim, ODIM);
     float *obs = calloc((size_t)ROWS * ODIM, sizeof(float));
-    obs[(0 * 10 + 9) * 4 + 3] = 1.0f;        /* row 0: pixel (0, 9), channel 3 */
-    obs[ODIM + (5 * 10 + 8) * 4 + 2] = 1.0f; /* row 1: pixel (5, 8), channel 2 */
-    /* rows 2 and after: no pixel set */
-    double dense = 1024.0 * 128 + 128.0 * p->n_out; /* both dense layers' terms, per row */
+    const size_t A = (0 * 10 + 9) * 4 + 3, B = (5 * 10 + 8) * 4 + 2; /* pixel, channel */
+    obs[0 * ODIM + A] = 1.0f;
+    obs[1 * ODIM + B] = 1.0f;
+    obs[(size_t)NEVO_LANES * ODIM + A] = 1.0f; /* the second block's first row */
+    /* the other rows: no pixel set */
+    const double out = 128.0 * p->n_out; /* the output layer's terms, every row */
     double nonzero, lanes;
-    /* fewer rows than a lanes block: every row through the row kernels */
-    nevo_bench_count_flops(p, theta, obs, 3, &nonzero, &lanes);
-    CHECK_NEAR(nonzero, 2.0 * (16 + 6 * 16 + 3 * dense), 0.0);
+    /* fewer rows than a block: every row through the row kernels */
+    nevo_bench_count_flops(p, theta, obs, 3, 1, &nonzero, &lanes);
+    CHECK_NEAR(nonzero, 2.0 * ((1 + 6) * 16 + (1 + 6) * 128 + 3 * out), 0.0);
     CHECK_NEAR(lanes, nonzero, 0.0);
-    /* a whole block: each of the 7 windows' terms computed for all 16 rows */
-    nevo_bench_count_flops(p, theta, obs, NEVO_LANES, &nonzero, &lanes);
-    CHECK_NEAR(nonzero, 2.0 * (16 + 6 * 16 + NEVO_LANES * dense), 0.0);
-    CHECK_NEAR(lanes, 2.0 * (7 * 16 * NEVO_LANES + NEVO_LANES * dense), 0.0);
-    /* a block and one row after it, which goes through the row kernels */
-    nevo_bench_count_flops(p, theta, obs, ROWS, &nonzero, &lanes);
-    CHECK_NEAR(nonzero, 2.0 * (16 + 6 * 16 + ROWS * dense), 0.0);
-    CHECK_NEAR(lanes, 2.0 * (7 * 16 * NEVO_LANES + ROWS * dense), 0.0);
+    /* one block: its 7 window terms and its 7 big-layer inputs for all 16 rows */
+    nevo_bench_count_flops(p, theta, obs, NEVO_LANES, 1, &nonzero, &lanes);
+    CHECK_NEAR(nonzero, 2.0 * ((1 + 6) * 16 + (1 + 6) * 128 + NEVO_LANES * out), 0.0);
+    CHECK_NEAR(lanes, 2.0 * NEVO_LANES * (7 * 16 + 7 * 128 + out), 0.0);
+    /* a block and a row after it (pixel A), which goes through the row kernels */
+    nevo_bench_count_flops(p, theta, obs, NEVO_LANES + 1, 1, &nonzero, &lanes);
+    CHECK_NEAR(nonzero, 2.0 * ((1 + 6 + 1) * 16 + (1 + 6 + 1) * 128 + (NEVO_LANES + 1) * out), 0.0);
+    CHECK_NEAR(lanes, 2.0 * (NEVO_LANES * (7 * 16 + 7 * 128 + out) + (16 + 128 + out)), 0.0);
+    /* three blocks, one at a time: the second block has 1 window term and 1 input, the
+     * third none */
+    double nz1, nz3, lanes3;
+    nevo_bench_count_flops(p, theta, obs, ROWS, 1, &nz1, &lanes);
+    CHECK_NEAR(nz1, 2.0 * ((1 + 6 + 1) * 16 + (1 + 6 + 1) * 128 + ROWS * out), 0.0);
+    CHECK_NEAR(lanes, 2.0 * (NEVO_LANES * (7 + 1) * (16 + 128) + ROWS * out), 0.0);
+    /* the three together (AVX-512's dense_lanes_blocks): the conv still block by block,
+     * the big layer's 7 distinct inputs listed once for all 48 rows */
+    nevo_bench_count_flops(p, theta, obs, ROWS, 3, &nz3, &lanes3);
+    CHECK_NEAR(nz3, nz1, 0.0);
+    CHECK_NEAR(lanes3, 2.0 * (NEVO_LANES * (7 + 1) * 16 + ROWS * 7 * 128 + ROWS * out), 0.0);
     /* the dense-equivalent count holds every term: conv 8 x 8 windows of 3 x 3 x 4 */
-    CHECK_NEAR(nevo_policy_flops(p), 2.0 * (64 * 36 * 16 + dense), 0.0);
+    CHECK_NEAR(nevo_policy_flops(p), 2.0 * (64 * 36 * 16 + 1024 * 128 + out), 0.0);
     free(obs);
     free(theta);
     nevo_policy_free(p);

@@ -200,8 +200,10 @@ typedef struct NevoBenchForwardResult {
                               doing B FMAs per weight and nothing else (nevo_bench_stream_fma) */
     double nonzero_flops_per_row; /* MinAtar cases: the mean over the rows of
                                      nevo_bench_count_flops's nonzero (B rows a network) */
-    double lanes_flops_per_row;   /* ... and of its lanes (its nonzero where the kernel set
-                                     has no lanes layout): the FLOPs the kernels compute */
+    double lanes_flops_per_row;   /* ... and of its lanes, grouped as this kernel set
+                                     groups blocks (its nonzero where the set has no lanes
+                                     layout): the terms the kernels compute, at B = 1 a few
+                                     percent under them (nevo_bench_count_flops says why) */
     double blas_gflops;    /* the same case through OpenBLAS sgemm (NaN without OpenBLAS) */
     double blas_max_diff;  /* largest |OpenBLAS output - nevo output| */
 } NevoBenchForwardResult;
@@ -299,17 +301,22 @@ NevoStatus nevo_bench_train(const NevoBenchOptions *o, const char *config_json, 
  * obs_dim), as FLOPs (2 per FMA), counted two ways from the inputs each layer sees:
  * nonzero: each row's terms whose input is nonzero (a conv output window's nonzero
  *   inputs times its filters; a dense layer's nonzero inputs times its outputs): the
- *   arithmetic that skipping zero inputs leaves, which no forward can skip;
- * lanes: what the lanes layout runs, block by block of NEVO_LANES rows: an input (of
- *   a conv: an input of one output window) is skipped where it is zero in every row
- *   of the block, and otherwise every row of the block gets its term, zero or not.
- *   Rows after the last whole block count as in `nonzero` (nevo_policy_forward sends
- *   them through the row kernels).
+ *   arithmetic left once zero inputs are skipped;
+ * lanes: what the lanes layout computes. It takes up to `group` blocks of NEVO_LANES
+ *   rows at once (1, or NEVO_LANES_BLOCKS where the kernel set has dense_lanes_blocks)
+ *   while whole blocks are left. A conv input of one output window is skipped where it
+ *   is zero in every row of its block, a dense input where it is zero in every row of
+ *   the blocks taken together; otherwise every one of those rows gets the term, zero
+ *   or not. Rows after the last whole block count as in `nonzero`.
  * With fewer than NEVO_LANES rows the two are equal. nevo_policy_flops counts every
- * term (dense-equivalent): the three bound what each rate means. The policy must not
- * normalise its observations (the first layer sees obs as they are). */
-void nevo_bench_count_flops(const NevoPolicy *p, const float *theta, const float *obs, int rows, double *nonzero,
-                            double *lanes);
+ * term (dense-equivalent). What the kernels compute lies between these counts and
+ * that one: outside the lanes blocks they may compute a few terms more than the
+ * nonzero ones (the AVX2 3x3 convolution also computes the border terms a padded
+ * output throws away, a narrow output layer fills a whole vector, the AVX-512 rows
+ * left after the blocks share one list per few rows). The policy must not normalise
+ * its observations (the first layer sees obs as they are). */
+void nevo_bench_count_flops(const NevoPolicy *p, const float *theta, const float *obs, int rows, int group,
+                            double *nonzero, double *lanes);
 /* The MinAtar network (conv 3x3x16, ReLU, dense 128, ReLU) of P different networks, B
  * rows each (B episodes of each network), on observations of `game` from random play:
  * one core. The roofline counts (read_bytes, bare_read_gbs) only at B = 1 (0 else). */

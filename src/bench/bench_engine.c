@@ -261,20 +261,30 @@ static void layer_terms(const NevoLayer *L, const float *x, size_t xs, int m, do
     }
 }
 
-void nevo_bench_count_flops(const NevoPolicy *p, const float *theta, const float *obs, int rows, double *nonzero,
-                            double *lanes) {
+void nevo_bench_count_flops(const NevoPolicy *p, const float *theta, const float *obs, int rows, int group,
+                            double *nonzero, double *lanes) {
     NEVO_ASSERT(!p->obs_norm); /* the first layer sees the observations as they are */
+    NEVO_ASSERT(group >= 1 && group <= NEVO_LANES_BLOCKS);
+    const int most = NEVO_LANES * NEVO_LANES_BLOCKS;
     size_t W = (size_t)p->max_width, odim = (size_t)p->obs_dim;
-    float *a = nevo_alloc(sizeof(float) * W * NEVO_LANES), *b = nevo_alloc(sizeof(float) * W * NEVO_LANES);
+    float *a = nevo_alloc(sizeof(float) * W * most), *b = nevo_alloc(sizeof(float) * W * most);
     double nz = 0.0, ln = 0.0;
-    for (int r0 = 0; r0 < rows; r0 += NEVO_LANES) {
-        int m = rows - r0 < NEVO_LANES ? rows - r0 : NEVO_LANES;
+    for (int r0 = 0; r0 < rows;) {
+        /* as nevo_policy_forward takes them: `group` blocks of NEVO_LANES rows at most
+         * while whole blocks are left, then the rest as rows */
+        int left = rows - r0, blocks = left / NEVO_LANES < group ? left / NEVO_LANES : group;
+        int m = blocks > 0 ? blocks * NEVO_LANES : left;
         const float *x = obs + (size_t)r0 * odim;
         size_t xs = odim;
         double bnz = 0.0, side = 0.0;
         for (int l = 0; l < p->n_layers; l++) {
             const NevoLayer *L = &p->layers[l];
-            layer_terms(L, x, xs, m, &bnz, &side);
+            /* a convolution goes block by block; a dense layer lists its inputs over
+             * all the blocks it takes at once */
+            if (L->kind == NEVO_LAYER_CONV && blocks > 1)
+                for (int q = 0; q < blocks; q++) layer_terms(L, x + (size_t)q * NEVO_LANES * xs, xs, NEVO_LANES, &bnz, &side);
+            else
+                layer_terms(L, x, xs, m, &bnz, &side);
             for (int r = 0; r < m; r++) {
                 if (L->kind == NEVO_LAYER_CONV)
                     nevo_kernels()->conv(L, theta + L->w_off, theta + L->b_off, x + r * xs, b + r * W);
@@ -289,7 +299,8 @@ void nevo_bench_count_flops(const NevoPolicy *p, const float *theta, const float
         }
         nz += bnz;
         /* rows short of a whole block go through the row kernels */
-        ln += m == NEVO_LANES ? side : bnz;
+        ln += blocks > 0 ? side : bnz;
+        r0 += m;
     }
     free(a), free(b);
     *nonzero = 2.0 * nz;
@@ -334,9 +345,10 @@ NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *gam
      * the kernels run (the lanes layout's blocks of 16 rows of one network, where the
      * kernel set has it) */
     double nonzero_flops = 0.0, lanes_flops = 0.0;
+    int group = nevo_kernels()->dense_lanes_blocks ? NEVO_LANES_BLOCKS : 1;
     for (int j = 0; j < P; j++) {
         double nz, ln;
-        nevo_bench_count_flops(p, params + (size_t)j * np, obs + (size_t)j * B * odim, B, &nz, &ln);
+        nevo_bench_count_flops(p, params + (size_t)j * np, obs + (size_t)j * B * odim, B, group, &nz, &ln);
         nonzero_flops += nz;
         lanes_flops += nevo_kernels()->dense_lanes ? ln : nz;
     }
@@ -459,7 +471,7 @@ NevoStatus nevo_bench_forward_minatar_episode(const NevoBenchOptions *o, const c
     double nonzero_flops = 0.0;
     for (int t = 0; t < steps; t++) {
         double nz, ln;
-        nevo_bench_count_flops(p, m.params, obs + (size_t)t * odim, 1, &nz, &ln);
+        nevo_bench_count_flops(p, m.params, obs + (size_t)t * odim, 1, 1, &nz, &ln);
         nonzero_flops += nz;
     }
     float *outb = nevo_alloc_aligned(sizeof(float) * (size_t)p->n_out);
