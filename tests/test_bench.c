@@ -210,11 +210,11 @@ TEST(bench_minatar_read_bytes) {
 /* The FMA counts behind the MinAtar rows, on a known answer. Filter 0 of the conv has
  * every weight 1, filter 1 every weight -1 (the ReLU zeroes it) and the others 0, with
  * zero biases, so after the ReLU the big dense layer's nonzero inputs are filter 0 at
- * the windows that hold a set pixel; that
- * layer's weights are 0 and its biases 1, so the 128 hidden units are 1 in every row.
- * A row's only pixel at (0, 9) lies in 1 output window, one at (5, 8) in 3 x 2 of
- * them; the conv computes each window's nonzero input for its 16 filters, the big
- * layer each nonzero input for its 128 outputs. */
+ * the windows that hold a set pixel. That layer's weights are 0 and its biases 1, so
+ * the 128 hidden units are 1 in every row. A row's only pixel at (0, 9) lies in 1
+ * output window, one at (5, 8) in 3 x 2 of them; the conv computes each window's
+ * nonzero input for its 16 filters, the big layer each nonzero input for its 128
+ * outputs. */
 TEST(bench_count_flops_known_answer) {
     NevoEnv *env = NULL;
     NevoError err = {0};

@@ -1252,8 +1252,8 @@ NevoStatus nevo_bench_run(const NevoBenchOptions *o, unsigned groups, NevoBenchE
          * weights), at 16 rows per network (episodes of one network side by side: 16
          * times the FLOPs per weight byte, and at that intensity bound by memory and
          * FMAs together) and at 64 (enough FLOPs per byte for the FMAs to bound it, where
-         * reading the weights overlaps them: on an AMD EPYC it does not, and the FMA
-         * units are busy 0.35-0.48 of the time, docs/BENCHMARKS.md) */
+         * reading the weights overlaps them: on an AMD EPYC it does not, and the FMAs
+         * computed come to 0.35-0.48 of the peak, docs/BENCHMARKS.md) */
         static const char *const minatar_games[] = {"minatar/breakout", "minatar/seaquest"};
         /* first as training runs it: one network, its weights in cache, a row a call */
         for (size_t k = 0; k < sizeof minatar_games / sizeof minatar_games[0]; k++) {

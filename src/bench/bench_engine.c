@@ -282,7 +282,8 @@ void nevo_bench_count_flops(const NevoPolicy *p, const float *theta, const float
             /* a convolution goes block by block; a dense layer lists its inputs over
              * all the blocks it takes at once */
             if (L->kind == NEVO_LAYER_CONV && blocks > 1)
-                for (int q = 0; q < blocks; q++) layer_terms(L, x + (size_t)q * NEVO_LANES * xs, xs, NEVO_LANES, &bnz, &side);
+                for (int q = 0; q < blocks; q++)
+                    layer_terms(L, x + (size_t)q * NEVO_LANES * xs, xs, NEVO_LANES, &bnz, &side);
             else
                 layer_terms(L, x, xs, m, &bnz, &side);
             for (int r = 0; r < m; r++) {
@@ -342,8 +343,8 @@ NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *gam
     nevo_env_instance_free(env, inst);
     free(inst);
     /* the FMAs behind the dense-equivalent count: those of nonzero inputs, and those
-     * the kernels run (the lanes layout's blocks of 16 rows of one network, where the
-     * kernel set has it) */
+     * the kernels compute (in the lanes layout's blocks of 16 rows of one network,
+     * grouped as the kernel set groups them, where it has that layout) */
     double nonzero_flops = 0.0, lanes_flops = 0.0;
     int group = nevo_kernels()->dense_lanes_blocks ? NEVO_LANES_BLOCKS : 1;
     for (int j = 0; j < P; j++) {
