@@ -889,11 +889,13 @@ NevoStatus nevo_bench_ga(const NevoBenchOptions *o, int threads, int generations
     return st;
 }
 
-/* A MinAtar forward row's GFLOP/s against the FMA peak (the caller names it) */
-static void minatar_gflops_row(NevoBenchResult *r, const NevoBenchLimits *lim, const NevoBenchForwardResult *fr) {
+/* A MinAtar forward row's GFLOP/s against the FMA peak (the caller names it), its
+ * FLOPs counted as `share` of the dense-equivalent ones (1: dense-equivalent) */
+static void minatar_gflops_row(NevoBenchResult *r, const NevoBenchLimits *lim, const NevoBenchForwardResult *fr,
+                               double share) {
     result_init(r, "forward", "GFLOP/s");
-    r->value = fr->gflops;
-    r->median = fr->gflops_median;
+    r->value = fr->gflops * share;
+    r->median = fr->gflops_median * share;
     r->cpu_share = fr->cpu_share;
     char ln[64];
     snprintf(ln, sizeof ln, "fma peak, 1 core (%s)", nevo_bench_isa_name(lim->isa));
@@ -907,11 +909,8 @@ static void emit_minatar_terms_row(const NevoBenchLimits *lim, const char *name,
                                    double flops_per_row, const NevoBenchForwardResult *fr, NevoBenchEmit emit,
                                    void *ctx) {
     NevoBenchResult r;
-    minatar_gflops_row(&r, lim, fr);
     double f = flops_per_row / fr->flops_per_row;
-    r.value = fr->gflops * f;
-    r.median = fr->gflops_median * f;
-    r.ratio = r.value / r.limit;
+    minatar_gflops_row(&r, lim, fr, f);
     snprintf(r.name, sizeof r.name, "%s, %s", name, what);
     snprintf(r.extra, sizeof r.extra,
              "\"flops_per_row\": %.0f, \"share_of_dense_equivalent\": %.4g, \"nonzero_flops_per_row\": %.0f, "
@@ -924,7 +923,7 @@ static void emit_minatar_terms_row(const NevoBenchLimits *lim, const char *name,
 static void emit_forward_minatar_episode(const NevoBenchLimits *lim, const char *game, int steps,
                                          const NevoBenchForwardResult *fr, NevoBenchEmit emit, void *ctx) {
     NevoBenchResult r;
-    minatar_gflops_row(&r, lim, fr);
+    minatar_gflops_row(&r, lim, fr, 1.0);
     snprintf(r.name, sizeof r.name, "forward P=1 MinAtar net, %s obs, an episode a row a call",
              game + strlen("minatar/"));
     double rows_per_s = fr->gflops * 1e9 / fr->flops_per_row;
@@ -946,7 +945,7 @@ static void emit_forward_minatar(const NevoBenchLimits *lim, const char *game, i
     const char *g = game + strlen("minatar/");
     char bn[16] = "";
     if (B > 1) snprintf(bn, sizeof bn, " B=%d", B);
-    minatar_gflops_row(&r, lim, fr);
+    minatar_gflops_row(&r, lim, fr, 1.0);
     snprintf(r.name, sizeof r.name, "forward P=%d%s MinAtar net, %s obs", P, bn, g);
     char ln[64];
     snprintf(r.extra, sizeof r.extra,

@@ -234,6 +234,16 @@ static NevoStatus minatar_nets(const char *game, int P, MinatarNets *m, NevoErro
     return NEVO_OK;
 }
 
+/* One row x through layer L of network theta and its activation, into y: the forward
+ * replayed layer by layer, where a count needs the inputs each layer sees. */
+static void layer_forward_row(const NevoLayer *L, const float *theta, const float *x, float *y) {
+    if (L->kind == NEVO_LAYER_CONV)
+        nevo_kernels()->conv(L, theta + L->w_off, theta + L->b_off, x, y);
+    else
+        nevo_kernels()->dense(theta + L->w_off, theta + L->b_off, x, 0, 1, L->in_dim, L->out_dim, y, 0);
+    nevo_kernel_activate(L->act, y, L->out_dim);
+}
+
 /* One layer's terms for the m rows at x[r] (row stride xs): per row those whose input
  * is nonzero (*nonzero), and those of a block running the m rows side by side, which
  * skips an input only where every row has it zero (*side). */
@@ -286,14 +296,7 @@ void nevo_bench_count_flops(const NevoPolicy *p, const float *theta, const float
                     layer_terms(L, x + (size_t)q * NEVO_LANES * xs, xs, NEVO_LANES, &bnz, &side);
             else
                 layer_terms(L, x, xs, m, &bnz, &side);
-            for (int r = 0; r < m; r++) {
-                if (L->kind == NEVO_LAYER_CONV)
-                    nevo_kernels()->conv(L, theta + L->w_off, theta + L->b_off, x + r * xs, b + r * W);
-                else
-                    nevo_kernels()->dense(theta + L->w_off, theta + L->b_off, x + r * xs, 0, 1, L->in_dim, L->out_dim,
-                                          b + r * W, 0);
-                nevo_kernel_activate(L->act, b + r * W, L->out_dim);
-            }
+            for (int r = 0; r < m; r++) layer_forward_row(L, theta, x + r * xs, b + r * W);
             float *t = a;
             a = b, b = t;
             x = a, xs = W;
@@ -368,15 +371,13 @@ NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *gam
             for (int l = 0; l < p->n_layers; l++) {
                 const NevoLayer *L = &p->layers[l];
                 if (L->kind == NEVO_LAYER_CONV) {
-                    nevo_kernels()->conv(L, theta + L->w_off, theta + L->b_off, x, b);
                     seg[nseg++] = (Segment){theta + L->w_off, L->b_off - L->w_off + (size_t)L->out_c};
                 } else {
-                    nevo_kernels()->dense(theta + L->w_off, theta + L->b_off, x, 0, 1, L->in_dim, L->out_dim, b, 0);
                     seg[nseg++] = (Segment){theta + L->b_off, (size_t)L->out_dim};
                     for (int k = 0; k < L->in_dim; k++)
                         if (x[k] != 0.0f) seg[nseg++] = (Segment){theta + L->w_off + (size_t)k * L->out_dim, (size_t)L->out_dim};
                 }
-                nevo_kernel_activate(L->act, b, L->out_dim);
+                layer_forward_row(L, theta, x, b);
                 float *t = a;
                 a = b, b = t;
                 x = a;
