@@ -27,21 +27,25 @@ ifeq ($(CI),true)
 CFLAGS_BASE += -Werror
 endif
 CFLAGS += $(CFLAGS_BASE)
-# cairo draws `nevo plot` figures (the CLI and its tests use it, the library does not).
+# cairo draws `nevo plot` figures: the CLI and its tests link it, libnevo does not.
 # Its flags come from pkg-config, asked as each recipe runs (so after install-deps.sh);
 # plain -lcairo where pkg-config cannot say.
 CAIRO_CFLAGS = $(shell pkg-config --cflags cairo 2>/dev/null)
 CAIRO_LIBS = $(shell pkg-config --libs cairo 2>/dev/null || echo -lcairo)
-LIBS = -lgif -ljansson -lmujoco -lpng $(CAIRO_LIBS) -lm -pthread
+LIB_LIBS = -lgif -ljansson -lmujoco -lpng -lm -pthread
+LIBS = $(LIB_LIBS) $(CAIRO_LIBS)
 # MuJoCo envs look for their model files in $NEVO_MODELS, then models/mujoco under the
 # current directory, then this checkout's models/mujoco (baked in here, only here).
 $(BUILD)/src/envs/mujoco_common.o: CFLAGS += -DNEVO_MODELS_DIR='"$(CURDIR)/models/mujoco"'
 
-LIB_SRC := $(sort $(wildcard src/core/*.c src/envs/*.c src/nn/*.c src/engine/*.c src/algo/*.c src/io/*.c src/bench/*.c))
+# libnevo is the engine; `nevo bench` (src/bench/) and `nevo plot` belong to the command.
+LIB_SRC := $(sort $(wildcard src/core/*.c src/envs/*.c src/nn/*.c src/engine/*.c src/algo/*.c src/io/*.c))
+BENCH_SRC := $(sort $(wildcard src/bench/*.c))
 CLI_SRC := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/*.c))
 
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 $(CLI_OBJ) $(TEST_OBJ): CFLAGS += $(CAIRO_CFLAGS)
@@ -73,13 +77,13 @@ $(STATIC): $(LIB_OBJ)
 	ar rcs $@ $^
 
 $(SHARED): $(LIB_OBJ)
-	$(CC) $(CFLAGS) -shared -o $@ $^ $(LIBS)
+	$(CC) $(CFLAGS) -shared -o $@ $^ $(LIB_LIBS)
 
-$(NEVO): $(CLI_OBJ) $(STATIC)
-	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(STATIC) $(LIBS)
+$(NEVO): $(CLI_OBJ) $(BENCH_OBJ) $(STATIC)
+	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(BENCH_OBJ) $(STATIC) $(LIBS)
 
-$(TESTS): $(TEST_OBJ) $(STATIC)
-	$(CC) $(CFLAGS) -o $@ $(TEST_OBJ) $(STATIC) $(LIBS)
+$(TESTS): $(TEST_OBJ) $(BENCH_OBJ) $(STATIC)
+	$(CC) $(CFLAGS) -o $@ $(TEST_OBJ) $(BENCH_OBJ) $(STATIC) $(LIBS)
 
 # T="name ..." runs only tests whose name or file contains one of the words.
 test: $(NEVO) $(TESTS)
@@ -96,4 +100,4 @@ bench: $(NEVO)
 clean:
 	rm -rf build build-san
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
