@@ -169,12 +169,11 @@ static size_t ref_forward(const NevoEnvSpec *spec, const NevoPolicyConfig *cfg,
 
 enum { P_NETS = 7, N_SHUFFLED = 23, PAD = 5 };
 
-/* Runs of rows sharing a network, for the lanes layout (kernels.h: blocks of
- * NEVO_LANES rows, up to NEVO_LANES_BLOCKS of them at once): one exact block, blocks
- * with rows left over (among them a tail of 15 after one block, whose normalised
- * observations lie in the first scratch buffer from slot 16, next to the slots its
- * layers write), a lone row, three blocks at once with rows left over, and four blocks
- * (three at once, then one). */
+/* Runs of rows sharing a network, for the lanes layout (kernels.h: blocks of NEVO_LANES
+ * rows): one exact block, blocks with rows left over (among them a tail of 15 after one
+ * block, whose normalised observations lie in the first scratch buffer from slot 16,
+ * next to the slots its layers write), a lone row, three blocks with rows left over,
+ * and four blocks. */
 static const int lane_runs[] = {NEVO_LANES,         2 * NEVO_LANES + 3, 1, NEVO_LANES + 1, 2, 2 * NEVO_LANES - 1,
                                 3 * NEVO_LANES + 5, 4 * NEVO_LANES};
 enum { N_LANE_RUNS = sizeof lane_runs / sizeof lane_runs[0] };
@@ -637,7 +636,7 @@ TEST(kernels_dense_skip_zero_inputs) {
     }
 }
 
-/* The AVX2 one-row path for wide layers (row256_sums in kernels_x86.c: dense_streamed's
+/* The AVX2 one-row path for wide layers (row256_sums in kernels_avx2.c: dense_streamed's
  * first row of a call, out > 64, 3/4 or more of a chunk's inputs nonzero) skips zero
  * inputs as every path does. A 1032 -> 71 layer (a 7-lane masked tail; a second chunk of 8 inputs):
  * the weight rows of the zero inputs are +inf, NaN or -inf, and every third bias is -0
@@ -719,27 +718,9 @@ TEST(kernels_dense_lanes_bit_identical) {
             float *ref = malloc(sizeof(float) * ys * R);
             /* XT with a NaN guard of a whole vector after it */
             float *XT = malloc(sizeof(float) * ((size_t)in + 1) * R), *YT = malloc(sizeof(float) * (size_t)out * R);
-            /* blocks after the first, for dense_lanes_blocks (each with a zero pattern of
-             * its own, or, in a fourth pass, every block without zeros: the unmasked
-             * terms), and every block's outputs from dense_lanes alone (YB) and from
-             * dense_lanes_blocks (YP), the latter with a NaN guard of a whole vector
-             * after it */
-            enum { NB = NEVO_LANES_BLOCKS };
-            float *XB = malloc(sizeof(float) * xs * R), *XTB[NB], *YB[NB], *YP[NB];
-            XTB[0] = XT, YB[0] = YT;
-            for (int q = 0; q < NB; q++) {
-                if (q > 0) XTB[q] = malloc(sizeof(float) * (size_t)in * R);
-                if (q > 0) YB[q] = malloc(sizeof(float) * (size_t)out * R);
-                YP[q] = malloc(sizeof(float) * ((size_t)out + 1) * R);
-            }
-            for (size_t z = 0; z < 4; z++) {
-#define P_ZERO(q) (z == 3 ? 0.0 : p_zeros[(z + (size_t)(q)) % 3]) /* block q's share of zeros */
-                for (int q = 1; q < NB; q++) {
-                    for (int r = 0; r < R; r++) fill_inputs(&rng, XB + r * xs, (size_t)in, P_ZERO(q), 0);
-                    ks[k]->to_lanes(XB, xs, in, XTB[q]);
-                }
+            for (size_t z = 0; z < sizeof p_zeros / sizeof p_zeros[0]; z++) {
                 for (size_t i = 0; i < xs * R; i++) X[i] = NAN;
-                for (int r = 0; r < R; r++) fill_inputs(&rng, X + r * xs, (size_t)in, P_ZERO(0), 0);
+                for (int r = 0; r < R; r++) fill_inputs(&rng, X + r * xs, (size_t)in, p_zeros[z], 0);
                 for (int i = 0; i < R; i++) XT[(size_t)in * R + i] = NAN;
                 ks[k]->to_lanes(X, xs, in, XT);
                 for (int r = 0; r < R; r++)
@@ -762,37 +743,14 @@ TEST(kernels_dense_lanes_bit_identical) {
                     for (int r = 0; r < R; r++) {
                         CHECK_MSG(same_bits(Y + r * ys, ref + r * ys, out),
                                   "%s lanes %d->%d, activation %d, p_zero %.2f: row %d differs from generic",
-                                  ks[k]->name, in, out, (int)acts[a], P_ZERO(0), r);
+                                  ks[k]->name, in, out, (int)acts[a], p_zeros[z], r);
                         for (int j = out; j < (int)ys; j++)
                             CHECK_MSG(isnan(Y[r * ys + j]), "%s from_lanes %d: wrote past row %d", ks[k]->name, out,
                                       r);
                     }
-                    /* 2..NB blocks at once: each block's bits from dense_lanes alone */
-                    if (!ks[k]->dense_lanes_blocks) continue;
-                    for (int q = 1; q < NB; q++) ks[k]->dense_lanes(W, b, XTB[q], in, out, acts[a], YB[q]);
-                    for (int nb = 2; nb <= NB; nb++) {
-                        for (int q = 0; q < nb; q++)
-                            for (size_t i = 0; i < ((size_t)out + 1) * R; i++) YP[q][i] = NAN;
-                        ks[k]->dense_lanes_blocks(W, b, nb, (const float *const *)XTB, in, out, acts[a], YP);
-                        for (int q = 0; q < nb; q++) {
-                            CHECK_MSG(same_bits(YP[q], YB[q], out * R),
-                                      "%s %d lanes blocks %d->%d, activation %d, p_zero %.2f: block %d differs "
-                                      "from dense_lanes",
-                                      ks[k]->name, nb, in, out, (int)acts[a], P_ZERO(q), q);
-                            for (int i = 0; i < R; i++)
-                                CHECK_MSG(isnan(YP[q][(size_t)out * R + i]),
-                                          "%s %d lanes blocks %d->%d: wrote past block %d", ks[k]->name, nb, in, out,
-                                          q);
-                        }
-                    }
                 }
             }
-#undef P_ZERO
-            free(W), free(b), free(X), free(Y), free(ref), free(XT), free(YT), free(XB);
-            for (int q = 0; q < NB; q++) {
-                if (q > 0) free(XTB[q]), free(YB[q]);
-                free(YP[q]);
-            }
+            free(W), free(b), free(X), free(Y), free(ref), free(XT), free(YT);
         }
 
         /* one zero, at input 27 of row 5, against infinite weights, every other input
@@ -832,7 +790,7 @@ TEST(kernels_dense_lanes_bit_identical) {
             }
             for (int a = 0; a < 2; a++) {
                 generic->dense(W3, b3, X3, IN3, R, IN3, OUT3, ref3, OUT3);
-                if (a) generic->relu(ref3, R * OUT3);
+                if (a) nevo_kernel_activate(NEVO_ACT_RELU, ref3, R * OUT3);
                 ks[k]->to_lanes(X3, IN3, IN3, XT3);
                 ks[k]->dense_lanes(W3, b3, XT3, IN3, OUT3, a ? NEVO_ACT_RELU : NEVO_ACT_NONE, YT3);
                 ks[k]->from_lanes(YT3, OUT3, Y3, OUT3);
@@ -857,13 +815,11 @@ TEST(kernels_dense_lanes_bit_identical) {
             for (int r = 0; r < R; r++) check_skip_row(what, (r * 3) % 5, Y[r], W, b, relu);
         }
     }
-    /* the lanes path is checked wherever the CPU has AVX2 (both its entries) and
-     * AVX-512, several blocks at once where AVX-512 has them */
+    /* the lanes path is checked wherever the CPU has AVX2 (both its entries) and AVX-512 */
     if (nevo_kernels_named("avx2")) {
         CHECK(nevo_kernels_named("avx2")->dense_lanes_streamed != NULL);
         CHECK(checked == (nevo_kernels_named("avx512") ? 3 : 2));
     }
-    if (nevo_kernels_named("avx512")) CHECK(nevo_kernels_named("avx512")->dense_lanes_blocks != NULL);
 }
 
 /* Rows of different networks side by side (dense_nets, kernels.h), where a kernel set
@@ -1073,22 +1029,19 @@ TEST(kernels_conv_lanes_signed_zero) {
     if (nevo_kernels_named("avx2")) CHECK(checked == (nevo_kernels_named("avx512") ? 2 : 1));
 }
 
-/* relu in every kernel set: y < 0 ? 0 : y bit for bit (negatives, -inf and negative
- * subnormals to +0; -0, +0, NaN, positives and +inf kept), every length up to 40 (the
- * vector tails), nothing written past n. */
-TEST(kernels_relu_bit_identical) {
-    const NevoKernels *ks[3];
-    int nk = kernel_sets(ks);
+/* The relu (one for every kernel set, vectorised for this CPU's clone): y < 0 ? 0 : y
+ * bit for bit (negatives, -inf and negative subnormals to +0; -0, +0, NaN, positives
+ * and +inf kept), every length up to 40 (the vector tails), nothing written past n. The
+ * lanes kernels' own relu is checked in their tests. */
+TEST(kernels_relu_bits) {
     static const float cases[] = {-1.5f, -0.0f, 0.0f, 2.25f, NAN, -INFINITY, INFINITY, -1e-45f, 1e-45f, -NAN};
     enum { NC = sizeof cases / sizeof cases[0] };
     float y[41], want[41];
-    for (int k = 0; k < nk; k++) {
-        for (int n = 0; n <= 40; n++) {
-            for (int i = 0; i <= 40; i++) y[i] = cases[(i * 7 + n) % NC];
-            for (int i = 0; i <= 40; i++) want[i] = i < n && y[i] < 0.0f ? 0.0f : y[i];
-            ks[k]->relu(y, n);
-            CHECK_MSG(same_bits(y, want, 41), "%s relu, n = %d: differs from y < 0 ? 0 : y", ks[k]->name, n);
-        }
+    for (int n = 0; n <= 40; n++) {
+        for (int i = 0; i <= 40; i++) y[i] = cases[(i * 7 + n) % NC];
+        for (int i = 0; i <= 40; i++) want[i] = i < n && y[i] < 0.0f ? 0.0f : y[i];
+        nevo_kernel_activate(NEVO_ACT_RELU, y, n);
+        CHECK_MSG(same_bits(y, want, 41), "relu, n = %d: differs from y < 0 ? 0 : y", n);
     }
 }
 

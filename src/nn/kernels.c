@@ -82,7 +82,10 @@ static void tanh_generic(float *y, int n) {
     for (int i = 0; i < n; i++) y[i] = nevo_tanhf(y[i]);
 }
 
-static void relu_generic(float *y, int n) {
+/* One relu for every set, vectorised for each clone (GCC 12 at -O2 vectorises it only
+ * when asked): a set's own gained less than 10% (docs/BENCHMARKS.md). */
+NEVO_KERNEL_CLONES NEVO_VECTORIZE
+static void relu_portable(float *y, int n) {
     for (int i = 0; i < n; i++) y[i] = y[i] < 0.0f ? 0.0f : y[i]; /* NaN stays NaN */
 }
 
@@ -109,10 +112,14 @@ void nevo_weighted_sum_portable(double *g, const float *const *rows, const doubl
     }
 }
 
-static const NevoKernels generic = {"generic", dense_generic, conv_generic, tanh_generic,    relu_generic,
-                                    NULL,      NULL,          NULL,         NULL,            NULL,
-                                    perturb_generic,          nevo_weighted_sum_portable, NULL,
-                                    NULL,      NULL};
+static const NevoKernels generic = {
+    .name = "generic",
+    .dense = dense_generic,
+    .conv = conv_generic,
+    .tanh = tanh_generic,
+    .perturb = perturb_generic,
+    .weighted_sum = nevo_weighted_sum_portable,
+};
 
 const NevoKernels *nevo_kernels_named(const char *name) {
     if (strcmp(name, "generic") == 0) return &generic;
@@ -158,15 +165,11 @@ size_t nevo_cache_l2_bytes(void) {
     return l2_bytes;
 }
 
-/* About a core's share of L3 on the AVX2 CPUs (the ones with streamed kernels): 4 MB
- * against 512 KB of L2 on AMD's Zen 2 and 3, 1.5-2 MB against 256 KB on Intel's. The
- * system's figure for L3 does not do: a virtual machine reports the host's (256 MiB on
- * the AMD EPYC of docs/BENCHMARKS.md), and other tenants share it. There (Zen 3, 512 KB
- * of L2) the plain kernels ran faster from L3 and the streamed ones from memory, the
- * crossover between 5 and 11 MB of weights, lower while the host was busy: MinAtar's
- * 530 KB net, one row a call, 5-10% faster with dense than with dense_streamed (the
- * rule was the L2 before); 256-256 MLPs at B = 16, 2-7 MB, 70 -> 73 GFLOP/s with
- * dense_lanes, and 11 MB 66 with dense_lanes_streamed against 45 without. */
+/* The streamed kernels suit weights from memory, the plain ones weights from L3, so the
+ * line is a core's share of L3, which on the AVX2 CPUs (the ones with streamed kernels)
+ * is about 8 L2s: 4 MB against 512 KB on AMD's Zen 2 and 3, 1.5-2 MB against 256 KB on
+ * Intel's. The system's L3 figure does not do: a virtual machine reports the host's,
+ * which other tenants share. docs/BENCHMARKS.md has the figures. */
 #define STREAMED_L2S 8
 
 size_t nevo_cache_streamed_bytes(void) { return STREAMED_L2S * nevo_cache_l2_bytes(); }
@@ -175,5 +178,5 @@ void nevo_kernel_activate(NevoActivation act, float *y, int n) {
     if (act == NEVO_ACT_TANH)
         nevo_kernels()->tanh(y, n);
     else if (act == NEVO_ACT_RELU)
-        nevo_kernels()->relu(y, n);
+        relu_portable(y, n);
 }

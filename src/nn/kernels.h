@@ -7,7 +7,14 @@
  * and the AVX2 and AVX-512 ones give bit-identical results, whatever the batch
  * composition, the SIMD width or the CPU, and the fast paths can be checked against
  * the portable one by memcmp. The ISA is chosen once at run time
- * (NEVO_KERNELS=generic|avx2|avx512 forces one, for tests and benchmarks).
+ * (NEVO_KERNELS=generic|avx2|avx512 forces one, for tests and benchmarks). One file per
+ * set: kernels.c (portable), kernels_avx2.c, kernels_avx512.c.
+ *
+ * An entry beyond the general kernels (a second path with the same bits for a case they
+ * already compute) is kept only where `nevo bench` or dev/kernels/ab_forward shows it at
+ * least 10% faster on a shape that training or `nevo eval` runs, on the CPUs measured:
+ * each costs code and a test, and the shared VMs' noise hides smaller gains.
+ * docs/BENCHMARKS.md ("Kernel variants") lists each with its figure.
  *
  * Zero inputs are skipped: a term whose input is exactly zero (+0 or -0) is not added
  * at all, in every kernel, so they all skip the same terms and stay bit-identical.
@@ -35,8 +42,9 @@
 #include "nevo/policy.h"
 
 /* The portable kernels are also compiled for x86-64-v3/v4 (target_clones, picked at
- * load time), so the hardware FMA replaces libm's software fma where the CPU has one. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+ * load time), so the hardware FMA replaces libm's software fma where the CPU has one.
+ * Not under ThreadSanitizer, whose instrumentation GCC's target_clones cannot build. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define NEVO_KERNEL_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define NEVO_KERNEL_CLONES
@@ -50,14 +58,15 @@
 #define NEVO_VECTORIZE
 #endif
 
-/* how many listed inputs ahead the AVX-512 one-row dense kernel prefetches weight rows (also
- * the bench's bare loop over the same rows, which measures what that pattern allows) */
+/* How many listed inputs ahead the AVX-512 one-row dense kernel prefetches weight rows
+ * (also the bench's bare loop over the same rows, which measures what that pattern
+ * allows): 8 rows of 0.5-1 KB keep 4-8 KB in flight, more than memory delivers in its
+ * latency (2-4 KB: ~100 ns at 20-40 GB/s); docs/BENCHMARKS.md has the distances tried. */
 #define NEVO_PREFETCH_ROWS 8
 /* rows per block in the lanes layout (one AVX-512 vector of floats, two AVX2 vectors) */
 #define NEVO_LANES 16
-/* the most lanes blocks dense_lanes_blocks takes at once */
-#define NEVO_LANES_BLOCKS 3
-/* rows (each its own network) dense_nets takes at once */
+/* rows (each its own network) dense_nets takes at once: 4 rows x 4 vectors of sums are
+ * half the AVX-512 registers, 4 x 2 half the AVX2 ones */
 #define NEVO_NETS_MAX 4
 
 /* Y (rows, out; row stride ys) = b + X (rows, in; row stride xs) @ W (in, out) */
@@ -76,8 +85,6 @@ typedef struct NevoKernels {
     void (*conv)(const NevoLayer *L, const float *W, const float *b, const float *x, float *y);
     /* y = tanh(y) elementwise, nevo_tanhf's results bit for bit */
     void (*tanh)(float *y, int n);
-    /* y = y < 0 ? 0 : y elementwise (-0 and NaN stay as they are) */
-    void (*relu)(float *y, int n);
     /* dense and then act for a block of NEVO_LANES rows held in the "lanes" layout,
      * input k of every row at XT + NEVO_LANES k (the rows are the lanes of a vector):
      * each row's act(b + x W), output o of every row at YT + NEVO_LANES o, every output
@@ -109,18 +116,11 @@ typedef struct NevoKernels {
      * sum rounded once, the rows in the order given (the ES gradient over noise slices,
      * nevo_weighted_sum) */
     void (*weighted_sum)(double *g, const float *const *rows, const double *w, int m, size_t k0, size_t k1);
-    /* dense_lanes for nb (2..NEVO_LANES_BLOCKS) blocks of NEVO_LANES rows of one network
-     * at once (XT[q] -> YT[q]), each weight loaded once for all of them: each block's
-     * bits as dense_lanes gives them. NULL where dense_lanes is, and in the AVX2 set:
-     * its one block already uses each broadcast weight for two FMAs (the point of more
-     * blocks), and its 16 registers hold no more sums. */
-    void (*dense_lanes_blocks)(const float *W, const float *b, int nb, const float *const *XT, int in, int out,
-                               NevoActivation act, float *const *YT);
     /* dense for weights read from memory (a call whose networks together exceed
      * nevo_cache_streamed_bytes, so each network's weights are gone from cache by its
      * next call): the same bits, by an access order that streams from memory better and
-     * runs slower from cache, and prefetches of the rows listed ahead. NULL where dense
-     * serves both (the portable and AVX-512 sets). */
+     * runs slower from cache. NULL where dense serves both (the portable and AVX-512
+     * sets). */
     NevoDenseFn dense_streamed;
     /* dense_lanes for weights read from memory, the same bits: it prefetches each
      * chunk's successor and what follows the layer (the next network), which from cache
@@ -165,6 +165,8 @@ float nevo_tanhf(float x);
 #define NEVO_TANH_H1 (1.0f / 6)
 #define NEVO_TANH_H0 0.5f
 
+/* y = act(y) elementwise: the set's tanh, or the portable relu (y < 0 ? 0 : y; -0 and
+ * NaN stay as they are), which the compiler vectorises for each clone. */
 void nevo_kernel_activate(NevoActivation act, float *y, int n);
 
 /* The portable perturb over elements [k0, k1) (plus and minus as in NevoKernels.perturb,
@@ -175,7 +177,7 @@ void nevo_perturb_portable(float *plus, float *minus, const float *theta, float 
 /* The portable weighted_sum: the generic set's, and the SIMD sets' tail. */
 void nevo_weighted_sum_portable(double *g, const float *const *rows, const double *w, int m, size_t k0, size_t k1);
 
-/* x86 implementations (kernels_x86.c); NULL elsewhere. */
+/* x86 implementations (kernels_avx2.c, kernels_avx512.c); NULL elsewhere. */
 const NevoKernels *nevo_kernels_avx2(void);
 const NevoKernels *nevo_kernels_avx512(void);
 

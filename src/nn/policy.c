@@ -137,10 +137,11 @@ size_t nevo_policy_scratch_floats(const NevoPolicy *p, int n) {
     return 2 * (size_t)p->max_width * (size_t)n + 64;
 }
 
-/* Layers under this many bytes of weights go through dense_nets, several networks'
- * rows side by side; bigger ones are bound by streaming their weights (from 256 KB
- * the one-row kernel prefetches the listed rows), and side by side measured no faster
- * on the 256-wide layers, so they go one network at a time. */
+/* Layers under this many bytes of weights go through dense_nets, several networks' rows
+ * side by side, which hides the latency of a lone row's few FMA chains: NEVO_NETS_MAX such
+ * layers (256 KB) take at most half the 512 KB-2 MiB L2 of the CPUs measured. Bigger
+ * ones are bound by reading their weights, which side by side does not change
+ * (docs/BENCHMARKS.md), so they go one network at a time. */
 #define NETS_MAX_LAYER_BYTES (64 * 1024)
 
 /* The scratch is two ping-pong buffers of n slots of max_width floats (a row per
@@ -194,38 +195,27 @@ static void forward_rows(const NevoPolicy *p, const NevoKernels *K, NevoDenseFn 
 }
 
 /* NEVO_LANES rows sharing a network (inputs at x0 + r xs0, outputs at out + r n_out), in
- * the lanes layout (kernels.h), or blocks (2..NEVO_LANES_BLOCKS) of them, each the next
- * NEVO_LANES rows after the one before, through dense_lanes_blocks, which loads each
- * weight once for all of them: the observations are transposed in, every layer reads
- * and writes that layout, and the outputs are transposed back. The transposed input
- * goes to the second buffer, so the first layer reads all of it before anything writes
- * the first. dense_lanes and conv_lanes apply each layer's activation before they
- * store. */
+ * the lanes layout (kernels.h): the observations are transposed in, every layer reads
+ * and writes that layout, and the outputs are transposed back. The transposed input goes
+ * to the second buffer, so the first layer reads all of it before anything writes the
+ * first. dense_lanes and conv_lanes apply each layer's activation before they store. */
 static void forward_lanes(const NevoPolicy *p, const NevoKernels *K, const float *theta, const float *x0,
-                          size_t xs0, float *out, float *scratch, int n, int blocks, int streamed) {
+                          size_t xs0, float *out, float *scratch, int n, int streamed) {
     NevoDenseLanesFn dense_lanes = streamed && K->dense_lanes_streamed ? K->dense_lanes_streamed : K->dense_lanes;
     float *a = scratch + (size_t)p->max_width * n, *b = scratch;
-    size_t blk = (size_t)NEVO_LANES * p->max_width; /* block q's offset in each buffer: q blk */
-    for (int q = 0; q < blocks; q++) K->to_lanes(x0 + (size_t)q * NEVO_LANES * xs0, xs0, p->obs_dim, a + q * blk);
+    K->to_lanes(x0, xs0, p->obs_dim, a);
     for (int l = 0; l < p->n_layers; l++) {
         const NevoLayer *L = &p->layers[l];
         const float *w = theta + L->w_off, *bias = theta + L->b_off;
-        if (L->kind == NEVO_LAYER_CONV) {
-            for (int q = 0; q < blocks; q++) K->conv_lanes(L, w, bias, a + q * blk, L->act, b + q * blk);
-        } else if (blocks > 1) {
-            const float *xq[NEVO_LANES_BLOCKS];
-            float *yq[NEVO_LANES_BLOCKS];
-            for (int q = 0; q < blocks; q++) xq[q] = a + q * blk, yq[q] = b + q * blk;
-            K->dense_lanes_blocks(w, bias, blocks, xq, L->in_dim, L->out_dim, L->act, yq);
-        } else {
+        if (L->kind == NEVO_LAYER_CONV)
+            K->conv_lanes(L, w, bias, a, L->act, b);
+        else
             dense_lanes(w, bias, a, L->in_dim, L->out_dim, L->act, b);
-        }
         float *t = a;
         a = b;
         b = t;
     }
-    for (int q = 0; q < blocks; q++)
-        K->from_lanes(a + q * blk, p->n_out, out + (size_t)q * NEVO_LANES * p->n_out, (size_t)p->n_out);
+    K->from_lanes(a, p->n_out, out, (size_t)p->n_out);
 }
 
 void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride, const int *net,
@@ -260,7 +250,7 @@ void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride
         while (j < n && net[j] == net[i]) j++;
         /* single rows of different all-dense networks in a row: up to NEVO_NETS_MAX
          * together (a conv net's time goes to its big dense layer's weight traffic, which
-         * this does not change: measured no faster on the MinAtar net) */
+         * this does not change: docs/BENCHMARKS.md) */
         int g = 1;
         if (K->dense_nets && all_dense && j == i + 1)
             while (g < NEVO_NETS_MAX && i + g < n && (i + g + 1 == n || net[i + g + 1] != net[i + g])) g++;
@@ -293,15 +283,9 @@ void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride
         const float *theta = params + (size_t)net[i] * stride;
         int r = 0;
         if (lanes) {
-            /* as many blocks at once as the rows fill, up to NEVO_LANES_BLOCKS (64 rows
-             * as 48 + 16 ran faster than as 32 + 32: docs/BENCHMARKS.md) */
-            while (m - r >= NEVO_LANES) {
-                int blocks = K->dense_lanes_blocks ? (m - r) / NEVO_LANES : 1;
-                if (blocks > NEVO_LANES_BLOCKS) blocks = NEVO_LANES_BLOCKS;
-                forward_lanes(p, K, theta, x + r * xs, xs, y + r * O, scratch, n, blocks,
+            for (; m - r >= NEVO_LANES; r += NEVO_LANES)
+                forward_lanes(p, K, theta, x + r * xs, xs, y + r * O, scratch, n,
                               r == 0 ? streamed : lanes_streamed_after_first);
-                r += blocks * NEVO_LANES;
-            }
         }
         /* rows left over after lanes blocks find the network in cache as those did */
         NevoDenseFn rest = r > 0 && !lanes_streamed_after_first ? K->dense : dense;

@@ -6,11 +6,7 @@
  * machine shared with other work still averages in the other tenants (its ratios moved
  * by +-20% between runs on an AMD EPYC in docs/BENCHMARKS.md). The fastest call is what
  * the code does when nothing interferes, repeatable to about 1% there, so it is what
- * tuning compared. Build and run (after `make`):
- *
- *   cc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc scripts/forward_min_calls.c build/libnevo.a \
- *      -lgif -ljansson -lmujoco -lpng -lm -pthread -o build/forward_min_calls
- *   build/forward_min_calls 16 64 16      # P H B [seconds]
+ * tuning compared. Build and run: dev/kernels/README.md.
  */
 #include <stdio.h>
 #include <stdlib.h>
