@@ -15,8 +15,11 @@
 #                    makes with EGL (libEGL.so.1 is opened at run time, not linked)
 #   libgl1-mesa-dri  Mesa's drivers, llvmpipe among them: OpenGL in software where
 #                    there is no display and no GPU
+#   clang            the libFuzzer targets in fuzz/ (fuzz/fuzz.mk; the test suite runs
+#                    each briefly)
+#   libclang-rt-14-dev  clang's libFuzzer, ASan and UBSan runtimes for them
 set -eu
-PKGS="build-essential pkg-config libjansson-dev libpng-dev libgif-dev libmujoco-dev libqhull-dev libcairo2-dev libegl-dev libgl1-mesa-dri"
+PKGS="build-essential pkg-config libjansson-dev libpng-dev libgif-dev libmujoco-dev libqhull-dev libcairo2-dev libegl-dev libgl1-mesa-dri clang libclang-rt-14-dev"
 [ -n "${NEVO_EXTRA_PKGS:-}" ] && PKGS="$PKGS $NEVO_EXTRA_PKGS"
 missing=""
 for p in $PKGS; do

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "nevo/version.h"
 
 static const char *usage =
     "nevo — neuroevolution at the speed of the hardware\n"
@@ -23,8 +24,9 @@ static const char *usage =
     "  bench            measure this machine's limits and nevo's hot paths\n"
     "  plot curves|behaviours RUN[=LABEL] ... --out FILE.png\n"
     "                   draw learning curves or final behaviours of runs as a PNG\n"
+    "  version          print nevo's version (also --version)\n"
     "\n"
-    "`nevo <command> --help` describes each command.\n";
+    "`nevo <command> --help` describes each command; `man nevo` all of them.\n";
 
 int cli_fail(const NevoError *err) {
     fflush(stdout);
@@ -33,13 +35,14 @@ int cli_fail(const NevoError *err) {
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
-    fflush(stdout);
-    fprintf(stderr, "nevo %s: ", cmd);
+    char msg[1024], line[1024];
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, " (see `nevo %s --help`)\n", cmd);
+    fflush(stdout);
+    /* one line whatever the arguments held */
+    fprintf(stderr, "nevo %s: %s (see `nevo %s --help`)\n", cmd, nevo_escape(line, sizeof line, msg), cmd);
     return 2;
 }
 
@@ -69,11 +72,19 @@ int main(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     const char *cmd = argv[1];
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        if (argc > 2) {
+            fprintf(stderr, "nevo %s: takes no arguments, got '%s'\n", cmd, cli_esc(argv[2]));
+            return 2;
+        }
+        printf("nevo %s\n", nevo_version());
+        return 0;
+    }
     if (strcmp(cmd, "train") == 0) return nevo_cmd_train(argc - 1, argv + 1);
     if (strcmp(cmd, "eval") == 0) return nevo_cmd_eval(argc - 1, argv + 1);
     if (strcmp(cmd, "envs") == 0) return nevo_cmd_envs(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0) return nevo_cmd_bench(argc - 1, argv + 1);
     if (strcmp(cmd, "plot") == 0) return nevo_cmd_plot(argc - 1, argv + 1);
-    fprintf(stderr, "nevo: unknown command '%s'\n\n%s", cmd, usage);
+    fprintf(stderr, "nevo: unknown command '%s' (nevo --help lists them)\n", cli_esc(cmd));
     return 2;
 }
