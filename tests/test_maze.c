@@ -1,5 +1,5 @@
 /* Tests for the hard maze (src/envs/maze.c), its pictures (src/envs/maze_draw.c) and
- * PNG writing (src/io/png.c).
+ * PNG writing (src/cli/png.c).
  *
  * The main check replays the reference trajectories of spec ENVS.md §3.6, recorded
  * with Uber's maze.h on hard_maze.txt: the initial observation and four constant
@@ -16,12 +16,13 @@
 
 #include "envs/maze.h"
 #include "harness.h"
-#include "io/png.h"
+#include "cli/png.h"
 #include "nevo/env.h"
 #include "nevo/rng.h"
 
 #define OBS_DIM 11
 #define STATE_DIM 7
+#define EPISODE_STEPS 400
 
 static NevoEnv *open_maze(void) {
     NevoEnv *env = NULL;
@@ -395,6 +396,97 @@ TEST(maze_state_round_trip) {
     CHECK(nevo_env_set_state(env, b, bad, 0, ob, &err) == NEVO_ERR_INVALID);
     free(a);
     free(b);
+    nevo_env_free(env);
+}
+
+/* Distance along the ray from (px, py) at angle deg (degrees) to the nearest scene wall
+ * it properly crosses within range 100 (100 when none), in double; walls are taken
+ * slightly longer (grow > 0) or shorter (grow < 0) than they are, so a ray passing
+ * within a hair of an endpoint can be told apart (the two answers then differ). */
+static double scene_range(const NevoEnvScene *sc, double px, double py, double deg, double grow) {
+    double a = deg / 180.0 * 3.14159265358979323846, dx = cos(a) * 100, dy = sin(a) * 100, best = 100;
+    for (int i = 0; i < sc->n_walls; i++) {
+        const NevoSceneWall *w = &sc->walls[i];
+        double ex = w->x2 - w->x1, ey = w->y2 - w->y1;
+        double den = dx * ey - dy * ex;
+        if (den == 0) continue;
+        /* p + t d = w1 + u e */
+        double t = ((w->x1 - px) * ey - (w->y1 - py) * ex) / den;
+        double u = ((w->x1 - px) * dy - (w->y1 - py) * dx) / den;
+        if (t > 0 && t < 1 && u > -grow && u < 1 + grow && t * 100 < best) best = t * 100;
+    }
+    return best;
+}
+
+/* The public scene (nevo_env_scene, what `nevo plot` draws) is the env's own geometry.
+ * Walls: from a grid of poses the six rangefinders read what a ray cast against the
+ * scene's walls gives, and each scene wall, seen square-on from 5 units on one side or
+ * the other, is the one its ray meets. Start: where reset puts the robot (its behaviour
+ * there). Goal: the point the last step's reward measures the distance to, from three
+ * places. Region: the walls enclose it. */
+TEST(maze_scene_matches_the_env) {
+    const NevoEnvScene *sc = nevo_env_scene("maze/hard");
+    CHECK(sc && sc == nevo_env_find("maze/hard")->scene);
+    CHECK(sc->enclosed && sc->y_down && sc->has_start && sc->has_goal);
+    CHECK_EQ_INT(sc->n_walls, MAZE_N_WALLS);
+    NevoEnv *env = open_maze();
+    void *inst = new_instance(env);
+    float obs[OBS_DIM], bc[2];
+    static const double rel[6] = {-90, -45, 0, 45, 90, -180};
+    int rays = 0;
+    for (double x = 3.3; x < 208; x += 12.7)
+        for (double y = 2.1; y < 208; y += 11.3)
+            for (double h = 7.5; h < 360; h += 97.25) {
+                set_pose(env, inst, x, y, h, 0, 0, obs);
+                for (int r = 0; r < 6; r++) {
+                    double want = scene_range(sc, x, y, h + rel[r], 0);
+                    if (want != scene_range(sc, x, y, h + rel[r], 1e-4) ||
+                        want != scene_range(sc, x, y, h + rel[r], -1e-4) || fabs(want - 100) < 0.01)
+                        continue; /* grazes an endpoint or ends at the range */
+                    rays++;
+                    CHECK_MSG(fabs(obs[1 + r] * 100.0 - want) < 0.01,
+                              "at (%g, %g) heading %g, rangefinder %d reads %.4f, the scene's walls %.4f", x,
+                              y, h, r, obs[1 + r] * 100.0, want);
+                }
+            }
+    CHECK_MSG(rays > 3000, "only %d rays checked", rays);
+    for (int i = 0; i < sc->n_walls; i++) {
+        const NevoSceneWall *w = &sc->walls[i];
+        CHECK(fmin(w->x1, w->x2) >= sc->lo[0] && fmax(w->x1, w->x2) <= sc->hi[0]);
+        CHECK(fmin(w->y1, w->y2) >= sc->lo[1] && fmax(w->y1, w->y2) <= sc->hi[1]);
+        double len = hypot(w->x2 - w->x1, w->y2 - w->y1), nx = -(w->y2 - w->y1) / len, ny = (w->x2 - w->x1) / len;
+        double mx = (w->x1 + w->x2) / 2, my = (w->y1 + w->y2) / 2;
+        int seen = 0;
+        for (int side = -1; side <= 1; side += 2) {
+            double px = mx + side * 5 * nx, py = my + side * 5 * ny;
+            double h = atan2(-side * ny, -side * nx) * 180 / 3.14159265358979323846;
+            if (h < 0) h += 360;
+            set_pose(env, inst, px, py, h, 0, 0, obs);
+            /* the wall is the nearest along the ray unless another crosses it first */
+            if (fabs(scene_range(sc, px, py, h, 0) - 5) < 1e-9 && fabs(obs[3] * 100.0 - 5) < 0.01) seen++;
+        }
+        CHECK_MSG(seen > 0, "scene wall %d (%g, %g)-(%g, %g) is not where the env's rangefinders meet a wall", i,
+                  w->x1, w->y1, w->x2, w->y2);
+    }
+    /* start */
+    double st[STATE_DIM];
+    nevo_env_reset(env, inst, 5, obs);
+    nevo_env_get_state(env, inst, st);
+    nevo_env_bc(env, inst, obs, bc);
+    CHECK(st[0] == sc->start[0] && st[1] == sc->start[1] && bc[0] == sc->start[0] && bc[1] == sc->start[1]);
+    /* goal: standing still over the last step, the reward is minus the distance to it */
+    static const double at[3][2] = {{100.5, 120.25}, {30.5, 60.5}, {170.25, 20.5}};
+    for (int i = 0; i < 3; i++) {
+        double v[STATE_DIM] = {at[i][0], at[i][1], 0, 0, 0, 0, EPISODE_STEPS - 1};
+        NevoError err = {0};
+        CHECK(nevo_env_set_state(env, inst, v, EPISODE_STEPS - 1, obs, &err) == NEVO_OK);
+        NevoStepResult res;
+        step_const(env, inst, 0, 0, obs, &res);
+        double want = -hypot(at[i][0] - sc->goal[0], at[i][1] - sc->goal[1]);
+        CHECK_MSG(fabs(res.reward - want) < 1e-3, "last reward at (%g, %g) is %g, minus the distance to the "
+                  "scene's goal %g", at[i][0], at[i][1], res.reward, want);
+    }
+    free(inst);
     nevo_env_free(env);
 }
 

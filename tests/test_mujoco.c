@@ -282,11 +282,7 @@ TEST(mujoco_trap_walls) {
         for (int k = 0; k < 3; k++) {
             CHECK_NEAR(m->geom_pos[3 * g + k], walls[w].pos[k], 1e-15);
             CHECK_NEAR(m->geom_size[3 * g + k], walls[w].size[k], 1e-15);
-            /* the table pictures draw from */
-            CHECK_NEAR(nevo_trap_walls[w].pos[k], walls[w].pos[k], 0.0);
-            CHECK_NEAR(nevo_trap_walls[w].size[k], walls[w].size[k], 0.0);
         }
-        CHECK(strcmp(nevo_trap_walls[w].name, walls[w].name) == 0);
     }
     /* the robot starts facing the pocket, torso at (0, 0, 1.4) */
     CHECK_NEAR(m->qpos0[0], 0, 0);
@@ -311,6 +307,61 @@ TEST(mujoco_trap_walls) {
         max_x = fmax(max_x, bc[0]);
     }
     CHECK_MSG(max_x > 5.0 && max_x < 5.4, "centre of mass reached x = %g", max_x);
+    free(obs);
+    free_instance(env, inst);
+    nevo_env_free(env);
+}
+
+/* The trap's public scene (what `nevo plot` draws) is the loaded model's walls seen from
+ * above: each wall geom's footprint, centre +- half-size in x and y, is one scene wall's
+ * line widened by its width; the start is the torso's resting (x, y), where the centre
+ * of mass also starts; the region holds both. */
+TEST(mujoco_trap_scene_matches_the_walls) {
+    const NevoEnvScene *sc = nevo_env_scene("mujoco/humanoid_trap");
+    CHECK(sc && sc == nevo_env_find("mujoco/humanoid_trap")->scene);
+    CHECK(!nevo_env_scene("mujoco/humanoid") && !nevo_env_scene("mujoco/nope"));
+    CHECK(!sc->enclosed && sc->has_start && !sc->has_goal && sc->x_label && sc->y_label);
+    NevoEnvOption quiet = {"reset_noise_scale", 0};
+    NevoEnv *env = open_env_opts("mujoco/humanoid_trap", &quiet, 1);
+    const mjModel *m = nevo_mj_model(env);
+    int n_box_walls = 0;
+    bool matched[8] = {false};
+    CHECK(sc->n_walls > 0 && sc->n_walls <= 8);
+    for (int g = 0; g < m->ngeom; g++) {
+        if (m->geom_bodyid[g] != 0 || m->geom_type[g] != mjGEOM_BOX) continue;
+        n_box_walls++;
+        const mjtNum *pos = m->geom_pos + 3 * g, *size = m->geom_size + 3 * g;
+        int found = -1;
+        for (int w = 0; w < sc->n_walls; w++) {
+            const NevoSceneWall *wl = &sc->walls[w];
+            /* an axis-aligned footprint: the line's box, grown by half the width across it */
+            double hx = wl->y1 == wl->y2 ? 0 : wl->width / 2, hy = wl->x1 == wl->x2 ? 0 : wl->width / 2;
+            CHECK_MSG(wl->x1 == wl->x2 || wl->y1 == wl->y2, "scene wall %d is not axis-aligned", w);
+            double x0 = fmin(wl->x1, wl->x2) - hx, x1 = fmax(wl->x1, wl->x2) + hx;
+            double y0 = fmin(wl->y1, wl->y2) - hy, y1 = fmax(wl->y1, wl->y2) + hy;
+            if (fabs(x0 - (pos[0] - size[0])) < 1e-12 && fabs(x1 - (pos[0] + size[0])) < 1e-12 &&
+                fabs(y0 - (pos[1] - size[1])) < 1e-12 && fabs(y1 - (pos[1] + size[1])) < 1e-12)
+                found = w;
+        }
+        CHECK_MSG(found >= 0 && !matched[found], "wall geom %s has no scene wall of its footprint",
+                  mj_id2name(m, mjOBJ_GEOM, g));
+        matched[found] = true;
+        for (int k = 0; k < 2; k++)
+            CHECK_MSG(pos[k] - size[k] >= sc->lo[k] && pos[k] + size[k] <= sc->hi[k],
+                      "wall geom %s leaves the scene's region", mj_id2name(m, mjOBJ_GEOM, g));
+    }
+    CHECK_EQ_INT(n_box_walls, sc->n_walls);
+    CHECK_NEAR(sc->start[0], m->qpos0[0], 0);
+    CHECK_NEAR(sc->start[1], m->qpos0[1], 0);
+    CHECK(sc->start[0] >= sc->lo[0] && sc->start[0] <= sc->hi[0]);
+    CHECK(sc->start[1] >= sc->lo[1] && sc->start[1] <= sc->hi[1]);
+    void *inst = new_instance(env);
+    float *obs = malloc(sizeof(float) * 376), bc[2];
+    nevo_env_reset(env, inst, 1, obs);
+    nevo_env_bc(env, inst, obs, bc);
+    CHECK_MSG(hypot(bc[0] - sc->start[0], bc[1] - sc->start[1]) < 0.1,
+              "the centre of mass starts at (%g, %g), the scene's start is (%g, %g)", bc[0], bc[1],
+              sc->start[0], sc->start[1]);
     free(obs);
     free_instance(env, inst);
     nevo_env_free(env);

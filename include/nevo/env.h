@@ -18,11 +18,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nevo/config.h"
 #include "nevo/status.h"
 
 #define NEVO_ENV_MAX_ACT_DIM 32
 #define NEVO_ENV_MAX_BC 8
-#define NEVO_ENV_MAX_OPTIONS 16
 
 typedef enum NevoSpaceKind {
     NEVO_SPACE_DISCRETE = 0, /* n_actions choices; action[0] is the index */
@@ -47,12 +47,6 @@ typedef struct NevoEnvSpec {
     int bc_dim;              /* behaviour characterisation size (novelty search) */
 } NevoEnvSpec;
 
-/* A named numeric option from a config ("sticky_prob": 0.1). */
-typedef struct NevoEnvOption {
-    char key[48];
-    double value;
-} NevoEnvOption;
-
 typedef struct NevoEnv NevoEnv;
 
 /* What one step returned. */
@@ -61,6 +55,27 @@ typedef struct NevoStepResult {
     bool terminated;
     bool truncated;
 } NevoStepResult;
+
+/* What an environment's world looks like from above, for pictures of where episodes end
+ * (`nevo plot behaviours`): walls, start and goal in the coordinates of its 2-D
+ * behaviour characterisation (bc[0], bc[1]), from the tables the env itself uses.
+ * Constant data. */
+typedef struct NevoSceneWall {
+    double x1, y1, x2, y2; /* the wall's centre line */
+    double width;          /* its thickness across that line; 0 for a line (the maze's walls) */
+} NevoSceneWall;
+
+typedef struct NevoEnvScene {
+    int n_walls;
+    const NevoSceneWall *walls;
+    bool has_start, has_goal;
+    double start[2];               /* where every episode starts */
+    double goal[2];                /* what the env rewards reaching, where it has one */
+    double lo[2], hi[2];           /* a region [lo, hi] holding the walls, start and goal */
+    bool enclosed;                 /* the walls keep every episode inside [lo, hi] */
+    bool y_down;                   /* pictures put y downwards (the env's figures do) */
+    const char *x_label, *y_label; /* what bc[0] and bc[1] are, with their units */
+} NevoEnvScene;
 
 /* Class table: what an environment implements. One constant instance per env. */
 typedef struct NevoEnvClass {
@@ -101,6 +116,9 @@ typedef struct NevoEnvClass {
     /* RGB picture of the current state, w*h*3 bytes (w, h from render_size); may be NULL. */
     void (*render)(const NevoEnv *env, const void *state, uint8_t *rgb);
     int render_w, render_h;
+    /* The world seen from above (maze/hard, mujoco/humanoid_trap); NULL for envs whose
+     * behaviour characterisation is not a place. */
+    const NevoEnvScene *scene;
 } NevoEnvClass;
 
 /* Creates the env registered under name with options applied. Unknown names and
@@ -168,5 +186,8 @@ bool nevo_env_render(const NevoEnv *env, const void *inst, uint8_t *rgb);
 int nevo_env_count(void);
 const NevoEnvClass *nevo_env_class_at(int i);
 const NevoEnvClass *nevo_env_find(const char *name);
+/* The scene of the env registered under name (its class's scene); NULL when the name is
+ * unknown or the env has none. Needs no env to be made (no model file is loaded). */
+const NevoEnvScene *nevo_env_scene(const char *name);
 
 #endif

@@ -9,9 +9,11 @@
  *
  * Behaviour panels (side N pixels) have a fixed layout the tests rely on: a title strip
  * of N/14 pixels, then a square of side S = N - N/14 - 2*(N/40), centred horizontally,
- * N/40 pixels below the strip. Maze point (x, y) lands at pixel
- * (panel_x + (N - S)/2 + x*S/MAZE_EXTENT, panel_y + N/14 + N/40 + y*S/MAZE_EXTENT):
- * y points down, as in the paper's figures. */
+ * N/40 pixels below the strip. On an enclosed scene's panel (the maze's; scenes come
+ * from the env layer, nevo_env_scene) point (x, y) lands at pixel
+ * (panel_x + (N - S)/2 + (x - lo_x)*S/E, panel_y + N/14 + N/40 + (y - lo_y)*S/E), E the
+ * longer side of the scene's region (208 maze units from (0, 0) for the maze), where y
+ * points down as in the maze paper's figures (y_down; otherwise it points up). */
 #include <cairo.h>
 #include <errno.h>
 #include <jansson.h>
@@ -23,8 +25,7 @@
 
 #include "cli/cli.h"
 #include "core/strutil.h"
-#include "envs/maze.h"
-#include "envs/mujoco_common.h"
+#include "nevo/env.h"
 #include "nevo/io.h"
 
 static const char *help =
@@ -795,7 +796,7 @@ static int cmd_curves(int argc, char **argv) {
         } else if (cli_option(argc, argv, &i, "--x", &v)) {
             if (!v || (strcmp(v, "frames") && strcmp(v, "generation") && strcmp(v, "wall_s") && strcmp(v, "episodes")))
                 rc = cli_usage_error("plot curves", "--x must be frames, generation, wall_s or episodes, got '%s'",
-                                     v ? v : "");
+                                     cli_esc(v));
             xkey = v;
         } else if (cli_option(argc, argv, &i, "--y", &v)) {
             if (!v || !*v || strlen(v) >= KEY_MAX) rc = cli_usage_error("plot curves", "--y needs a metrics key");
@@ -806,14 +807,14 @@ static int cmd_curves(int argc, char **argv) {
         } else if (cli_option(argc, argv, &i, "--size", &v)) {
             if (!v || parse_size(v, &w, &h))
                 rc = cli_usage_error("plot curves", "--size needs WxH, from 200x150 to 10000x10000, got '%s'",
-                                     v ? v : "");
+                                     cli_esc(v));
         } else if (cli_option(argc, argv, &i, "--ref", &v)) {
             const char *eq = v ? strrchr(v, '=') : NULL;
             char *end = NULL;
             double value = eq ? strtod(eq + 1, &end) : NAN;
             if (!eq || eq == v || end == eq + 1 || *end || !isfinite(value) || eq - v >= LABEL_MAX)
                 rc = cli_usage_error("plot curves", "--ref needs LABEL=NUMBER, e.g. --ref \"DQN 5M=15.9\", got '%s'",
-                                     v ? v : "");
+                                     cli_esc(v));
             else if (n_refs == MAX_REFS)
                 rc = cli_usage_error("plot curves", "at most %d --ref lines", MAX_REFS);
             else {
@@ -821,7 +822,7 @@ static int cmd_curves(int argc, char **argv) {
                 refs[n_refs++].value = value;
             }
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            rc = cli_usage_error("plot curves", "unknown option '%s'", argv[i]);
+            rc = cli_usage_error("plot curves", "unknown option '%s'", cli_esc(argv[i]));
         } else {
             run_args[n_runs++] = argv[i];
         }
@@ -978,7 +979,7 @@ typedef struct KeyItem {
 /* The title strip: the label at the left, a key of the point colours at the right
  * (shortened, then dropped, when the panel is too narrow). */
 static void draw_panel_title(cairo_t *cr, double px, double py, int n, const char *label, const Behaviours *b,
-                             int show_archive, int maze) {
+                             int show_archive, const NevoEnvScene *scene) {
     double f = n / 400.0, strip = n / 14, m = n / 40, cy = py + strip * 0.55;
     font(cr, fmax(14 * f, 10), 1);
     set_rgb(cr, ink);
@@ -993,9 +994,9 @@ static void draw_panel_title(cairo_t *cr, double px, double py, int n, const cha
         int k = 0;
         items[k++] = (KeyItem){pop_text, population_rgb, 0};
         if (show_archive && b->n_arch > 0 && level < 2) items[k++] = (KeyItem){arch_text, archive_rgb, 0};
-        if (maze && level < 1) {
-            items[k++] = (KeyItem){"start", start_rgb, 1};
-            items[k++] = (KeyItem){"goal", goal_rgb, 1};
+        if (scene && level < 1) {
+            if (scene->has_start) items[k++] = (KeyItem){"start", start_rgb, 1};
+            if (scene->has_goal) items[k++] = (KeyItem){"goal", goal_rgb, 1};
         }
         double r = 4 * f, gap = 10 * f, total = 0;
         for (int i = 0; i < k; i++) total += 2 * r + 4 * f + text_width(cr, items[i].text) + (i ? gap : 0);
@@ -1022,53 +1023,67 @@ static void draw_panel_title(cairo_t *cr, double px, double py, int n, const cha
     }
 }
 
-static void draw_maze_panel(cairo_t *cr, double px, double py, int n, const Behaviours *b, int show_archive) {
+/* A scene wall: a line of at least `min_px` pixels' width from (x1, y1) to (x2, y2)
+ * in pixels, `w_px` wide where the wall has a thickness (butt ends: its footprint). */
+static void draw_wall(cairo_t *cr, double x1, double y1, double x2, double y2, double w_px, double min_px) {
+    cairo_set_line_cap(cr, w_px > 0 ? CAIRO_LINE_CAP_BUTT : CAIRO_LINE_CAP_ROUND);
+    cairo_set_line_width(cr, fmax(w_px, min_px));
+    cairo_move_to(cr, x1, y1);
+    cairo_line_to(cr, x2, y2);
+    cairo_stroke(cr);
+}
+
+/* An enclosed scene (the maze): the square of the scene's region, its walls, the
+ * behaviours, then start and goal rings. */
+static void draw_scene_panel(cairo_t *cr, double px, double py, int n, const Behaviours *b, int show_archive,
+                             const NevoEnvScene *sc) {
     double strip = n / 14, m = n / 40, side = n - strip - 2 * m;
-    double ox = px + (n - side) / 2, oy = py + strip + m, s = side / MAZE_EXTENT;
+    double extent = fmax(sc->hi[0] - sc->lo[0], sc->hi[1] - sc->lo[1]);
+    double s = side / extent, ox = px + (n - side) / 2 - sc->lo[0] * s;
+    /* y down: pixel oy + y*s; y up: the region's top edge lo_y + extent at the top */
+    double oy = py + strip + m + (sc->y_down ? -sc->lo[1] * s : (sc->lo[1] + extent) * s), sy = sc->y_down ? s : -s;
     cairo_save(cr);
-    cairo_set_line_cap(cr, CAIRO_LINE_CAP_ROUND);
     set_rgb(cr, wall_rgb);
-    cairo_set_line_width(cr, fmax(1.5 * s, 2.0));
-    for (int i = 0; i < MAZE_N_WALLS; i++) {
-        const MazeWall *wl = &maze_hard_walls[i];
-        cairo_move_to(cr, ox + wl->x1 * s, oy + wl->y1 * s);
-        cairo_line_to(cr, ox + wl->x2 * s, oy + wl->y2 * s);
-        cairo_stroke(cr);
+    for (int i = 0; i < sc->n_walls; i++) {
+        const NevoSceneWall *wl = &sc->walls[i];
+        draw_wall(cr, ox + wl->x1 * s, oy + wl->y1 * sy, ox + wl->x2 * s, oy + wl->y2 * sy, wl->width * s,
+                  fmax(1.5 * s, 2.0));
     }
     if (show_archive) {
         set_rgb(cr, archive_rgb);
         for (int i = 0; i < b->n_arch; i++)
             if (isfinite(b->arch[2 * i]) && isfinite(b->arch[2 * i + 1]))
-                dot(cr, ox + b->arch[2 * i] * s, oy + b->arch[2 * i + 1] * s, fmax(1.1 * s, 1.5));
+                dot(cr, ox + b->arch[2 * i] * s, oy + b->arch[2 * i + 1] * sy, fmax(1.1 * s, 1.5));
         cairo_fill(cr);
     }
     set_rgb(cr, population_rgb);
     for (int i = 0; i < b->n_pop; i++)
         if (isfinite(b->pop[2 * i]) && isfinite(b->pop[2 * i + 1]))
-            dot(cr, ox + b->pop[2 * i] * s, oy + b->pop[2 * i + 1] * s, fmax(1.4 * s, 2.0));
+            dot(cr, ox + b->pop[2 * i] * s, oy + b->pop[2 * i + 1] * sy, fmax(1.4 * s, 2.0));
     cairo_fill(cr);
     /* rings, so points under them stay visible */
     cairo_set_line_width(cr, fmax(1.2 * s, 1.5));
-    set_rgb(cr, start_rgb);
-    cairo_arc(cr, ox + maze_hard_start[0] * s, oy + maze_hard_start[1] * s, 5 * s, 0, 2 * M_PI);
-    cairo_stroke(cr);
-    set_rgb(cr, goal_rgb);
-    cairo_arc(cr, ox + maze_hard_goal[0] * s, oy + maze_hard_goal[1] * s, 5 * s, 0, 2 * M_PI);
-    cairo_stroke(cr);
+    if (sc->has_start) {
+        set_rgb(cr, start_rgb);
+        cairo_arc(cr, ox + sc->start[0] * s, oy + sc->start[1] * sy, 5 * s, 0, 2 * M_PI);
+        cairo_stroke(cr);
+    }
+    if (sc->has_goal) {
+        set_rgb(cr, goal_rgb);
+        cairo_arc(cr, ox + sc->goal[0] * s, oy + sc->goal[1] * sy, 5 * s, 0, 2 * M_PI);
+        cairo_stroke(cr);
+    }
     cairo_restore(cr);
 }
 
-/* Other 2-D behaviours on fitted axes; the humanoid trap's panels also show its walls
- * (dark, seen from above) and the start (a blue ring at the origin), in metres. */
-static void draw_scatter_panel(cairo_t *cr, double px, double py, int n, const Behaviours *b, int show_archive) {
+/* Other 2-D behaviours on fitted axes; where the env has an open scene (the humanoid
+ * trap's) the axes also hold its region, and the panel shows its walls (dark, seen from
+ * above), its start (a blue ring) and goal (a green ring). */
+static void draw_scatter_panel(cairo_t *cr, double px, double py, int n, const Behaviours *b, int show_archive,
+                               const NevoEnvScene *sc) {
     double f = n / 400.0, strip = n / 14;
     double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
-    int trap = strcmp(b->env, "mujoco/humanoid_trap") == 0;
-    for (int w = 0; trap && w < NEVO_TRAP_N_WALLS; w++) {
-        const NevoTrapWall *tw = &nevo_trap_walls[w];
-        xmin = fmin(fmin(xmin, tw->pos[0] - tw->size[0]), -0.5), xmax = fmax(xmax, tw->pos[0] + tw->size[0]);
-        ymin = fmin(ymin, tw->pos[1] - tw->size[1]), ymax = fmax(ymax, tw->pos[1] + tw->size[1]);
-    }
+    if (sc) xmin = sc->lo[0], xmax = sc->hi[0], ymin = sc->lo[1], ymax = sc->hi[1];
     for (int set = 0; set < 2; set++) {
         const double *p = set ? b->arch : b->pop;
         int count = set ? (show_archive ? b->n_arch : 0) : b->n_pop;
@@ -1081,18 +1096,22 @@ static void draw_scatter_panel(cairo_t *cr, double px, double py, int n, const B
     if (!(xmax >= xmin)) xmin = xmax = ymin = ymax = 0; /* no finite points */
     Axis ax = nice_axis(xmin, xmax, 5), ay = nice_axis(ymin, ymax, 5);
     Frame fr = frame_layout(cr, px, py + strip, n, n - strip, ax, ay, fmax(0.75, f * 0.85));
-    frame_draw(cr, &fr, trap ? "final x of the centre of mass (m)" : "behaviour[0]",
-               trap ? "final y (m)" : "behaviour[1]");
+    frame_draw(cr, &fr, sc && sc->x_label ? sc->x_label : "behaviour[0]",
+               sc && sc->y_label ? sc->y_label : "behaviour[1]");
     cairo_save(cr);
     cairo_rectangle(cr, fr.x0, fr.y0, fr.x1 - fr.x0, fr.y1 - fr.y0);
     cairo_clip(cr);
-    for (int w = 0; trap && w < NEVO_TRAP_N_WALLS; w++) {
-        const NevoTrapWall *tw = &nevo_trap_walls[w];
-        double x0 = frame_x(&fr, tw->pos[0] - tw->size[0]), x1 = frame_x(&fr, tw->pos[0] + tw->size[0]);
-        double y0 = frame_y(&fr, tw->pos[1] - tw->size[1]), y1 = frame_y(&fr, tw->pos[1] + tw->size[1]);
-        set_rgb(cr, wall_rgb);
-        cairo_rectangle(cr, fmin(x0, x1), fmin(y0, y1), fmax(fabs(x1 - x0), 1.5), fmax(fabs(y1 - y0), 1.5));
-        cairo_fill(cr);
+    set_rgb(cr, wall_rgb);
+    for (int w = 0; sc && w < sc->n_walls; w++) {
+        const NevoSceneWall *wl = &sc->walls[w];
+        /* the width in pixels across the wall's line, on axes that may be scaled apart */
+        double len = hypot(wl->x2 - wl->x1, wl->y2 - wl->y1), w_px = 0;
+        if (len > 0) {
+            double nx = -(wl->y2 - wl->y1) / len * wl->width, ny = (wl->x2 - wl->x1) / len * wl->width;
+            w_px = hypot(frame_x(&fr, nx) - frame_x(&fr, 0), frame_y(&fr, ny) - frame_y(&fr, 0));
+        }
+        draw_wall(cr, frame_x(&fr, wl->x1), frame_y(&fr, wl->y1), frame_x(&fr, wl->x2), frame_y(&fr, wl->y2), w_px,
+                  1.5);
     }
     if (show_archive) {
         set_rgb(cr, archive_rgb);
@@ -1106,10 +1125,13 @@ static void draw_scatter_panel(cairo_t *cr, double px, double py, int n, const B
         if (isfinite(b->pop[2 * i]) && isfinite(b->pop[2 * i + 1]))
             dot(cr, frame_x(&fr, b->pop[2 * i]), frame_y(&fr, b->pop[2 * i + 1]), fmax(2.5 * f, 2.0));
     cairo_fill(cr);
-    if (trap) {
-        set_rgb(cr, start_rgb);
-        cairo_set_line_width(cr, fmax(1.5 * f, 1.2));
-        cairo_arc(cr, frame_x(&fr, 0.0), frame_y(&fr, 0.0), fmax(6 * f, 4.0), 0, 2 * M_PI);
+    cairo_set_line_width(cr, fmax(1.5 * f, 1.2));
+    for (int k = 0; sc && k < 2; k++) {
+        if (!(k ? sc->has_goal : sc->has_start)) continue;
+        const double *at = k ? sc->goal : sc->start;
+        set_rgb(cr, k ? goal_rgb : start_rgb);
+        cairo_new_path(cr);
+        cairo_arc(cr, frame_x(&fr, at[0]), frame_y(&fr, at[1]), fmax(6 * f, 4.0), 0, 2 * M_PI);
         cairo_stroke(cr);
     }
     cairo_restore(cr);
@@ -1138,7 +1160,7 @@ static int cmd_behaviours(int argc, char **argv) {
         } else if (strcmp(argv[i], "--no-archive") == 0) {
             show_archive = 0;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            rc = cli_usage_error("plot behaviours", "unknown option '%s'", argv[i]);
+            rc = cli_usage_error("plot behaviours", "unknown option '%s'", cli_esc(argv[i]));
         } else {
             run_args[n_runs++] = argv[i];
         }
@@ -1171,13 +1193,14 @@ static int cmd_behaviours(int argc, char **argv) {
             cairo_t *cr = cairo_create(surface);
             for (int r = 0; r < n_runs; r++) {
                 double px = (r % cols) * n, py = (r / cols) * n;
-                int maze = strncmp(bs[r].env, "maze/", 5) == 0;
+                const NevoEnvScene *scene = nevo_env_scene(bs[r].env);
+                int enclosed = scene && scene->enclosed;
                 cairo_save(cr);
                 cairo_rectangle(cr, px, py, n, n);
                 cairo_clip(cr);
-                draw_panel_title(cr, px, py, n, runs[r].label, &bs[r], show_archive, maze);
-                if (maze) draw_maze_panel(cr, px, py, n, &bs[r], show_archive);
-                else draw_scatter_panel(cr, px, py, n, &bs[r], show_archive);
+                draw_panel_title(cr, px, py, n, runs[r].label, &bs[r], show_archive, enclosed ? scene : NULL);
+                if (enclosed) draw_scene_panel(cr, px, py, n, &bs[r], show_archive, scene);
+                else draw_scatter_panel(cr, px, py, n, &bs[r], show_archive, scene);
                 cairo_restore(cr);
             }
             /* thin separators between panels */
@@ -1222,5 +1245,5 @@ int nevo_cmd_plot(int argc, char **argv) {
     if (strcmp(argv[1], "curves") == 0) return cmd_curves(argc - 1, argv + 1);
     if (strcmp(argv[1], "behaviours") == 0 || strcmp(argv[1], "behaviors") == 0)
         return cmd_behaviours(argc - 1, argv + 1);
-    return cli_usage_error("plot", "unknown plot '%s'; choose curves or behaviours", argv[1]);
+    return cli_usage_error("plot", "unknown plot '%s'; choose curves or behaviours", cli_esc(argv[1]));
 }

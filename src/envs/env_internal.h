@@ -1,5 +1,5 @@
 /* What env implementations share and the registry needs: the class symbols. An env
- * file defines one `const NevoEnvClass nevo_env_<name>` and adds it to registry.c. */
+ * file defines one `const NevoEnvClass nevo_env_<name>` and adds it to the registry in env.c. */
 #ifndef NEVO_ENV_INTERNAL_H
 #define NEVO_ENV_INTERNAL_H
 

@@ -30,15 +30,41 @@
 #include "envs/env_internal.h"
 #include "envs/maze.h"
 
-/* Spec §3.1 (hard_maze.txt): the 13 walls as (x1, y1) -> (x2, y2), in file order. */
-const MazeWall maze_hard_walls[MAZE_N_WALLS] = {
-    {41, 5, 3, 8},      {3, 8, 4, 49},       {4, 49, 57, 53},     {4, 49, 7, 202},
-    {7, 202, 195, 198}, {195, 198, 186, 8},  {186, 8, 39, 5},     {56, 54, 56, 157},
-    {57, 106, 158, 162}, {77, 201, 108, 164}, {6, 80, 33, 121},   {192, 146, 87, 91},
-    {56, 55, 133, 30},
+/* Spec §3.1 (hard_maze.txt): the 13 walls as (x1, y1) -> (x2, y2), in file order; the
+ * env collides with them, and its public scene (below) shows the same numbers. */
+#define HARD_WALLS(W)                                                                       \
+    W(41, 5, 3, 8) W(3, 8, 4, 49) W(4, 49, 57, 53) W(4, 49, 7, 202) W(7, 202, 195, 198)    \
+    W(195, 198, 186, 8) W(186, 8, 39, 5) W(56, 54, 56, 157) W(57, 106, 158, 162)           \
+    W(77, 201, 108, 164) W(6, 80, 33, 121) W(192, 146, 87, 91) W(56, 55, 133, 30)
+#define START_X 36
+#define START_Y 184
+#define GOAL_X 31
+#define GOAL_Y 20
+
+#define MAZE_WALL(x1, y1, x2, y2) {x1, y1, x2, y2},
+const MazeWall maze_hard_walls[MAZE_N_WALLS] = {HARD_WALLS(MAZE_WALL)};
+const float maze_hard_start[2] = {START_X, START_Y};
+const float maze_hard_goal[2] = {GOAL_X, GOAL_Y};
+
+#define SCENE_WALL(x1, y1, x2, y2) {x1, y1, x2, y2, 0},
+static const NevoSceneWall scene_walls[] = {HARD_WALLS(SCENE_WALL)};
+_Static_assert(sizeof scene_walls / sizeof scene_walls[0] == MAZE_N_WALLS, "MAZE_N_WALLS counts HARD_WALLS");
+
+/* The maze as its figures show it: y down, the walls enclosing [0, MAZE_EXTENT]^2. */
+static const NevoEnvScene scene = {
+    .n_walls = MAZE_N_WALLS,
+    .walls = scene_walls,
+    .has_start = true,
+    .has_goal = true,
+    .start = {START_X, START_Y},
+    .goal = {GOAL_X, GOAL_Y},
+    .lo = {0, 0},
+    .hi = {MAZE_EXTENT, MAZE_EXTENT},
+    .enclosed = true,
+    .y_down = true,
+    .x_label = "final x (maze units)",
+    .y_label = "final y (maze units)",
 };
-const float maze_hard_start[2] = {36.0f, 184.0f};
-const float maze_hard_goal[2] = {31.0f, 20.0f};
 
 /* Spec §3.2-3.4. */
 #define PI_REF 3.1415926 /* the reference's pi, in double as its literals are */
@@ -303,4 +329,5 @@ const NevoEnvClass nevo_env_maze_hard = {
     .render = render,
     .render_w = MAZE_EXTENT * RENDER_SCALE,
     .render_h = MAZE_EXTENT * RENDER_SCALE,
+    .scene = &scene,
 };

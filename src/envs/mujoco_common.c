@@ -41,8 +41,21 @@ static void on_error(const char *msg) {
 
 static bool readable(const char *path) { return access(path, R_OK) == 0; }
 
+/* Where the models are looked for after $NEVO_MODELS and ./models/mujoco: an installed
+ * library's data directory (`make install` builds this file with
+ * NEVO_MODELS_INSTALL_DIR), then the checkout it was built from (NEVO_MODELS_DIR). */
+static const char *const baked_dirs[] = {
+#ifdef NEVO_MODELS_INSTALL_DIR
+    NEVO_MODELS_INSTALL_DIR,
+#endif
+#ifdef NEVO_MODELS_DIR
+    NEVO_MODELS_DIR,
+#endif
+    NULL,
+};
+
 /* Resolves the model file: $NEVO_MODELS if set (and only there), else models/mujoco
- * under the current directory, else the directory baked in at build time. */
+ * under the current directory, else the directories baked in at build time, in order. */
 static NevoStatus find_model(const char *name, const char *file, char *path, size_t size,
                              NevoError *err) {
     const char *dir = getenv("NEVO_MODELS");
@@ -56,21 +69,18 @@ static NevoStatus find_model(const char *name, const char *file, char *path, siz
     }
     snprintf(path, size, "models/mujoco/%s", file);
     if (readable(path)) return NEVO_OK;
-#ifdef NEVO_MODELS_DIR
-    snprintf(path, size, "%s/%s", NEVO_MODELS_DIR, file);
-    if (readable(path)) return NEVO_OK;
+    char tried[512] = "";
+    for (int i = 0; baked_dirs[i]; i++) {
+        snprintf(path, size, "%s/%s", baked_dirs[i], file);
+        if (readable(path)) return NEVO_OK;
+        size_t used = strlen(tried);
+        snprintf(tried + used, sizeof tried - used, "%s%s", i ? ", " : " nor in ", baked_dirs[i]);
+    }
     return nevo_error(err, NEVO_ERR_IO,
                       "%s: model file %s not found in models/mujoco (under the current "
-                      "directory) nor in %s (this build's models directory); set NEVO_MODELS "
-                      "to the directory holding nevo's models/mujoco files",
-                      name, file, NEVO_MODELS_DIR);
-#else
-    return nevo_error(err, NEVO_ERR_IO,
-                      "%s: model file %s not found in models/mujoco (under the current "
-                      "directory); set NEVO_MODELS to the directory holding nevo's "
+                      "directory)%s; set NEVO_MODELS to the directory holding nevo's "
                       "models/mujoco files",
-                      name, file);
-#endif
+                      name, file, tried);
 }
 
 static NevoStatus apply_options(const MjRobot *robot, MjParams *p, const char *name,

@@ -167,15 +167,6 @@ void nevo_mj_com(const MjParams *p, const mjData *d, double xy[2]);
  * nevo_env_* take it; NULL before its first reset), and the robot's health right now. */
 const mjModel *nevo_mj_model(const NevoEnv *env);
 
-/* The humanoid trap's three walls (spec ENVS.md section 4) as models/mujoco/
- * humanoid_trap.xml places them (tests/test_mujoco.c checks both against the spec):
- * world boxes, centre and half-sizes in metres, for pictures of where runs end. */
-typedef struct NevoTrapWall {
-    const char *name;
-    double pos[3], size[3];
-} NevoTrapWall;
-#define NEVO_TRAP_N_WALLS 3
-extern const NevoTrapWall nevo_trap_walls[NEVO_TRAP_N_WALLS];
 const mjData *nevo_mj_data(const NevoEnv *env, const void *inst);
 bool nevo_mj_healthy(const NevoEnv *env, const void *inst);
 

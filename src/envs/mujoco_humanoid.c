@@ -88,10 +88,31 @@ static double trap_reward(const MjParams *p, const mjData *d, const float *actio
     return 0.25 * dx / p->model->opt.timestep - 0.1 * nevo_mj_action_sq(action, NU) - impact + 5.0;
 }
 
-const NevoTrapWall nevo_trap_walls[NEVO_TRAP_N_WALLS] = {
-    {"frontwall", {5.5, 0, 0}, {0.1, 1.5, 2}},
-    {"topwall", {4, 1.5, 0}, {1.5, 0.1, 2}},
-    {"bottomwall", {4, -1.5, 0}, {1.5, 0.1, 2}},
+/* The trap seen from above, for pictures of where runs end: its three walls (spec
+ * ENVS.md section 4) are world boxes in models/mujoco/humanoid_trap.xml, centre (x, y)
+ * and half-sizes (hx, hy) in metres; a box's footprint is the line along its longer
+ * side with the shorter side as the width (tests/test_mujoco.c checks them against the
+ * loaded model). The robot starts with its torso over the origin. */
+#define BOX_WALL(x, y, hx, hy)                                                  \
+    {(hx) >= (hy) ? (x) - (hx) : (x), (hx) >= (hy) ? (y) : (y) - (hy),          \
+     (hx) >= (hy) ? (x) + (hx) : (x), (hx) >= (hy) ? (y) : (y) + (hy),          \
+     2 * ((hx) >= (hy) ? (hy) : (hx))}
+static const NevoSceneWall trap_walls[] = {
+    BOX_WALL(5.5, 0, 0.1, 1.5),  /* frontwall */
+    BOX_WALL(4, 1.5, 1.5, 0.1),  /* topwall */
+    BOX_WALL(4, -1.5, 1.5, 0.1), /* bottomwall */
+};
+
+static const NevoEnvScene trap_scene = {
+    .n_walls = (int)(sizeof trap_walls / sizeof trap_walls[0]),
+    .walls = trap_walls,
+    .has_start = true,
+    .start = {0, 0},
+    /* the walls' footprints, and half a metre behind the start */
+    .lo = {-0.5, -1.6},
+    .hi = {5.6, 1.6},
+    .x_label = "final x of the centre of mass (m)",
+    .y_label = "final y (m)",
 };
 
 static const MjRobot trap = {
@@ -161,4 +182,5 @@ const NevoEnvClass nevo_env_mujoco_humanoid_trap = {
     .option_names = nevo_mj_options,
     .configure = configure_trap,
     NEVO_MJ_CLASS_HOOKS,
+    .scene = &trap_scene,
 };

@@ -1,5 +1,6 @@
-/* The environment registry and the env layer every env shares: options, time limit,
- * batch stepping. Each env lives in its own file and exports one NevoEnvClass. */
+/* The env layer (include/nevo/env.h): the environment registry and what every env
+ * shares: options, time limit, batch stepping. Each env lives in its own file and
+ * exports one NevoEnvClass. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,6 +58,11 @@ const NevoEnvClass *nevo_env_find(const char *name) {
     for (int i = 0; i < N_ENVS; i++)
         if (strcmp(registry[i]->spec.name, name) == 0) return registry[i];
     return NULL;
+}
+
+const NevoEnvScene *nevo_env_scene(const char *name) {
+    const NevoEnvClass *cls = nevo_env_find(name);
+    return cls ? cls->scene : NULL;
 }
 
 NevoStatus nevo_env_new(const char *name, const NevoEnvOption *opts, int n_opts, NevoEnv **out,
