@@ -2,12 +2,17 @@
  * loading JSON files, every class of bad input with the content of its message,
  * `key=value` overrides, cross-key checks and the JSON dump, which policy files and
  * checkpoints store and re-apply, so it must round-trip. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "core/strutil.h"
 #include "harness.h"
+#include "nevo/algo.h"
 #include "nevo/config.h"
+#include "nevo/noise.h"
 
 /* Writes text to <tmpdir>/name and returns the path (static buffer). */
 static const char *write_tmp(const char *name, const char *text) {
@@ -243,9 +248,29 @@ TEST(config_out_of_range) {
     CHECK(c.es.obs_norm_prob == 1.0);
 }
 
+/* The algorithm's name is the registry's to check (nevo_algo_check), with a suggestion
+ * where one is close. */
+static void check_one_line(const char *msg);
+
+static const char *algo_fails(const char *name) {
+    static NevoError err;
+    NevoConfig c;
+    nevo_config_defaults(&c);
+    CHECK(nevo_config_override(&c, name, &err) == NEVO_OK);
+    CHECK(nevo_config_check(&c, &err) == NEVO_OK);
+    memset(&err, 0, sizeof err);
+    CHECK(nevo_algo_check(&c, NULL, &err) == NEVO_ERR_NOTFOUND);
+    check_one_line(err.msg);
+    return err.msg;
+}
+
 TEST(config_invalid_choice) {
-    const char *m = apply_fails("{\"algo\": \"sgd\"}");
-    CHECK_CONTAINS(m, "algo = 'sgd' is not one of ga|es|rs");
+    const char *m = algo_fails("algo=sgd");
+    CHECK_CONTAINS(m, "algo = 'sgd' is not one of ga, rs, ga-ns, es, ns-es, nsr-es, nsra-es");
+    m = algo_fails("algo=gaa");
+    CHECK_CONTAINS(m, "(did you mean ga?)");
+    m = algo_fails("algo=cma-es");
+    CHECK_CONTAINS(m, "is not one of");
     m = apply_fails("{\"policy\": {\"activation\": \"sigmoid\"}}");
     CHECK_CONTAINS(m, "policy.activation = 'sigmoid' is not one of tanh|relu");
     m = apply_fails("{\"es\": {\"optimizer\": \"adamw\"}}");
@@ -296,8 +321,6 @@ TEST(config_overrides) {
     CHECK_CONTAINS(m, "population = 0 is out of range");
     m = override_fails(&c, "ga.sigma=");
     CHECK_CONTAINS(m, "ga.sigma must be a number");
-    m = override_fails(&c, "algo=sgd");
-    CHECK_CONTAINS(m, "is not one of ga|es|rs");
 }
 
 TEST(config_cross_checks) {
@@ -306,22 +329,37 @@ TEST(config_cross_checks) {
     nevo_config_defaults(&c);
     override_ok(&c, "population=10");
     override_ok(&c, "ga.truncation=11");
-    CHECK(nevo_config_check(&c, &err) == NEVO_ERR_INVALID);
+    CHECK(nevo_config_check(&c, &err) == NEVO_OK); /* the algorithm's rule, not the schema's */
+    CHECK(nevo_algo_check(&c, NULL, &err) == NEVO_ERR_INVALID);
     CHECK_CONTAINS(err.msg, "ga.truncation (11) must not exceed population (10)");
+    override_ok(&c, "algo=rs"); /* random search keeps no parents */
+    CHECK(nevo_algo_check(&c, NULL, &err) == NEVO_OK);
+    override_ok(&c, "algo=ga");
     override_ok(&c, "ga.truncation=10"); /* equal is fine */
-    CHECK(nevo_config_check(&c, &err) == NEVO_OK);
+    CHECK(nevo_algo_check(&c, NULL, &err) == NEVO_OK);
 
     nevo_config_defaults(&c);
     override_ok(&c, "algo=es");
     override_ok(&c, "population=9");
     memset(&err, 0, sizeof err);
-    CHECK(nevo_config_check(&c, &err) == NEVO_ERR_INVALID);
+    CHECK(nevo_algo_check(&c, NULL, &err) == NEVO_ERR_INVALID);
     CHECK_CONTAINS(err.msg, "population must be even");
     CHECK_CONTAINS(err.msg, "got 9");
     override_ok(&c, "population=1");
-    CHECK(nevo_config_check(&c, &err) == NEVO_ERR_INVALID);
+    CHECK(nevo_algo_check(&c, NULL, &err) == NEVO_ERR_INVALID);
     override_ok(&c, "population=10");
-    CHECK(nevo_config_check(&c, &err) == NEVO_OK);
+    CHECK(nevo_algo_check(&c, NULL, &err) == NEVO_OK);
+    override_ok(&c, "algo=nsr-es");
+    override_ok(&c, "es.shaping=reward_std");
+    CHECK(nevo_algo_check(&c, NULL, &err) == NEVO_ERR_INVALID);
+    CHECK_CONTAINS(err.msg, "es.shaping=reward_std is for algo es");
+    /* novelty search needs an env with a behaviour characterisation */
+    override_ok(&c, "es.shaping=ranks");
+    NevoEnvSpec spec = {.name = "CartPole-v1", .bc_dim = 0};
+    CHECK(nevo_algo_check(&c, &spec, &err) == NEVO_ERR_INVALID);
+    CHECK_CONTAINS(err.msg, "needs a behaviour characterisation");
+    spec.bc_dim = 2;
+    CHECK(nevo_algo_check(&c, &spec, &err) == NEVO_OK);
 }
 
 /* The schema printout names every key with its default. */
@@ -454,4 +492,184 @@ TEST(config_roundtrip_large_seed) {
     free(json);
     CHECK_MSG(st == NEVO_OK, "seed 0xFEDCBA9876543210 does not survive the dump: %s", err.msg);
     CHECK(back.seed == 0xFEDCBA9876543210ull);
+}
+
+/* Messages are one line whatever they echo: no byte below 0x20, no DEL. */
+static void check_one_line(const char *msg) {
+    for (const unsigned char *p = (const unsigned char *)msg; *p; p++)
+        CHECK_MSG(*p >= 0x20 && *p != 0x7F, "message has control byte 0x%02X: \"%s\"", *p, msg);
+}
+
+/* An override whose value is not UTF-8 (`env=` then byte 0xFF): json_string() refuses
+ * it and returned NULL, which the type check then dereferenced (a segfault). */
+TEST(config_override_value_not_utf8) {
+    NevoConfig c;
+    nevo_config_defaults(&c);
+    const char *m = override_fails(&c, "env=\xff");
+    CHECK_CONTAINS(m, "not valid UTF-8");
+    CHECK_CONTAINS(m, "env=\\xFF");
+    check_one_line(m);
+    m = override_fails(&c, "env_options.x=\xc3\x28"); /* a cut two-byte sequence */
+    CHECK_CONTAINS(m, "not valid UTF-8");
+    m = override_fails(&c, "ga.sigma=0.1\xff");
+    CHECK_CONTAINS(m, "not valid UTF-8");
+    CHECK(strcmp(c.env, "CartPole-v1") == 0); /* nothing applied */
+}
+
+/* Step sizes of 0 (or -0, or a subnormal like 1e-310) passed the schema; es.sigma = 0
+ * then made ES divide by zero (NaN, exit 1, files written). They are refused, and a
+ * subnormal is refused for every number. */
+TEST(config_zero_and_subnormal_numbers_refused) {
+    static const char *bad[][2] = {
+        {"es.sigma=0", "es.sigma = 0 is out of range"},      {"es.sigma=-0", "es.sigma = 0 is out of range"},
+        {"es.sigma=-0.0", "es.sigma = -0 is out of range"},  {"es.sigma=1e-310", "es.sigma = 1e-310"},
+        {"ga.sigma=0", "ga.sigma = 0 is out of range"},      {"ga.sigma=5e-9", "ga.sigma = 5e-09 is out of range"},
+        {"es.lr=0", "es.lr = 0 is out of range"},            {"es.l2=1e-310", "subnormal"},
+        {"es.beta1=4e-320", "subnormal"},                    {"es.reward_shift=1e-308", "subnormal"},
+        {"ns.weight_delta=2e-310", "subnormal"},             {"env_options.sticky_prob=1e-310", "normal number"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        NevoConfig c;
+        nevo_config_defaults(&c);
+        const char *m = override_fails(&c, bad[i][0]);
+        CHECK_CONTAINS(m, bad[i][1]);
+    }
+    const char *m = apply_fails("{\"es\": {\"sigma\": 0.0}}");
+    CHECK_CONTAINS(m, "es.sigma = 0 is out of range");
+    /* what remains allowed: 0 where it means "none", the smallest step sizes */
+    NevoConfig c;
+    nevo_config_defaults(&c);
+    override_ok(&c, "es.l2=0");
+    override_ok(&c, "es.l2=-0.0");
+    CHECK(c.es.l2 == 0.0 && !signbit(c.es.l2)); /* -0 is stored as 0 */
+    override_ok(&c, "es.sigma=1e-8");
+    override_ok(&c, "ga.sigma=1e-8");
+    override_ok(&c, "es.lr=1e-8");
+    override_ok(&c, "env_options.sticky_prob=-0.0");
+    CHECK(!signbit(c.env_options[0].value));
+    NevoError err = {0};
+    CHECK(nevo_config_check(&c, &err) == NEVO_OK);
+}
+
+/* nevo_config_check validates every key again, so a config read back from a crafted
+ * file (or built in code) cannot carry a value the schema refuses, nor conv lists of
+ * different lengths, into network construction (a zero stride was a SIGFPE there). */
+TEST(config_check_revalidates_every_key) {
+    NevoConfig c;
+    NevoError err = {0};
+#define EXPECT_REFUSED(mutation, needle)                                                        \
+    do {                                                                                        \
+        nevo_config_defaults(&c);                                                               \
+        mutation;                                                                               \
+        memset(&err, 0, sizeof err);                                                            \
+        CHECK_MSG(nevo_config_check(&c, &err) == NEVO_ERR_INVALID, "accepted: %s", #mutation); \
+        CHECK_CONTAINS(err.msg, needle);                                                        \
+        check_one_line(err.msg);                                                                \
+    } while (0)
+    EXPECT_REFUSED(c.es.sigma = 0, "es.sigma");
+    EXPECT_REFUSED(c.es.lr = NAN, "es.lr must be a finite number");
+    EXPECT_REFUSED(c.ga.sigma = 5e-324, "ga.sigma");
+    EXPECT_REFUSED(c.es.l2 = 1e-310, "subnormal");
+    EXPECT_REFUSED(c.population = 0, "population = 0");
+    EXPECT_REFUSED(c.ga.elitism = 7, "ga.elitism");
+    EXPECT_REFUSED(c.algo[0] = '\0', "algo must be a non-empty string");
+    EXPECT_REFUSED(memset(c.env, 'A', sizeof c.env), "env must be a non-empty string");
+    EXPECT_REFUSED(c.env[0] = '\0', "env must be a non-empty string");
+    EXPECT_REFUSED(c.policy.n_hidden = 9, "policy.hidden has 9 entries");
+    EXPECT_REFUSED(c.policy.n_hidden = -1, "policy.hidden has -1 entries");
+    EXPECT_REFUSED(c.policy.hidden[1] = 0, "policy.hidden[1] = 0");
+    EXPECT_REFUSED((c.policy.n_conv = 2, c.policy.conv_filters[0] = c.policy.conv_filters[1] = 4,
+                    c.policy.n_conv_strides = 1, c.policy.conv_strides[0] = 1),
+                   "policy.conv_strides");
+    EXPECT_REFUSED((c.policy.n_conv = 1, c.policy.conv_filters[0] = 4, c.policy.n_conv_kernels = 1),
+                   "policy.conv_kernels[0] = 0");
+    EXPECT_REFUSED(c.n_env_options = NEVO_ENV_MAX_OPTIONS + 1, "env_options");
+    EXPECT_REFUSED((c.n_env_options = 1, strcpy(c.env_options[0].key, "k"), c.env_options[0].value = INFINITY),
+                   "env_options.k");
+    EXPECT_REFUSED((c.n_env_options = 2, strcpy(c.env_options[0].key, "k"), strcpy(c.env_options[1].key, "k")),
+                   "given twice");
+    EXPECT_REFUSED((c.n_env_options = 1, memset(c.env_options[0].key, 'k', sizeof c.env_options[0].key)),
+                   "unterminated");
+#undef EXPECT_REFUSED
+    nevo_config_defaults(&c);
+    CHECK(nevo_config_check(&c, &err) == NEVO_OK);
+}
+
+/* A key, value or env name holding a newline (or any control byte, or bytes that are
+ * not UTF-8) made a two-line message; every message now escapes them as \xNN. */
+TEST(config_messages_escape_control_bytes) {
+    const char *m = apply_fails("{\"gen\\nerations\": 3}");
+    CHECK_CONTAINS(m, "unknown key 'gen\\x0Aerations'");
+    check_one_line(m);
+    m = algo_fails("algo=g\ta\x7f");
+    CHECK_CONTAINS(m, "algo = 'g\\x09a\\x7F' is not one of");
+    NevoConfig c;
+    nevo_config_defaults(&c);
+    m = override_fails(&c, "po\rpulation=3");
+    CHECK_CONTAINS(m, "'po\\x0Dpulation'");
+    check_one_line(m);
+    /* the same through nevo_error and nevo_error_prefix for any message */
+    NevoError err = {0};
+    nevo_error(&err, NEVO_ERR_IO, "cannot read %s", "a\nb\x1b[31m.json");
+    CHECK(strcmp(err.msg, "cannot read a\\x0Ab\\x1B[31m.json") == 0);
+    nevo_error_prefix(&err, "%s: ", "dir\n");
+    CHECK_MSG(strcmp(err.msg, "dir\\x0A: cannot read a\\x0Ab\\x1B[31m.json") == 0, "%s", err.msg);
+}
+
+/* nevo_escape keeps valid UTF-8, escapes what is not (stray continuation bytes,
+ * overlong forms, surrogates, code points past U+10FFFF, cut sequences) and truncates
+ * only between characters or escapes. */
+TEST(config_escape_utf8) {
+    char out[64];
+    CHECK(strcmp(nevo_escape(out, sizeof out, "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"),
+                 "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80") == 0);
+    CHECK(strcmp(nevo_escape(out, sizeof out, "\x80x"), "\\x80x") == 0);
+    CHECK(strcmp(nevo_escape(out, sizeof out, "\xc0\xaf"), "\\xC0\\xAF") == 0);         /* overlong '/' */
+    CHECK(strcmp(nevo_escape(out, sizeof out, "\xed\xa0\x80"), "\\xED\\xA0\\x80") == 0); /* surrogate */
+    CHECK(strcmp(nevo_escape(out, sizeof out, "\xf4\x90\x80\x80"), "\\xF4\\x90\\x80\\x80") == 0);
+    CHECK(strcmp(nevo_escape(out, sizeof out, "\xe2\x82"), "\\xE2\\x82") == 0); /* cut short */
+    CHECK(strcmp(nevo_escape(out, sizeof out, "\xff"), "\\xFF") == 0);
+    CHECK(strcmp(nevo_escape(out, 6, "ab\ncd"), "ab") == 0);        /* "\x0A" does not fit whole */
+    CHECK(strcmp(nevo_escape(out, 4, "a\xc3\xa9\xc3\xa9"), "a\xc3\xa9") == 0); /* nor a half é */
+    CHECK(strcmp(nevo_escape(out, 1, "abc"), "") == 0);
+}
+
+/* Checkpoints whose config asked for a huge truncation, or policy files asking for
+ * 65536-wide layers, allocated gigabytes; loads and runs now check the parameter count
+ * and the memory a config needs against a stated limit first. */
+TEST(config_memory_bound) {
+    NevoConfig c;
+    nevo_config_defaults(&c);
+    NevoError err = {0};
+    setenv("NEVO_MAX_MEMORY_MB", "512", 1);
+    CHECK(nevo_algo_check_memory(&c, 4610, &err) == NEVO_OK);
+    double small = nevo_algo_memory_bytes(&c, 4610);
+    CHECK(small >= 4.0 * NEVO_NOISE_MIN_FLOATS && small < 64e6);
+    c.population = 10000000;
+    c.ga.truncation = 10000000;
+    CHECK(nevo_config_check(&c, &err) == NEVO_OK); /* a valid config ... */
+    CHECK(nevo_algo_memory_bytes(&c, 4610) > 2 * 1e7 * 4610 * 4.0);
+    CHECK(nevo_algo_check_memory(&c, 4610, &err) == NEVO_ERR_INVALID); /* ... too big for 512 MiB */
+    CHECK_CONTAINS(err.msg, "GiB");
+    CHECK_CONTAINS(err.msg, "NEVO_MAX_MEMORY_MB");
+    check_one_line(err.msg);
+    /* ES counts its agents' parameters and Adam moments */
+    nevo_config_defaults(&c);
+    override_ok(&c, "algo=nsr-es");
+    override_ok(&c, "ns.meta_population=1000");
+    CHECK(nevo_algo_check_memory(&c, 100000, &err) == NEVO_ERR_INVALID);
+    CHECK_CONTAINS(err.msg, "agents");
+    setenv("NEVO_MAX_MEMORY_MB", "65536", 1);
+    CHECK(nevo_algo_check_memory(&c, 100000, &err) == NEVO_OK);
+    /* the parameter count alone: the noise table (at most 2^28 floats) must exceed it */
+    nevo_config_defaults(&c);
+    CHECK(nevo_config_check_params(NEVO_NOISE_MAX_FLOATS - 1, &err) == NEVO_OK);
+    CHECK(nevo_config_check_params(NEVO_NOISE_MAX_FLOATS, &err) == NEVO_ERR_INVALID);
+    CHECK_CONTAINS(err.msg, "parameters");
+    CHECK(nevo_algo_check_memory(&c, (size_t)1 << 40, &err) == NEVO_ERR_INVALID);
+    /* a malformed limit is an error, not ignored */
+    setenv("NEVO_MAX_MEMORY_MB", "lots", 1);
+    CHECK(nevo_algo_check_memory(&c, 4610, &err) == NEVO_ERR_INVALID);
+    CHECK_CONTAINS(err.msg, "NEVO_MAX_MEMORY_MB='lots'");
+    unsetenv("NEVO_MAX_MEMORY_MB");
 }

@@ -5,11 +5,14 @@
  * crc32("123456789") = 0xCBF43926 and a bit-at-a-time implementation written here; the
  * container layout documented in io.h, parsed independently from the raw bytes. */
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -484,4 +487,68 @@ TEST(io_write_atomic) {
     free(got);
     count = list_dir(dir, names, sizeof names);
     CHECK_MSG(count == 3, "directory holds: %s", names);
+}
+
+static int file_exists(const char *path) {
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+/* A PID that names no process: a child's, once it has exited and been reaped. */
+static int dead_pid(void) {
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) _exit(0);
+    CHECK(waitpid(pid, NULL, 0) == pid);
+    return (int)pid;
+}
+
+/* Every write killed before its rename left TARGET.tmp.PID behind (up to MBs each, and
+ * nothing removed them). The next write of the same target removes those whose writer
+ * is gone; what a live process may still be writing stays: a live PID, or a file
+ * someone holds the lock on (a writer in another PID namespace). */
+TEST(io_stale_temps_do_not_pile_up) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/tmps", test_tmpdir());
+    CHECK(mkdir(dir, 0700) == 0);
+    int dead = dead_pid(), dead2 = dead_pid(), dead3 = dead_pid();
+    char path[1200], stale[1200], stale2[1200], live[1200], locked[1200], other[1200], odd[1200], link[1200];
+    snprintf(path, sizeof path, "%s/out.bin", dir);
+    snprintf(stale, sizeof stale, "%s/out.bin.tmp.%d", dir, dead);
+    snprintf(stale2, sizeof stale2, "%s/out.bin.tmp.%d", dir, dead2);
+    snprintf(live, sizeof live, "%s/out.bin.tmp.%d", dir, (int)getppid());
+    snprintf(locked, sizeof locked, "%s/out.bin.tmp.%d", dir, dead3);
+    snprintf(other, sizeof other, "%s/other.json.tmp.%d", dir, dead);
+    snprintf(odd, sizeof odd, "%s/out.bin.tmp.%dx", dir, dead);
+    snprintf(link, sizeof link, "%s/out.bin.tmp.%d0", dir, dead);
+    const char *files[] = {stale, stale2, live, locked, other, odd};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) write_raw(files[i], "partial", 7);
+    CHECK(symlink(other, link) == 0);
+    int fd = open(locked, O_RDONLY);
+    CHECK(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0);
+
+    NevoError err = {0};
+    CHECK(nevo_write_atomic(path, "new", 3, &err) == NEVO_OK);
+    CHECK_MSG(!file_exists(stale) && !file_exists(stale2), "stale temporary files of out.bin remain");
+    CHECK_MSG(file_exists(live), "removed a temporary file whose writer is alive");
+    CHECK_MSG(file_exists(locked), "removed a temporary file someone holds the lock on");
+    CHECK_MSG(file_exists(other), "a write of out.bin removed another target's temporary file");
+    CHECK(file_exists(odd) && file_exists(link)); /* not NAME.tmp.PID / not a regular file */
+    size_t n;
+    char *got = test_read_file(path, &n);
+    CHECK(got && n == 3 && memcmp(got, "new", 3) == 0);
+    free(got);
+
+    /* the lock released (its holder gone), the next write takes it too */
+    close(fd);
+    CHECK(nevo_write_atomic(path, "newer", 5, &err) == NEVO_OK);
+    CHECK(!file_exists(locked));
+    /* the sweep of a whole directory (what a run does when it starts or resumes) */
+    CHECK_EQ_INT(nevo_remove_stale_temps(dir, NULL), 1);
+    CHECK(!file_exists(other) && file_exists(live) && file_exists(odd) && file_exists(link));
+    CHECK_EQ_INT(nevo_remove_stale_temps(dir, NULL), 0);
+    /* and a write leaves no temporary file of its own */
+    char names[4096];
+    int count = list_dir(dir, names, sizeof names);
+    CHECK_MSG(count == 4, "directory holds: %s", names); /* out.bin, live, odd, link */
 }

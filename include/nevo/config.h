@@ -10,10 +10,17 @@
 
 #include <stdint.h>
 
-#include "nevo/env.h"
 #include "nevo/status.h"
 
 #define NEVO_MAX_LAYERS 8
+#define NEVO_ENV_MAX_OPTIONS 16
+
+/* A named numeric option of the env, from the config's env_options ("sticky_prob":
+ * 0.1): the env checks its own. */
+typedef struct NevoEnvOption {
+    char key[48];
+    double value;
+} NevoEnvOption;
 
 typedef struct NevoPolicyConfig {
     int n_hidden;
@@ -95,12 +102,20 @@ NevoStatus nevo_config_load(NevoConfig *cfg, const char *path, NevoError *err);
 /* Applies one `key=value` override; the value is JSON (number, true, [1,2]) or else a
  * bare string. */
 NevoStatus nevo_config_override(NevoConfig *cfg, const char *assignment, NevoError *err);
-/* Cross-key checks (truncation <= population, ...), run after all overrides. */
+/* Every key's type and range again (for configs not read through the functions above,
+ * e.g. read back from a file or built in code) and the cross-key checks (truncation <=
+ * population, ...); run after all overrides, and by every loader. */
 NevoStatus nevo_config_check(const NevoConfig *cfg, NevoError *err);
 
-/* Whether the config's policy normalises its observations (ES with es.obs_norm): the
- * flag nevo_policy_new takes, the same for training and for benchmarks of it. */
-int nevo_config_obs_norm(const NevoConfig *cfg);
+/* Refuses networks of NEVO_NOISE_MAX_FLOATS parameters or more (the noise table must
+ * exceed a network, and is at most that large). */
+NevoStatus nevo_config_check_params(size_t nparams, NevoError *err);
+/* Refuses a run that would need more than `need` bytes of memory (what_needs says of
+ * what, for the message) beyond the limit: the environment's NEVO_MAX_MEMORY_MB (MiB)
+ * if set, else the machine's physical memory. So a config, or a crafted checkpoint,
+ * asking for more gets one clear error instead of an out-of-memory abort
+ * (nevo_algo_check_memory estimates a run's need). */
+NevoStatus nevo_config_memory_limit(double need, const char *what_needs, NevoError *err);
 /* The resolved config as a JSON text (every key); caller frees. */
 char *nevo_config_to_json(const NevoConfig *cfg);
 /* Prints the schema (key, type, default, help) to f. */

@@ -57,12 +57,19 @@ uint32_t nevo_crc32(const void *data, size_t n);
  * nevo_crc32 of a whole is nevo_crc32_extend of its parts in turn, from 0. */
 uint32_t nevo_crc32_extend(uint32_t crc, const void *data, size_t n);
 
-/* Writes data to path atomically (temp file + fsync + rename + directory fsync). */
+/* Writes data to path atomically (temp file + fsync + rename + directory fsync). The
+ * temporary file, PATH.tmp.PID, is locked (flock) while it is written; first, temporary
+ * files of the same target that killed writers left are removed
+ * (nevo_remove_stale_temps). */
 NevoStatus nevo_write_atomic(const char *path, const void *data, size_t n, NevoError *err);
 /* The same with the file's bytes given as `parts` pieces, data[i] of len[i] bytes, one
  * after another (a container's header, payload and checksum, not copied together). */
 NevoStatus nevo_write_atomic_parts(const char *path, const void *const *data, const size_t *len, int parts,
                                    NevoError *err);
+/* Removes the temporary files (NAME.tmp.PID) in dir that writers killed before their
+ * rename left: those of target `name` (NULL: of any name) whose PID names no live
+ * process and whose lock nobody holds. Returns how many it removed. */
+int nevo_remove_stale_temps(const char *dir, const char *name);
 /* Reads a whole file; *data is malloc'ed (caller frees). */
 NevoStatus nevo_read_all(const char *path, uint8_t **data, size_t *n, NevoError *err);
 
@@ -73,6 +80,12 @@ NevoStatus nevo_container_write(const char *path, const char magic[8], uint32_t 
  * *payload (malloc'ed, caller frees) holds the payload. Messages name the file. */
 NevoStatus nevo_container_read(const char *path, const char magic[8], uint32_t version,
                                uint8_t **payload, size_t *len, NevoError *err);
+/* The container in memory, for data that travels between processes rather than to a
+ * file: encode appends header, payload and checksum to out; decode checks them (its
+ * messages name `name`) and points *payload into data. */
+void nevo_container_encode(const char magic[8], uint32_t version, const NevoBuf *payload, NevoBuf *out);
+NevoStatus nevo_container_decode(const uint8_t *data, size_t n, const char *name, const char magic[8],
+                                 uint32_t version, const uint8_t **payload, size_t *len, NevoError *err);
 /* Reads the first 8 bytes of a file (to tell a policy from a checkpoint). */
 NevoStatus nevo_file_magic(const char *path, char magic[8], NevoError *err);
 

@@ -149,12 +149,12 @@ int nevo_cmd_bench(int argc, char **argv) {
             groups = parse_groups(v, &ok);
             if (!ok)
                 return cli_usage_error("bench", "--only '%s': expected names from peak, memory, envs, forward, ga, mujoco, novelty",
-                                       v);
+                                       cli_esc(v));
         } else if (cli_option(argc, argv, &i, "--threads", &v)) {
             if (cli_parse_int(v, 1, 4096, &threads))
                 return cli_usage_error("bench", "--threads needs a whole number from 1 to 4096");
         } else {
-            return cli_usage_error("bench", "unknown option '%s'", argv[i]);
+            return cli_usage_error("bench", "unknown option '%s'", cli_esc(argv[i]));
         }
     }
     NevoBenchOptions opts;

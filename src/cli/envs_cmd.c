@@ -29,7 +29,7 @@ int nevo_cmd_envs(int argc, char **argv) {
             return 0;
         }
         if (strcmp(argv[i], "--json") == 0) json = 1;
-        else return cli_usage_error("envs", "unknown option '%s'", argv[i]);
+        else return cli_usage_error("envs", "unknown option '%s'", cli_esc(argv[i]));
     }
     if (!json) printf("%-26s %-14s %-22s %9s %10s  %s\n", "name", "observation", "actions", "max_steps", "threshold", "summary");
     for (int i = 0; i < nevo_env_count(); i++) {

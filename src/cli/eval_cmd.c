@@ -2,14 +2,15 @@
  * policy (uniform random, constant action) and prints a JSON summary as the last line
  * of stdout. */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
 #include "core/strutil.h"
-#include "io/gif.h"
-#include "nevo/files.h"
+#include "cli/gif.h"
+#include "nevo/checkpoint.h"
 #include "nevo/rng.h"
 #include "nevo/train.h"
 
@@ -83,6 +84,12 @@ static NevoStatus eval_reference(const NevoEnv *env, RefKind kind, const float *
             if (record) record_frame(gif, env, inst);
             eps[e].ret += r.reward;
             eps[e].length++;
+            if (!isfinite(r.reward)) {
+                nevo_env_instance_free(env, inst);
+                free(inst), free(obs), free(eps);
+                return nevo_error(err, NEVO_ERR_NUMERIC, "%s returned a non-finite reward at step %d of episode %d",
+                                  s->name, eps[e].length, e);
+            }
             if (s->max_steps == 0 && eps[e].length >= 100000000) {
                 nevo_env_instance_free(env, inst);
                 free(inst), free(obs), free(eps);
@@ -106,8 +113,11 @@ static NevoStatus parse_constant(const NevoEnvSpec *s, const char *text, float *
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
         char *end;
         double v = strtod(tok, &end);
-        if (*end != '\0' || n >= NEVO_ENV_MAX_ACT_DIM)
+        if (*end != '\0' || end == tok || n >= NEVO_ENV_MAX_ACT_DIM)
             return nevo_error(err, NEVO_ERR_INVALID, "--policy constant:%s: '%s' is not a number", text, tok);
+        /* nan, inf, 1e999: no action is that */
+        if (!isfinite(v) || !isfinite((float)v))
+            return nevo_error(err, NEVO_ERR_INVALID, "--policy constant:%s: '%s' is not a finite number", text, tok);
         action[n++] = (float)v;
     }
     if (s->action_kind == NEVO_SPACE_DISCRETE) {
@@ -136,7 +146,23 @@ static NevoStatus open_gif(const NevoEnv *env, const char *path, int delay, Nevo
     return NEVO_OK;
 }
 
-static void print_summary(const NevoEvalSummary *s, const char *env, const char *policy) {
+/* A JSON string of s, escaped (nevo_escape) where it is not UTF-8. */
+static json_t *json_text(const char *s) {
+    json_t *j = json_string(s);
+    char esc[1024];
+    return j ? j : json_string(nevo_escape(esc, sizeof esc, s));
+}
+
+/* Prints the summary as JSON; every statistic must be finite (JSON has no NaN, and a
+ * key left out would read as a success without a result). */
+static NevoStatus print_summary(const NevoEvalSummary *s, const char *env, const char *policy, NevoError *err) {
+    const double stats[] = {s->return_mean, s->return_std, s->return_min, s->return_max, s->length_mean, s->length_std};
+    for (size_t i = 0; i < sizeof stats / sizeof stats[0]; i++)
+        if (!isfinite(stats[i]))
+            return nevo_error(err, NEVO_ERR_NUMERIC,
+                              "the evaluation's returns are not finite (mean %g, min %g, max %g): the environment or "
+                              "the policy produced NaN or infinity",
+                              s->return_mean, s->return_min, s->return_max);
     json_t *o = json_object();
     json_object_set_new(o, "episodes", json_integer(s->episodes));
     json_object_set_new(o, "frames", json_integer(s->frames));
@@ -146,12 +172,13 @@ static void print_summary(const NevoEvalSummary *s, const char *env, const char 
     json_object_set_new(o, "return_max", json_real(s->return_max));
     json_object_set_new(o, "length_mean", json_real(s->length_mean));
     json_object_set_new(o, "length_std", json_real(s->length_std));
-    json_object_set_new(o, "env", json_string(env));
-    json_object_set_new(o, "policy", json_string(policy));
+    json_object_set_new(o, "env", json_text(env));
+    json_object_set_new(o, "policy", json_text(policy));
     char *text = json_dumps(o, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
     printf("%s\n", text);
     free(text);
     json_decref(o);
+    return NEVO_OK;
 }
 
 int nevo_cmd_eval(int argc, char **argv) {
@@ -199,14 +226,15 @@ int nevo_cmd_eval(int argc, char **argv) {
             memset(opts[n_opts].key, 0, sizeof opts[n_opts].key);
             memcpy(opts[n_opts].key, v, (size_t)(eq - v));
             opts[n_opts].value = strtod(eq + 1, &end);
-            if (*end || end == eq + 1) return cli_usage_error("eval", "--env-option %s: the value must be a number", v);
+            if (*end || end == eq + 1 || !isfinite(opts[n_opts].value))
+                return cli_usage_error("eval", "--env-option %s: the value must be a finite number", cli_esc(v));
             n_opts++;
         } else if (argv[i][0] == '-') {
-            return cli_usage_error("eval", "unknown option '%s'", argv[i]);
+            return cli_usage_error("eval", "unknown option '%s'", cli_esc(argv[i]));
         } else if (!file) {
             file = argv[i];
         } else {
-            return cli_usage_error("eval", "unexpected argument '%s'", argv[i]);
+            return cli_usage_error("eval", "unexpected argument '%s'", cli_esc(argv[i]));
         }
     }
     NevoError err = {0};
@@ -232,7 +260,7 @@ int nevo_cmd_eval(int argc, char **argv) {
                                       record_frame, gif, &ep, &err);
         }
         if (st == NEVO_OK && gif) st = nevo_gif_write(gif, gif_path, &err);
-        if (st == NEVO_OK) print_summary(&s, lp.cfg.env, file);
+        if (st == NEVO_OK) st = print_summary(&s, lp.cfg.env, file, &err);
         nevo_gif_free(gif);
         nevo_loaded_policy_free(&lp);
         return st ? cli_fail(&err) : 0;
@@ -252,14 +280,14 @@ int nevo_cmd_eval(int argc, char **argv) {
         st = parse_constant(nevo_env_spec(env), policy_kind + 9, constant, &err);
     } else {
         nevo_env_free(env);
-        return cli_usage_error("eval", "--policy must be random or constant:A, got '%s'", policy_kind);
+        return cli_usage_error("eval", "--policy must be random or constant:A, got '%s'", cli_esc(policy_kind));
     }
     NevoGif *gif = NULL;
     if (st == NEVO_OK) st = open_gif(env, gif_path, (int)gif_delay, &gif, &err);
     if (st == NEVO_OK)
         st = eval_reference(env, kind, constant, (int)episodes, (uint64_t)seed, gif, (int)gif_episodes, &s, &err);
     if (st == NEVO_OK && gif) st = nevo_gif_write(gif, gif_path, &err);
-    if (st == NEVO_OK) print_summary(&s, env_name, policy_kind);
+    if (st == NEVO_OK) st = print_summary(&s, env_name, policy_kind, &err);
     nevo_gif_free(gif);
     nevo_env_free(env);
     return st ? cli_fail(&err) : 0;

@@ -11,9 +11,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "cli/cli.h"
 #include "nevo/config.h"
-#include "nevo/files.h"
+#include "nevo/checkpoint.h"
 #include "nevo/train.h"
 
 static const char *help =
@@ -32,9 +34,7 @@ static const char *help =
     "  --resume DIR   continue the run in DIR; only generations, max_frames and threads may change\n"
     "  --threads N    worker threads (default: the config's `threads`, 0 = every CPU this\n"
     "                 process may run on); results do not depend on it\n"
-    "  --quiet        no progress output\n"
-    "\n"
-    "config keys (JSON file, or key=value on the command line; dotted keys for nested):\n";
+    "  --quiet        no progress output\n";
 
 typedef struct Progress {
     int tty, quiet;
@@ -49,6 +49,17 @@ typedef struct Progress {
     atomic_long last_draw_ms;
     pthread_mutex_t mu;
 } Progress;
+
+/* s as a JSON string (malloc'ed, with its quotes); a path that is not UTF-8 is given
+ * escaped as \xNN (nevo_escape) rather than dropped. */
+static char *json_string_text(const char *s) {
+    char escaped[4096];
+    json_t *j = json_string(s);
+    if (!j) j = json_string(nevo_escape(escaped, sizeof escaped, s));
+    char *text = json_dumps(j, JSON_ENCODE_ANY);
+    json_decref(j);
+    return text;
+}
 
 static double now_s(void) {
     struct timespec ts;
@@ -180,6 +191,12 @@ int nevo_cmd_train(int argc, char **argv) {
         const char *v;
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(help, stdout);
+            printf("\nalgorithms (algo; the config sections each reads):\n");
+            for (int k = 0; k < nevo_algo_count(); k++) {
+                const NevoAlgoInfo *a = nevo_algo_info(k);
+                printf("  %-9s %-6s %s\n", a->name, a->sections, a->summary);
+            }
+            printf("\nconfig keys (JSON file, or key=value on the command line; dotted keys for nested):\n");
             nevo_config_print_schema(stdout);
             return 0;
         } else if (cli_option(argc, argv, &i, "--out", &v)) {
@@ -197,14 +214,14 @@ int nevo_cmd_train(int argc, char **argv) {
         } else if (strcmp(argv[i], "--quiet") == 0) {
             quiet = 1;
         } else if (argv[i][0] == '-') {
-            return cli_usage_error("train", "unknown option '%s'", argv[i]);
+            return cli_usage_error("train", "unknown option '%s'", cli_esc(argv[i]));
         } else if (strchr(argv[i], '=')) {
             if (n_over == 256) return cli_usage_error("train", "too many overrides");
             overrides[n_over++] = argv[i];
         } else if (!config_path) {
             config_path = argv[i];
         } else {
-            return cli_usage_error("train", "unexpected argument '%s'", argv[i]);
+            return cli_usage_error("train", "unexpected argument '%s'", cli_esc(argv[i]));
         }
     }
     if (!config_path && !resume_dir) return cli_usage_error("train", "missing CONFIG");
@@ -263,12 +280,14 @@ int nevo_cmd_train(int argc, char **argv) {
     NevoStatus st = nevo_train_run(&cfg, out_dir, resume_dir != NULL, (int)threads, &hooks, &s, &err);
     pthread_mutex_destroy(&p.mu);
     if (st) return cli_fail(&err);
+    /* paths as JSON strings (quotes, backslashes and control bytes escaped) */
+    char *dir_json = json_string_text(out_dir), *policy_json = json_string_text(s.policy_path);
     printf("{\"generations\": %d, \"frames\": %lld, \"episodes\": %lld, \"wall_s\": %.3f, "
            "\"best_fitness\": %.10g, \"eval_episodes\": %d, \"eval_return_mean\": %.10g, "
-           "\"eval_return_std\": %.10g, \"eval_length_mean\": %.10g, \"run_dir\": \"%s\", "
-           "\"policy\": \"%s\"}\n",
+           "\"eval_return_std\": %.10g, \"eval_length_mean\": %.10g, \"run_dir\": %s, \"policy\": %s}\n",
            s.totals.generations, s.totals.frames, s.totals.episodes, s.totals.wall_s, s.totals.best_fitness,
-           s.eval.episodes, s.eval.return_mean, s.eval.return_std, s.eval.length_mean, out_dir,
-           s.policy_path);
+           s.eval.episodes, s.eval.return_mean, s.eval.return_std, s.eval.length_mean, dir_json, policy_json);
+    free(dir_json);
+    free(policy_json);
     return 0;
 }

@@ -1,14 +1,18 @@
 /* Config schema, JSON loading (jansson), overrides, validation and dumping. */
 #include "nevo/config.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/strutil.h"
+#include "nevo/noise.h"
+#include "nevo/threads.h"
 
 typedef enum KeyType { T_INT, T_I64, T_U64, T_DOUBLE, T_BOOL, T_STRING, T_INT_LIST } KeyType;
 
@@ -29,9 +33,8 @@ typedef struct Key {
 static const Key schema[] = {
     {"env", T_STRING, OFF(env), 0, 0, NULL, sizeof(((NevoConfig *)0)->env), 0,
      "environment name (`nevo envs` lists them)"},
-    {"algo", T_STRING, OFF(algo), 0, 0, "ga|es|rs|ga-ns|ns-es|nsr-es|nsra-es", sizeof(((NevoConfig *)0)->algo), 0,
-     "ga (Deep GA), es (OpenAI ES), rs (random search), or a novelty-search variant: ga-ns, ns-es, "
-     "nsr-es, nsra-es"},
+    {"algo", T_STRING, OFF(algo), 0, 0, NULL, sizeof(((NevoConfig *)0)->algo), 0,
+     "training algorithm (listed above; checked by the algorithm registry)"},
     {"seed", T_U64, OFF(seed), 0, 9.2e18, NULL, 0, 0, "master seed of every random stream (0 .. 2^63-1)"},
     {"population", T_INT, OFF(population), 1, 1e7, NULL, 0, 0, "individuals evaluated per generation"},
     {"generations", T_INT, OFF(generations), 1, 1e8, NULL, 0, 0, "generations to run"},
@@ -60,7 +63,10 @@ static const Key schema[] = {
     {"policy.init", T_STRING, OFF(policy.init), 0, 0, "scaled|normc",
      sizeof(((NevoConfig *)0)->policy.init), 0,
      "weight init: scaled (N(0,1)/sqrt(fan_in), Uber GA) or normc (OpenAI ES)"},
-    {"ga.sigma", T_DOUBLE, OFF(ga.sigma), 0, 1e6, NULL, 0, 0, "mutation power (std of the noise added)"},
+    /* step sizes are > 0: at 0 the GA's children equal their parents, ES divides by its
+     * sigma (NaN) and never moves with lr 0; below 1e-8 a float step is lost against
+     * weights of order 1 */
+    {"ga.sigma", T_DOUBLE, OFF(ga.sigma), 1e-8, 1e6, NULL, 0, 0, "mutation power (std of the noise added)"},
     {"ga.truncation", T_INT, OFF(ga.truncation), 1, 1e7, NULL, 0, 0, "T: the top T become parents"},
     {"ga.elitism", T_BOOL, OFF(ga.elitism), 0, 1, NULL, 0, 0,
      "copy the elite unmodified into the next generation (paper) or only keep it as a parent (Uber GPU)"},
@@ -68,10 +74,10 @@ static const Key schema[] = {
      "top individuals re-evaluated to choose the elite"},
     {"ga.validation_episodes", T_INT, OFF(ga.validation_episodes), 0, 1e6, NULL, 0, 0,
      "extra episodes per elite candidate (0 = choose by training fitness)"},
-    {"es.sigma", T_DOUBLE, OFF(es.sigma), 0, 1e6, NULL, 0, 0, "perturbation std"},
+    {"es.sigma", T_DOUBLE, OFF(es.sigma), 1e-8, 1e6, NULL, 0, 0, "perturbation std"},
     {"es.optimizer", T_STRING, OFF(es.optimizer), 0, 0, "adam|sgd", sizeof(((NevoConfig *)0)->es.optimizer),
      0, "update rule"},
-    {"es.lr", T_DOUBLE, OFF(es.lr), 0, 1e6, NULL, 0, 0, "step size"},
+    {"es.lr", T_DOUBLE, OFF(es.lr), 1e-8, 1e6, NULL, 0, 0, "step size"},
     {"es.l2", T_DOUBLE, OFF(es.l2), 0, 1e6, NULL, 0, 0, "L2 weight decay coefficient"},
     {"es.beta1", T_DOUBLE, OFF(es.beta1), 0, 0.999999, NULL, 0, 0, "Adam beta1"},
     {"es.beta2", T_DOUBLE, OFF(es.beta2), 0, 0.999999999, NULL, 0, 0, "Adam beta2"},
@@ -184,18 +190,28 @@ static const char *json_type_name(const json_t *v) {
     return "a value";
 }
 
+/* source: where the value came from ("configs/x.json: "), NULL for none. */
 static NevoStatus check_range(const Key *k, double v, const char *source, const char *what,
                               NevoError *err) {
+    const char *sep = source ? ": " : "";
+    if (!source) source = "";
     if (!isfinite(v))
-        return nevo_error(err, NEVO_ERR_INVALID, "%s: %s%s must be a finite number", source, k->name, what);
+        return nevo_error(err, NEVO_ERR_INVALID, "%s%s%s%s must be a finite number", source, sep, k->name, what);
     if (v < k->min || v > k->max) {
         if (k->max >= BIG || k->max > 1e15)
-            return nevo_error(err, NEVO_ERR_INVALID, "%s: %s%s = %g is out of range: it must be >= %g",
-                              source, k->name, what, v, k->min);
+            return nevo_error(err, NEVO_ERR_INVALID, "%s%s%s%s = %g is out of range: it must be >= %g",
+                              source, sep, k->name, what, v, k->min);
         return nevo_error(err, NEVO_ERR_INVALID,
-                          "%s: %s%s = %g is out of range: it must be between %g and %g", source,
+                          "%s%s%s%s = %g is out of range: it must be between %g and %g", source, sep,
                           k->name, what, v, k->min, k->max);
     }
+    /* 1e-310 and the like: no key means anything by so small a number, and arithmetic
+     * on subnormals is slow and loses precision */
+    if (fpclassify(v) == FP_SUBNORMAL)
+        return nevo_error(err, NEVO_ERR_INVALID,
+                          "%s%s%s%s = %g is a subnormal number, too small to compute with; use 0 or a value of "
+                          "at least 2.3e-308",
+                          source, sep, k->name, what, v);
     return NEVO_OK;
 }
 
@@ -230,7 +246,7 @@ static NevoStatus set_value(NevoConfig *cfg, const Key *k, const json_t *v, cons
         double x = json_number_value(v);
         NevoStatus st = check_range(k, x, source, "", err);
         if (st) return st;
-        *(double *)(base + k->offset) = x;
+        *(double *)(base + k->offset) = x == 0.0 ? 0.0 : x; /* -0 is 0 */
         return NEVO_OK;
     }
     case T_BOOL:
@@ -297,6 +313,12 @@ static NevoStatus set_env_option(NevoConfig *cfg, const char *name, const json_t
     else
         return nevo_error(err, NEVO_ERR_INVALID, "%s: env_options.%s must be a number or boolean, got %s",
                           source, name, json_type_name(v));
+    if (!isfinite(x) || fpclassify(x) == FP_SUBNORMAL)
+        return nevo_error(err, NEVO_ERR_INVALID, "%s: env_options.%s = %g must be a finite, normal number (or 0)",
+                          source, name, x);
+    if (x == 0.0) x = 0.0; /* -0 is 0 */
+    if (name[0] == '\0')
+        return nevo_error(err, NEVO_ERR_INVALID, "%s: env option names must not be empty", source);
     for (int i = 0; i < cfg->n_env_options; i++) {
         if (strcmp(cfg->env_options[i].key, name) == 0) {
             cfg->env_options[i].value = x;
@@ -409,14 +431,76 @@ NevoStatus nevo_config_override(NevoConfig *cfg, const char *assignment, NevoErr
     if (!v) v = json_string(text); /* a bare word: ga, CartPole-v1, ... */
     char source[200];
     snprintf(source, sizeof source, "command-line override '%s'", assignment);
+    if (!v) /* json_string refuses what is not UTF-8 */
+        return nevo_error(err, NEVO_ERR_INVALID, "%s: the value is not valid UTF-8 text", source);
     NevoStatus st = apply(cfg, key, v, source, err);
     json_decref(v);
     return st;
 }
 
-int nevo_config_obs_norm(const NevoConfig *cfg) { return strcmp(cfg->algo, "es") == 0 && cfg->es.obs_norm; }
+
+/* A key's value in cfg against the schema, as set_value checks it on the way in: for a
+ * config that did not come through set_value (built in code, or read back from a
+ * file, where any byte may have been changed). */
+static NevoStatus check_stored(const NevoConfig *cfg, const Key *k, NevoError *err) {
+    const char *base = (const char *)cfg;
+    switch (k->type) {
+    case T_INT: return check_range(k, *(const int *)(base + k->offset), NULL, "", err);
+    case T_I64: return check_range(k, (double)*(const long long *)(base + k->offset), NULL, "", err);
+    case T_U64: return NEVO_OK; /* seed: checked below */
+    case T_DOUBLE: return check_range(k, *(const double *)(base + k->offset), NULL, "", err);
+    case T_BOOL: {
+        int b = *(const int *)(base + k->offset);
+        if (b != 0 && b != 1) return nevo_error(err, NEVO_ERR_INVALID, "%s must be true or false", k->name);
+        return NEVO_OK;
+    }
+    case T_STRING: {
+        const char *s = base + k->offset;
+        if (!memchr(s, '\0', k->size) || s[0] == '\0')
+            return nevo_error(err, NEVO_ERR_INVALID, "%s must be a non-empty string of at most %zu characters",
+                              k->name, k->size - 1);
+        if (!k->choices) return NEVO_OK;
+        char list[128];
+        nevo_strlcpy(list, k->choices, sizeof list);
+        for (char *save = NULL, *tok = strtok_r(list, "|", &save); tok; tok = strtok_r(NULL, "|", &save))
+            if (strcmp(tok, s) == 0) return NEVO_OK;
+        return nevo_error(err, NEVO_ERR_INVALID, "%s = '%s' is not one of %s", k->name, s, k->choices);
+    }
+    case T_INT_LIST: {
+        int n = *(const int *)(base + k->count_offset);
+        if (n < 0 || (size_t)n > k->size)
+            return nevo_error(err, NEVO_ERR_INVALID, "%s has %d entries, at most %zu allowed", k->name, n, k->size);
+        for (int i = 0; i < n; i++) {
+            char what[32];
+            snprintf(what, sizeof what, "[%d]", i);
+            NevoStatus st = check_range(k, ((const int *)(base + k->offset))[i], NULL, what, err);
+            if (st) return st;
+        }
+        return NEVO_OK;
+    }
+    }
+    return NEVO_OK;
+}
 
 NevoStatus nevo_config_check(const NevoConfig *cfg, NevoError *err) {
+    for (int i = 0; i < N_KEYS; i++) {
+        NevoStatus st = check_stored(cfg, &schema[i], err);
+        if (st) return st;
+    }
+    if (cfg->n_env_options < 0 || cfg->n_env_options > NEVO_ENV_MAX_OPTIONS)
+        return nevo_error(err, NEVO_ERR_INVALID, "%d env_options: at most %d allowed", cfg->n_env_options,
+                          NEVO_ENV_MAX_OPTIONS);
+    for (int i = 0; i < cfg->n_env_options; i++) {
+        const NevoEnvOption *o = &cfg->env_options[i];
+        if (!memchr(o->key, '\0', sizeof o->key) || o->key[0] == '\0')
+            return nevo_error(err, NEVO_ERR_INVALID, "env option %d has an empty or unterminated name", i);
+        if (!isfinite(o->value) || fpclassify(o->value) == FP_SUBNORMAL)
+            return nevo_error(err, NEVO_ERR_INVALID, "env_options.%s = %g must be a finite, normal number (or 0)",
+                              o->key, o->value);
+        for (int j = 0; j < i; j++)
+            if (strcmp(cfg->env_options[j].key, o->key) == 0)
+                return nevo_error(err, NEVO_ERR_INVALID, "env_options.%s is given twice", o->key);
+    }
     if (cfg->seed > (uint64_t)INT64_MAX)
         return nevo_error(err, NEVO_ERR_INVALID, "seed must be below 2^63 (configs store it as a JSON integer)");
     const NevoPolicyConfig *p = &cfg->policy;
@@ -425,29 +509,47 @@ NevoStatus nevo_config_check(const NevoConfig *cfg, NevoError *err) {
                           "policy.conv_kernels (%d entries) and policy.conv_strides (%d) must be empty or have one "
                           "entry per conv layer of policy.conv_filters (%d)",
                           p->n_conv_kernels, p->n_conv_strides, p->n_conv);
-    if (strcmp(cfg->algo, "ga") == 0 || strcmp(cfg->algo, "ga-ns") == 0) {
-        if (cfg->ga.truncation > cfg->population)
-            return nevo_error(err, NEVO_ERR_INVALID,
-                              "ga.truncation (%d) must not exceed population (%d)",
-                              cfg->ga.truncation, cfg->population);
+    return NEVO_OK;
+}
+
+/* The memory limit in bytes: NEVO_MAX_MEMORY_MB, else the machine's physical memory
+ * (HUGE_VAL where neither is known). */
+static NevoStatus memory_limit(double *limit, const char **what, NevoError *err) {
+    const char *env = getenv("NEVO_MAX_MEMORY_MB");
+    if (env && *env) {
+        char *end;
+        errno = 0;
+        unsigned long long mb = strtoull(env, &end, 10);
+        if (*end || errno || env[0] == '-' || mb == 0)
+            return nevo_error(err, NEVO_ERR_INVALID, "NEVO_MAX_MEMORY_MB='%s' must be a positive whole number of MiB",
+                              env);
+        *limit = (double)mb * 1048576.0;
+        *what = "NEVO_MAX_MEMORY_MB";
+        return NEVO_OK;
     }
-    int es_family = strstr(cfg->algo, "es") != NULL;
-    if (es_family && strcmp(cfg->algo, "es") != 0 && cfg->es.center_episodes < 1)
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    *limit = pages > 0 && page > 0 ? (double)pages * (double)page : HUGE_VAL;
+    *what = "this machine's memory; NEVO_MAX_MEMORY_MB sets another limit";
+    return NEVO_OK;
+}
+
+NevoStatus nevo_config_check_params(size_t nparams, NevoError *err) {
+    if (nparams >= NEVO_NOISE_MAX_FLOATS)
         return nevo_error(err, NEVO_ERR_INVALID,
-                          "%s needs es.center_episodes >= 1: the agent's behaviour is measured on those episodes",
-                          cfg->algo);
-    if (es_family && (cfg->population < 2 || cfg->population % 2 != 0))
-        return nevo_error(err, NEVO_ERR_INVALID,
-                          "es evaluates antithetic pairs, so population must be even and >= 2 (got %d)",
-                          cfg->population);
-    if (strcmp(cfg->es.shaping, "reward_std") == 0 && strcmp(cfg->algo, "es") != 0)
-        return nevo_error(err, NEVO_ERR_INVALID,
-                          "es.shaping=reward_std is for algo es (ARS); %s mixes reward and novelty ranks, "
-                          "so keep es.shaping=ranks", cfg->algo);
-    if (es_family && cfg->es.top_directions > cfg->population / 2)
-        return nevo_error(err, NEVO_ERR_INVALID,
-                          "es.top_directions (%d) must not exceed the number of perturbation pairs, population / 2 (%d)",
-                          cfg->es.top_directions, cfg->population / 2);
+                          "the network has %zu parameters; nevo trains at most %zu (policy.hidden, "
+                          "policy.conv_filters)",
+                          nparams, (size_t)NEVO_NOISE_MAX_FLOATS - 1);
+    return NEVO_OK;
+}
+
+NevoStatus nevo_config_memory_limit(double need, const char *what_needs, NevoError *err) {
+    double limit = HUGE_VAL;
+    const char *what = "";
+    NevoStatus st = memory_limit(&limit, &what, err);
+    if (st) return st;
+    if (need > limit)
+        return nevo_error(err, NEVO_ERR_INVALID, "the run would need about %.3g GiB (%s), more than the %.3g GiB limit (%s)",
+                          need / 1073741824.0, what_needs, limit / 1073741824.0, what);
     return NEVO_OK;
 }
 

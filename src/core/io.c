@@ -1,12 +1,16 @@
 /* Byte buffers, readers, CRC-32 and atomic container files. */
 #include "nevo/io.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -194,6 +198,64 @@ static void dir_of(const char *path, char *dir, size_t size) {
     }
 }
 
+/* Temporary files are TARGET.tmp.PID. A writer holds an exclusive flock on its
+ * temporary file from creation to rename; one killed before the rename leaves the file
+ * behind, unlocked, under the PID of a process that is gone. Such files are removed by
+ * the next write of the same target and by nevo_remove_stale_temps, so they do not pile
+ * up. A file counts as stale only when all three hold: its PID names no live process
+ * (kill(pid, 0) fails with ESRCH), nobody holds its lock (a writer in another PID
+ * namespace sharing the directory does), and it is still the same file once locked. */
+
+/* The writer's PID in NAME.tmp.PID when `name` is a temporary file of target `base`
+ * (NULL: of any target), else 0. */
+static long temp_pid(const char *name, const char *base) {
+    const char *digits;
+    if (base) {
+        size_t n = strlen(base);
+        if (strncmp(name, base, n) != 0 || strncmp(name + n, ".tmp.", 5) != 0) return 0;
+        digits = name + n + 5;
+    } else {
+        const char *t = NULL;
+        for (const char *q = strstr(name, ".tmp."); q; q = strstr(q + 1, ".tmp.")) t = q;
+        if (!t || t == name) return 0;
+        digits = t + 5;
+    }
+    long pid = 0;
+    int nd = 0;
+    for (const char *q = digits; *q; q++, nd++) {
+        if (*q < '0' || *q > '9' || nd >= 10) return 0;
+        pid = pid * 10 + (*q - '0');
+    }
+    return nd > 0 && pid > 0 && pid <= INT_MAX ? pid : 0;
+}
+
+static int remove_if_stale(int dfd, const char *name, long pid) {
+    if (pid == (long)getpid()) return 0;
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) return 0; /* alive, or not ours to ask about */
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return 0;
+    struct stat a, b;
+    int removed = 0;
+    if (fstat(fd, &a) == 0 && S_ISREG(a.st_mode) && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+        fstatat(dfd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        removed = unlinkat(dfd, name, 0) == 0;
+    close(fd); /* releases the lock */
+    return removed;
+}
+
+int nevo_remove_stale_temps(const char *dir, const char *target) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int removed = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        long pid = temp_pid(e->d_name, target);
+        if (pid) removed += remove_if_stale(dirfd(d), e->d_name, pid);
+    }
+    closedir(d);
+    return removed;
+}
+
 NevoStatus nevo_write_atomic(const char *path, const void *data, size_t n, NevoError *err) {
     return nevo_write_atomic_parts(path, &data, &n, 1, err);
 }
@@ -203,9 +265,24 @@ NevoStatus nevo_write_atomic_parts(const char *path, const void *const *data, co
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp)
         return nevo_error(err, NEVO_ERR_IO, "%s: path too long", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0)
-        return nevo_error(err, NEVO_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    char dir[4096];
+    dir_of(path, dir, sizeof dir);
+    const char *slash = strrchr(path, '/');
+    nevo_remove_stale_temps(dir, slash ? slash + 1 : path); /* what killed writers of this file left */
+    int fd = -1;
+    for (int attempt = 0; fd < 0 && attempt < 3; attempt++) {
+        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0)
+            return nevo_error(err, NEVO_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+        /* held until the rename: marks the file as being written. A sweep that locked it
+         * first (between the open and here) has unlinked it: start again. */
+        struct stat st;
+        if (flock(fd, LOCK_EX) == 0 && fstat(fd, &st) == 0 && st.st_nlink == 0) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    if (fd < 0) return nevo_error(err, NEVO_ERR_IO, "cannot write %s: its temporary file kept vanishing", path);
     for (int i = 0; i < parts; i++) {
         const uint8_t *p = data[i];
         size_t left = len[i];
@@ -214,27 +291,29 @@ NevoStatus nevo_write_atomic_parts(const char *path, const void *const *data, co
             if (w < 0) {
                 if (errno == EINTR) continue;
                 int e = errno;
-                close(fd);
                 unlink(tmp);
+                close(fd);
                 return nevo_error(err, NEVO_ERR_IO, "cannot write %s: %s", path, strerror(e));
             }
             p += w;
             left -= (size_t)w;
         }
     }
-    if (fsync(fd) != 0 || close(fd) != 0) {
+    if (fsync(fd) != 0) {
         int e = errno;
         unlink(tmp);
+        close(fd);
         return nevo_error(err, NEVO_ERR_IO, "cannot write %s: %s", path, strerror(e));
     }
     if (rename(tmp, path) != 0) {
         int e = errno;
         unlink(tmp);
+        close(fd);
         return nevo_error(err, NEVO_ERR_IO, "cannot replace %s: %s", path, strerror(e));
     }
-    char dir[4096];
-    dir_of(path, dir, sizeof dir);
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (close(fd) != 0) /* after the rename: the lock covers the temporary file's whole life */
+        return nevo_error(err, NEVO_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd >= 0) {
         fsync(dfd); /* best effort: some filesystems refuse fsync on directories */
         close(dfd);
@@ -354,5 +433,49 @@ NevoStatus nevo_file_magic(const char *path, char magic[8], NevoError *err) {
     size_t got = fread(magic, 1, 8, f);
     fclose(f);
     if (got != 8) return nevo_error(err, NEVO_ERR_CORRUPT, "%s: truncated (%zu bytes): not a nevo file", path, got);
+    return NEVO_OK;
+}
+
+void nevo_container_encode(const char magic[8], uint32_t version, const NevoBuf *payload, NevoBuf *out) {
+    size_t start = out->len;
+    nevo_buf_put(out, magic, 8);
+    nevo_buf_u32(out, version);
+    nevo_buf_u32(out, 0); /* reserved */
+    nevo_buf_u64(out, payload->len);
+    if (payload->len) nevo_buf_put(out, payload->data, payload->len);
+    nevo_buf_u32(out, nevo_crc32(out->data + start, out->len - start));
+}
+
+NevoStatus nevo_container_decode(const uint8_t *data, size_t n, const char *name, const char magic[8],
+                                 uint32_t version, const uint8_t **payload, size_t *len, NevoError *err) {
+    char want[9], got[9];
+    printable_magic(magic, want);
+    *payload = NULL;
+    *len = 0;
+    if (n < 8) return nevo_error(err, NEVO_ERR_CORRUPT, "%s: truncated (%zu bytes), not a %s file", name, n, want);
+    if (memcmp(data, magic, 8) != 0) {
+        printable_magic((const char *)data, got);
+        return nevo_error(err, NEVO_ERR_CORRUPT, "%s: not a %s file (its magic is '%s')", name, want, got);
+    }
+    if (n < HEADER_SIZE + 4)
+        return nevo_error(err, NEVO_ERR_CORRUPT, "%s: truncated: %zu bytes, shorter than the header", name, n);
+    NevoReader r = nevo_reader(data, n);
+    r.pos = 8;
+    uint32_t file_version = nevo_read_u32(&r);
+    nevo_read_u32(&r);
+    uint64_t plen = nevo_read_u64(&r);
+    if (plen != n - HEADER_SIZE - 4)
+        return nevo_error(err, NEVO_ERR_CORRUPT, "%s: truncated or padded: header says %llu payload bytes, holds %zu",
+                          name, (unsigned long long)plen, n - HEADER_SIZE - 4);
+    /* the checksum first: a damaged version field is corruption, not a new format */
+    uint32_t stored;
+    memcpy(&stored, data + n - 4, 4);
+    if (stored != nevo_crc32(data, n - 4))
+        return nevo_error(err, NEVO_ERR_CORRUPT, "%s: checksum mismatch: the data is corrupt", name);
+    if (file_version != version)
+        return nevo_error(err, NEVO_ERR_VERSION, "%s: format version %u, but this nevo reads version %u of %s data",
+                          name, file_version, version, want);
+    *payload = data + HEADER_SIZE;
+    *len = (size_t)plen;
     return NEVO_OK;
 }

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "core/strutil.h"
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
@@ -23,26 +25,32 @@ const char *nevo_status_name(NevoStatus status) {
     return "unknown";
 }
 
+/* Messages are one line: whatever a message echoes (a key, an env name, a path given
+ * by the user or read from a file) is escaped by nevo_escape. */
 NevoStatus nevo_error(NevoError *err, NevoStatus status, const char *fmt, ...) {
     if (!err) return status;
     err->status = status;
+    char raw[4 * NEVO_ERROR_MSG_SIZE];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    nevo_escape(err->msg, sizeof err->msg, raw);
     return status;
 }
 
 void nevo_error_prefix(NevoError *err, const char *fmt, ...) {
     if (!err) return;
-    char prefix[NEVO_ERROR_MSG_SIZE];
+    char raw[NEVO_ERROR_MSG_SIZE], prefix[NEVO_ERROR_MSG_SIZE];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    nevo_escape(prefix, sizeof prefix, raw);
     size_t np = strlen(prefix), nm = strlen(err->msg);
     if (np + nm >= sizeof err->msg) nm = sizeof err->msg - 1 - (np < sizeof err->msg ? np : sizeof err->msg - 1);
     if (np >= sizeof err->msg) np = sizeof err->msg - 1;
+    while (nm > 0 && ((unsigned char)err->msg[nm] & 0xC0) == 0x80) nm--; /* no half character */
     memmove(err->msg + np, err->msg, nm);
     memcpy(err->msg, prefix, np);
     err->msg[np + nm] = '\0';

@@ -49,3 +49,46 @@ int nevo_strlcpy(char *dst, const char *src, size_t dst_size) {
     memcpy(dst, src, n + 1);
     return 0;
 }
+
+/* Length of the valid UTF-8 sequence at p (1-4), or 0 if p does not start one
+ * (a stray continuation byte, an overlong form, a surrogate, beyond U+10FFFF, cut short). */
+static int utf8_len(const unsigned char *p) {
+    unsigned c = p[0];
+    int n;
+    unsigned min;
+    if (c >= 0xC2 && c <= 0xDF) n = 2, min = 0x80;
+    else if (c >= 0xE0 && c <= 0xEF) n = 3, min = 0x800;
+    else if (c >= 0xF0 && c <= 0xF4) n = 4, min = 0x10000;
+    else return 0;
+    unsigned cp = c & (0x3Fu >> (n - 1));
+    for (int i = 1; i < n; i++) {
+        if ((p[i] & 0xC0) != 0x80) return 0; /* also stops at the NUL */
+        cp = cp << 6 | (p[i] & 0x3Fu);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+    return n;
+}
+
+char *nevo_escape(char *dst, size_t dst_size, const char *src) {
+    static const char hex[] = "0123456789ABCDEF";
+    size_t o = 0;
+    const unsigned char *p = (const unsigned char *)src;
+    while (*p) {
+        int n = *p >= 0x20 && *p < 0x7F ? 1 : *p >= 0x80 ? utf8_len(p) : 0;
+        size_t need = n ? (size_t)n : 4;
+        if (o + need >= dst_size) break;
+        if (n) {
+            memcpy(dst + o, p, (size_t)n);
+            o += (size_t)n;
+            p += n;
+        } else {
+            dst[o++] = '\\';
+            dst[o++] = 'x';
+            dst[o++] = hex[*p >> 4];
+            dst[o++] = hex[*p & 15];
+            p++;
+        }
+    }
+    dst[o] = '\0';
+    return dst;
+}

@@ -1,9 +1,10 @@
 /* Standalone policy files. Payload: config JSON | nparams u64 | theta f32[nparams] |
  * obs_norm u32 | obs_mean f32[obs_dim] | obs_std f32[obs_dim]. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "nevo/files.h"
+#include "nevo/policy_file.h"
 #include "nevo/io.h"
 
 NevoStatus nevo_policy_file_save(const char *path, const NevoConfig *cfg, const NevoPolicy *policy,
@@ -23,18 +24,25 @@ NevoStatus nevo_policy_file_save(const char *path, const NevoConfig *cfg, const 
     return st;
 }
 
-/* Builds env and network from a config stored in a file. */
+/* Checks the config stored in a file and builds its env and network (no parameters
+ * yet: the payload's size is checked against the network first). */
 static NevoStatus build_from_config(const char *path, NevoLoadedPolicy *out, NevoError *err) {
-    NevoStatus st = nevo_env_new(out->cfg.env, out->cfg.env_options, out->cfg.n_env_options, &out->env, err);
+    NevoStatus st = nevo_config_check(&out->cfg, err);
     if (st == NEVO_OK)
-        st = nevo_policy_new(nevo_env_spec(out->env), &out->cfg.policy, out->cfg.es.obs_norm &&
-                             strcmp(out->cfg.algo, "es") == 0, &out->policy, err);
-    if (st != NEVO_OK) {
-        nevo_error_prefix(err, "%s: ", path);
-        return st;
-    }
-    out->theta = nevo_alloc_aligned(sizeof(float) * out->policy->nparams);
-    return NEVO_OK;
+        st = nevo_env_new(out->cfg.env, out->cfg.env_options, out->cfg.n_env_options, &out->env, err);
+    if (st == NEVO_OK)
+        /* normalisation off until the payload says whether the policy was trained with it */
+        st = nevo_policy_new(nevo_env_spec(out->env), &out->cfg.policy, 0, &out->policy, err);
+    if (st == NEVO_OK) st = nevo_config_check_params(out->policy->nparams, err);
+    if (st != NEVO_OK) nevo_error_prefix(err, "%s: ", path);
+    return st;
+}
+
+/* Index of the first non-finite value of x[0, n), or n. */
+static size_t first_nonfinite(const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return i;
+    return n;
 }
 
 NevoStatus nevo_policy_file_load(const char *path, NevoLoadedPolicy *out, NevoError *err) {
@@ -54,21 +62,44 @@ NevoStatus nevo_policy_file_load(const char *path, NevoLoadedPolicy *out, NevoEr
     free(json);
     if (st == NEVO_OK) st = build_from_config(path, out, err);
     if (st == NEVO_OK) {
+        NevoPolicy *p = out->policy;
         uint64_t np = nevo_read_u64(&r);
-        if (np != out->policy->nparams) {
+        size_t od = (size_t)p->obs_dim;
+        /* the rest must be exactly theta, two u32 and the normalisation: checked before
+         * anything is allocated for it */
+        size_t want = 4 * p->nparams + 8 + 8 * od;
+        if (!nevo_reader_ok(&r, false) || np != p->nparams) {
             st = nevo_error(err, NEVO_ERR_CORRUPT, "%s: holds %llu parameters but its network needs %zu",
-                            path, (unsigned long long)np, out->policy->nparams);
+                            path, (unsigned long long)np, p->nparams);
+        } else if (r.len - r.pos != want) {
+            st = nevo_error(err, NEVO_ERR_CORRUPT,
+                            "%s: policy payload has the wrong length (%zu bytes after the config, %zu expected)",
+                            path, r.len - r.pos + 8, want + 8);
         } else {
-            nevo_read_f32s(&r, out->theta, out->policy->nparams);
-            out->policy->obs_norm = (int)nevo_read_u32(&r);
-            uint32_t od = nevo_read_u32(&r);
-            if (od != (uint32_t)out->policy->obs_dim) {
+            out->theta = nevo_alloc_aligned(sizeof(float) * p->nparams);
+            nevo_read_f32s(&r, out->theta, p->nparams);
+            uint32_t norm = nevo_read_u32(&r);
+            uint32_t file_od = nevo_read_u32(&r);
+            size_t bad;
+            if (norm > 1) {
+                st = nevo_error(err, NEVO_ERR_CORRUPT, "%s: observation normalisation flag %u is not 0 or 1", path,
+                                norm);
+            } else if (file_od != (uint32_t)od) {
                 st = nevo_error(err, NEVO_ERR_CORRUPT, "%s: observation size %u does not match the env's %d",
-                                path, od, out->policy->obs_dim);
+                                path, file_od, p->obs_dim);
+            } else if ((bad = first_nonfinite(out->theta, p->nparams)) < p->nparams) {
+                st = nevo_error(err, NEVO_ERR_CORRUPT, "%s: parameter %zu is not a finite number", path, bad);
             } else {
-                nevo_read_f32s(&r, out->policy->obs_mean, od);
-                nevo_read_f32s(&r, out->policy->obs_std, od);
-                if (!nevo_reader_ok(&r, true))
+                p->obs_norm = (int)norm; /* the file's word, as it was trained */
+                nevo_read_f32s(&r, p->obs_mean, od);
+                nevo_read_f32s(&r, p->obs_std, od);
+                for (size_t i = 0; i < od && st == NEVO_OK; i++)
+                    if (!isfinite(p->obs_mean[i]) || !isfinite(p->obs_std[i]) || !(p->obs_std[i] > 0))
+                        st = nevo_error(err, NEVO_ERR_CORRUPT,
+                                        "%s: observation normalisation %zu (mean %g, std %g) is not a finite "
+                                        "mean and a positive std",
+                                        path, i, (double)p->obs_mean[i], (double)p->obs_std[i]);
+                if (st == NEVO_OK && !nevo_reader_ok(&r, true))
                     st = nevo_error(err, NEVO_ERR_CORRUPT, "%s: policy payload has the wrong length", path);
             }
         }
