@@ -1,14 +1,20 @@
-/* The algorithms: fitness shaping by hand-computed numbers, and learning thresholds
- * within small budgets (GA genome replay is checked by the kill-and-resume tests): GA and ES solve CartPole-v1 (mean >= 475 over 100 evaluation episodes),
- * random search beats a random policy clearly, ES reaches better than -300 on
- * Pendulum-v1. */
+/* The algorithms: fitness shaping by hand-computed numbers; learning thresholds within
+ * small budgets (GA genome replay is checked by the kill-and-resume tests): GA and ES
+ * solve CartPole-v1 (mean >= 475 over 100 evaluation episodes), random search beats a
+ * random policy clearly, ES reaches better than -300 on Pendulum-v1; and tasks that
+ * travel: generations whose evaluations run in another process from bytes alone end
+ * where the in-process ones do, bit for bit. */
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "algo/algo_internal.h"
 #include "harness.h"
-#include "nn/kernels.h"
+#include "nevo/params.h"
 #include "nevo/rng.h"
 #include "nevo/train.h"
+#include "nn/kernels.h"
 
 TEST(algo_centered_ranks_by_hand) {
     /* values 3, 1, 2, 5 -> ranks 2, 0, 1, 3 -> r/(n-1) - 0.5 */
@@ -178,13 +184,14 @@ static void rig_open(AlgoRig *r, const char *json) {
     CHECK_MSG(nevo_config_check(&r->cfg, &err) == NEVO_OK, "%s", err.msg);
     r->env = NULL;
     CHECK_MSG(nevo_env_new(r->cfg.env, NULL, 0, &r->env, &err) == NEVO_OK, "%s", err.msg);
+    nevo_env_set_max_steps(r->env, r->cfg.max_episode_steps);
     r->p = NULL;
-    CHECK(nevo_policy_new(nevo_env_spec(r->env), &r->cfg.policy, 0, &r->p, &err) == NEVO_OK);
+    CHECK(nevo_policy_new(nevo_env_spec(r->env), &r->cfg.policy, nevo_algo_obs_norm(&r->cfg), &r->p, &err) == NEVO_OK);
     r->pool = nevo_pool_new(2);
     r->noise = nevo_noise_new((size_t)1 << 16, r->pool);
     r->ev = nevo_evaluator_new(r->env, r->p, r->pool, 0);
     r->algo = NULL;
-    CHECK_MSG(nevo_algo_new(&r->cfg, r->env, r->p, r->noise, r->ev, &r->algo, &err) == NEVO_OK, "%s", err.msg);
+    CHECK_MSG(nevo_algo_new(&r->cfg, r->env, r->p, r->noise, r->pool, &r->algo, &err) == NEVO_OK, "%s", err.msg);
 }
 
 static void rig_close(AlgoRig *r) {
@@ -196,58 +203,225 @@ static void rig_close(AlgoRig *r) {
     nevo_env_free(r->env);
 }
 
-/* nevo_algo_rollouts_built with a queue order: the same fitness, behaviours, frames and
- * observation statistics, bit for bit, as in ascending order, from a parameter matrix
- * and from a builder; 2 episodes each (tasks move in pairs), on the maze (behaviours). */
-typedef struct RowsCtx {
-    const float *params;
-    size_t np;
-} RowsCtx;
+/* --- tasks that travel ------------------------------------------------------------ */
 
-static void build_row(void *ctx, int net, float *theta) {
-    const RowsCtx *c = ctx;
-    memcpy(theta, c->params + (size_t)net * c->np, sizeof(float) * c->np);
+/* A worker process, as an MPI rank would be: it knows the run's config only, reads task
+ * sets as bytes from `in`, evaluates each with its own env, policy, noise table and
+ * evaluator, and writes the results as bytes to `out`; a zero length ends it. */
+static int read_full(int fd, void *buf, size_t n) {
+    for (size_t got = 0; got < n;) {
+        ssize_t k = read(fd, (char *)buf + got, n - got);
+        if (k <= 0) return 0;
+        got += (size_t)k;
+    }
+    return 1;
 }
 
-TEST(algo_rollouts_queue_order_changes_nothing) {
-    enum { N = 13, EPISODES = 2 };
-    AlgoRig rig;
-    rig_open(&rig, "{\"env\": \"maze/hard\", \"algo\": \"ga\", \"seed\": 6, \"population\": 13,"
-                   " \"max_episode_steps\": 150, \"ga\": {\"truncation\": 5}, \"policy\": {\"hidden\": [16]}}");
+static int write_full(int fd, const void *buf, size_t n) {
+    for (size_t put = 0; put < n;) {
+        ssize_t k = write(fd, (const char *)buf + put, n - put);
+        if (k <= 0) return 0;
+        put += (size_t)k;
+    }
+    return 1;
+}
+
+static int send_bytes(int fd, const NevoBuf *b) {
+    uint64_t n = b->len;
+    return write_full(fd, &n, 8) && write_full(fd, b->data, b->len);
+}
+
+static uint8_t *recv_bytes(int fd, size_t *len) {
+    uint64_t n;
+    if (!read_full(fd, &n, 8) || n == 0 || n > ((uint64_t)1 << 32)) return NULL;
+    uint8_t *data = nevo_alloc((size_t)n);
+    if (!read_full(fd, data, (size_t)n)) {
+        free(data);
+        return NULL;
+    }
+    *len = (size_t)n;
+    return data;
+}
+
+/* The worker's failures: the message, and a status the test reports. */
+static _Noreturn void worker_fail(const NevoError *err, int code) {
+    fprintf(stderr, "    worker: %s\n", err->msg);
+    _exit(code);
+}
+
+static _Noreturn void worker_main(const char *json, int in, int out) {
+    NevoConfig cfg;
     NevoError err = {0};
-    const NevoEnvSpec *spec = nevo_env_spec(rig.env);
-    size_t np = rig.p->nparams;
-    float *params = nevo_alloc_aligned(sizeof(float) * np * N);
-    for (int i = 0; i < N; i++) nevo_policy_init_params(rig.p, rig.noise, 6, 0, (uint32_t)i, params + (size_t)i * np);
-    RowsCtx rc = {params, np};
-    const int queue[N] = {12, 3, 7, 0, 11, 5, 9, 1, 2, 10, 4, 8, 6};
-    double fit[3][N];
-    float bc[3][N * 2];
-    NevoGenStats gs[3];
-    NevoObsStats obs[3];
-    CHECK(spec->bc_dim == 2);
-    for (int run = 0; run < 3; run++) { /* ascending; queued from the matrix; queued, built */
-        memset(&gs[run], 0, sizeof gs[run]);
-        nevo_obs_stats_init(&obs[run], spec->obs_dim);
-        CHECK_MSG(nevo_algo_rollouts_built(rig.algo, run < 2 ? params : NULL, run < 2 ? NULL : build_row, &rc, N,
-                                           run ? queue : NULL, EPISODES, 3, NULL, fit[run], bc[run], &gs[run],
-                                           &obs[run], 0.5, &err) == NEVO_OK,
-                  "%s", err.msg);
+    nevo_config_defaults(&cfg);
+    NevoEnv *env = NULL;
+    NevoPolicy *p = NULL;
+    if (nevo_config_apply_json(&cfg, json, "worker", &err) || nevo_env_new(cfg.env, NULL, 0, &env, &err))
+        worker_fail(&err, 3);
+    nevo_env_set_max_steps(env, cfg.max_episode_steps);
+    if (nevo_policy_new(nevo_env_spec(env), &cfg.policy, nevo_algo_obs_norm(&cfg), &p, &err))
+        worker_fail(&err, 3);
+    NevoPool *pool = nevo_pool_new(2);
+    NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, 3);
+    NevoNoise *noise = NULL;
+    size_t len;
+    uint8_t *bytes;
+    while ((bytes = recv_bytes(in, &len))) {
+        NevoTaskSet *ts = NULL;
+        if (nevo_taskset_read(bytes, len, &ts, &err)) worker_fail(&err, 4);
+        free(bytes);
+        if (!noise) noise = nevo_noise_new(ts->noise_floats, pool);
+        if (nevo_taskset_materialise(ts, p, noise, &err) || nevo_taskset_prepare_policy(ts, p, &err))
+            worker_fail(&err, 5);
+        NevoEpisode *res = nevo_alloc(sizeof(NevoEpisode) * (size_t)(ts->n_tasks + 1));
+        NevoObsStats *stats = nevo_alloc(sizeof(NevoObsStats) * (size_t)(ts->n_tasks + 1));
+        for (int t = 0; t < ts->n_tasks; t++)
+            if (ts->tasks[t].flags & NEVO_TASK_RECORD_OBS) nevo_obs_stats_init(&stats[t], ts->obs_dim);
+        NevoBuf b = {0};
+        if (nevo_evaluate_tasks(ev, ts, res, stats, &err) || nevo_results_write(ts, res, stats, &b, &err))
+            worker_fail(&err, 6);
+        if (!send_bytes(out, &b)) worker_fail(&err, 7);
+        for (int t = 0; t < ts->n_tasks; t++)
+            if (ts->tasks[t].flags & NEVO_TASK_RECORD_OBS) nevo_obs_stats_free(&stats[t]);
+        nevo_buf_free(&b);
+        free(res);
+        free(stats);
+        nevo_taskset_free(ts);
     }
-    for (int run = 1; run < 3; run++) {
-        CHECK_MSG(memcmp(fit[run], fit[0], sizeof fit[0]) == 0, "run %d: fitness differs from ascending order", run);
-        CHECK_MSG(memcmp(bc[run], bc[0], sizeof bc[0]) == 0, "run %d: behaviours differ", run);
-        CHECK(gs[run].frames == gs[0].frames && gs[run].episodes == gs[0].episodes);
-        CHECK(obs[run].count == obs[0].count);
-        CHECK(memcmp(obs[run].sum, obs[0].sum, sizeof(double) * (size_t)spec->obs_dim) == 0);
-        CHECK(memcmp(obs[run].sumsq, obs[0].sumsq, sizeof(double) * (size_t)spec->obs_dim) == 0);
+    _exit(0);
+}
+
+/* `gens` generations of the config in process, and again with every evaluation in a
+ * worker process: the same reports and the same state, bit for bit. */
+static void check_tasks_travel(const char *json, int gens) {
+    int to_worker[2], from_worker[2];
+    CHECK(pipe(to_worker) == 0 && pipe(from_worker) == 0);
+    pid_t pid = fork(); /* before any thread: the worker starts its own */
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(to_worker[1]);
+        close(from_worker[0]);
+        worker_main(json, to_worker[0], from_worker[1]);
     }
-    /* the networks differ, so a result put back at the wrong network would show */
-    int distinct = 0;
-    for (int i = 1; i < N; i++) distinct += fit[0][i] != fit[0][0];
-    CHECK_MSG(distinct > 0 && obs[0].count > 0, "the networks all scored the same, or no observation was kept");
-    for (int run = 0; run < 3; run++) nevo_obs_stats_free(&obs[run]);
-    free(params);
+    close(to_worker[0]);
+    close(from_worker[1]);
+    AlgoRig here, there;
+    rig_open(&here, json);
+    rig_open(&there, json);
+    NevoError err = {0};
+    for (int g = 0; g < gens; g++) {
+        NevoGenStats want, got;
+        CHECK_MSG(nevo_train_generation(here.algo, here.ev, &want, &err) == NEVO_OK, "%s", err.msg);
+        int done = 0;
+        while (!done) {
+            const NevoTaskSet *ts = nevo_algo_ask(there.algo);
+            NevoBuf b = {0};
+            CHECK_MSG(nevo_taskset_write(ts, &b, &err) == NEVO_OK, "%s", err.msg);
+            CHECK(send_bytes(to_worker[1], &b));
+            nevo_buf_free(&b);
+            size_t len;
+            uint8_t *bytes = recv_bytes(from_worker[0], &len);
+            CHECK_MSG(bytes, "the worker died on generation %d", g);
+            NevoEpisode *res = nevo_alloc(sizeof(NevoEpisode) * (size_t)(ts->n_tasks + 1));
+            NevoObsStats *stats = nevo_alloc(sizeof(NevoObsStats) * (size_t)(ts->n_tasks + 1));
+            CHECK_MSG(nevo_results_read(ts, bytes, len, res, stats, &err) == NEVO_OK, "%s", err.msg);
+            int n_tasks = ts->n_tasks; /* ts is the algorithm's until tell */
+            uint32_t flags[4096];
+            CHECK(n_tasks <= 4096);
+            for (int t = 0; t < n_tasks; t++) flags[t] = ts->tasks[t].flags;
+            CHECK_MSG(nevo_algo_tell(there.algo, res, stats, &got, &done, &err) == NEVO_OK, "%s", err.msg);
+            for (int t = 0; t < n_tasks; t++)
+                if (flags[t] & NEVO_TASK_RECORD_OBS) nevo_obs_stats_free(&stats[t]);
+            free(res);
+            free(stats);
+            free(bytes);
+        }
+        CHECK_MSG(memcmp(&want, &got, sizeof want) == 0, "generation %d reports differ after travelling", g);
+    }
+    NevoBuf a = {0}, b = {0};
+    nevo_algo_save(here.algo, &a);
+    nevo_algo_save(there.algo, &b);
+    CHECK_MSG(a.len == b.len && memcmp(a.data, b.data, a.len) == 0, "the states differ after %d generations", gens);
+    nevo_buf_free(&a);
+    nevo_buf_free(&b);
+    uint64_t zero = 0;
+    CHECK(write_full(to_worker[1], &zero, 8));
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the worker ended with status %d", status);
+    close(to_worker[1]);
+    close(from_worker[0]);
+    rig_close(&here);
+    rig_close(&there);
+}
+
+/* GA: bases travel as seed chains, validation rounds, elitism. */
+TEST(algo_ga_tasks_travel) {
+    check_tasks_travel("{\"env\": \"CartPole-v1\", \"algo\": \"ga\", \"seed\": 8, \"population\": 12,"
+                       " \"policy\": {\"hidden\": [8]}, \"ga\": {\"sigma\": 0.1, \"truncation\": 3,"
+                       " \"validation_candidates\": 3, \"validation_episodes\": 2}}",
+                       4);
+}
+
+/* ES with observation normalisation (the statistics travel back, the normalisation
+ * out) and two episodes per perturbation (built first, in pairs). */
+TEST(algo_es_tasks_travel) {
+    check_tasks_travel("{\"env\": \"Pendulum-v1\", \"algo\": \"es\", \"seed\": 9, \"population\": 10, \"episodes\": 2,"
+                       " \"max_episode_steps\": 60, \"policy\": {\"hidden\": [8], \"init\": \"normc\"},"
+                       " \"es\": {\"obs_norm\": true, \"obs_norm_prob\": 0.5, \"center_episodes\": 2}}",
+                       3);
+}
+
+/* NSRA-ES: the agents' first evaluation, novelty, behaviours. */
+TEST(algo_nsra_es_tasks_travel) {
+    check_tasks_travel("{\"env\": \"maze/hard\", \"algo\": \"nsra-es\", \"seed\": 10, \"population\": 8,"
+                       " \"max_episode_steps\": 100, \"policy\": {\"hidden\": [8], \"init\": \"normc\"},"
+                       " \"es\": {\"center_episodes\": 1}, \"ns\": {\"meta_population\": 3, \"k\": 3}}",
+                       3);
+}
+
+/* A crafted or damaged task set or result is refused with one line, before anything
+ * is evaluated: every byte flipped in turn, and truncations. */
+TEST(algo_task_bytes_checked) {
+    AlgoRig rig;
+    rig_open(&rig, "{\"env\": \"CartPole-v1\", \"algo\": \"ga\", \"seed\": 8, \"population\": 6,"
+                   " \"policy\": {\"hidden\": [4]}, \"ga\": {\"truncation\": 2, \"validation_candidates\": 2}}");
+    NevoError err = {0};
+    NevoGenStats gs;
+    CHECK(nevo_train_generation(rig.algo, rig.ev, &gs, &err) == NEVO_OK); /* parents: chains */
+    const NevoTaskSet *ts = nevo_algo_ask(rig.algo);
+    NevoBuf b = {0};
+    CHECK(nevo_taskset_write(ts, &b, &err) == NEVO_OK);
+    NevoTaskSet *back = NULL;
+    CHECK(nevo_taskset_read(b.data, b.len, &back, &err) == NEVO_OK);
+    CHECK(back->n_bases == ts->n_bases && back->n_nets == ts->n_nets && back->n_tasks == ts->n_tasks && back->chains);
+    CHECK(memcmp(back->nets, ts->nets, sizeof(NevoNet) * (size_t)ts->n_nets) == 0);
+    CHECK(memcmp(back->tasks, ts->tasks, sizeof(NevoTask) * (size_t)ts->n_tasks) == 0);
+    CHECK(nevo_taskset_materialise(back, rig.p, rig.noise, &err) == NEVO_OK);
+    for (int j = 0; j < ts->n_bases; j++) /* the chains rebuild the bases bit for bit */
+        CHECK(memcmp(back->bases + (size_t)j * back->base_stride, ts->bases + (size_t)j * ts->base_stride,
+                     sizeof(float) * rig.p->nparams) == 0);
+    nevo_taskset_free(back);
+    for (size_t i = 0; i < b.len; i++) {
+        b.data[i] ^= 0x40;
+        back = NULL;
+        CHECK_MSG(nevo_taskset_read(b.data, b.len, &back, &err) != NEVO_OK && !back, "byte %zu flipped was read", i);
+        CHECK_MSG(!strchr(err.msg, '\n'), "%s", err.msg);
+        b.data[i] ^= 0x40;
+    }
+    for (size_t n = 0; n < b.len; n += 7) CHECK(nevo_taskset_read(b.data, n, &back, &err) != NEVO_OK);
+    /* results of another set are refused */
+    NevoEpisode res[64];
+    memset(res, 0, sizeof res);
+    CHECK(ts->n_tasks <= 64);
+    NevoBuf r = {0};
+    CHECK(nevo_results_write(ts, res, NULL, &r, &err) == NEVO_OK);
+    NevoTaskSet other = *ts;
+    other.n_tasks = ts->n_tasks - 1;
+    CHECK(nevo_results_read(&other, r.data, r.len, res, NULL, &err) == NEVO_ERR_CORRUPT);
+    r.data[30] ^= 1;
+    CHECK(nevo_results_read(ts, r.data, r.len, res, NULL, &err) == NEVO_ERR_CORRUPT);
+    nevo_buf_free(&r);
+    nevo_buf_free(&b);
     rig_close(&rig);
 }
 
@@ -333,7 +507,7 @@ TEST(algo_es_top_directions_step_by_hand) {
     CHECK(np <= 64);
     nevo_algo_best(algo, theta0);
     NevoGenStats gs;
-    CHECK(nevo_algo_generation(algo, &gs, &err) == NEVO_OK);
+    CHECK(nevo_train_generation(algo, rig.ev, &gs, &err) == NEVO_OK);
     nevo_algo_best(algo, theta1);
     int matched = 0;
     for (int j = 0; j < cfg.population / 2; j++) {
@@ -351,7 +525,7 @@ TEST(algo_es_top_directions_step_by_hand) {
     CHECK_MSG(matched == 1, "theta moved along %d of the perturbations by 2 lr / sigma (want exactly 1)", matched);
     /* top_directions above the number of pairs is refused */
     cfg.es.top_directions = 5;
-    CHECK(nevo_config_check(&cfg, &err) == NEVO_ERR_INVALID);
+    CHECK(nevo_algo_check(&cfg, NULL, &err) == NEVO_ERR_INVALID);
     rig_close(&rig);
 }
 
@@ -372,7 +546,7 @@ TEST(algo_es_reward_shift_shapes_only_the_update) {
     CHECK(p->nparams <= 64);
     nevo_algo_best(algo, theta0);
     NevoGenStats gs = {0};
-    CHECK(nevo_algo_generation(algo, &gs, &err) == NEVO_OK);
+    CHECK(nevo_train_generation(algo, rig.ev, &gs, &err) == NEVO_OK);
     nevo_algo_best(algo, theta1);
     CHECK_MSG(memcmp(theta0, theta1, sizeof(float) * p->nparams) == 0, "theta moved on all-zero shaped returns");
     /* true returns: 8 episodes of 8+ steps each, best = longest, frames = their sum plus the centre's */

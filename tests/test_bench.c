@@ -245,28 +245,22 @@ TEST(bench_count_flops_known_answer) {
     const double out = 128.0 * p->n_out; /* the output layer's terms, every row */
     double nonzero, lanes;
     /* fewer rows than a block: every row through the row kernels */
-    nevo_bench_count_flops(p, theta, obs, 3, 1, &nonzero, &lanes);
+    nevo_bench_count_flops(p, theta, obs, 3, &nonzero, &lanes);
     CHECK_NEAR(nonzero, 2.0 * ((1 + 6) * 16 + (1 + 6) * 128 + 3 * out), 0.0);
     CHECK_NEAR(lanes, nonzero, 0.0);
     /* one block: its 7 window terms and its 7 big-layer inputs for all 16 rows */
-    nevo_bench_count_flops(p, theta, obs, NEVO_LANES, 1, &nonzero, &lanes);
+    nevo_bench_count_flops(p, theta, obs, NEVO_LANES, &nonzero, &lanes);
     CHECK_NEAR(nonzero, 2.0 * ((1 + 6) * 16 + (1 + 6) * 128 + NEVO_LANES * out), 0.0);
     CHECK_NEAR(lanes, 2.0 * NEVO_LANES * (7 * 16 + 7 * 128 + out), 0.0);
     /* a block and a row after it (pixel A), which goes through the row kernels */
-    nevo_bench_count_flops(p, theta, obs, NEVO_LANES + 1, 1, &nonzero, &lanes);
+    nevo_bench_count_flops(p, theta, obs, NEVO_LANES + 1, &nonzero, &lanes);
     CHECK_NEAR(nonzero, 2.0 * ((1 + 6 + 1) * 16 + (1 + 6 + 1) * 128 + (NEVO_LANES + 1) * out), 0.0);
     CHECK_NEAR(lanes, 2.0 * (NEVO_LANES * (7 * 16 + 7 * 128 + out) + (16 + 128 + out)), 0.0);
-    /* three blocks, one at a time: the second block has 1 window term and 1 input, the
-     * third none */
-    double nz1, nz3, lanes3;
-    nevo_bench_count_flops(p, theta, obs, ROWS, 1, &nz1, &lanes);
+    /* three blocks: the second block has 1 window term and 1 input, the third none */
+    double nz1;
+    nevo_bench_count_flops(p, theta, obs, ROWS, &nz1, &lanes);
     CHECK_NEAR(nz1, 2.0 * ((1 + 6 + 1) * 16 + (1 + 6 + 1) * 128 + ROWS * out), 0.0);
     CHECK_NEAR(lanes, 2.0 * (NEVO_LANES * (7 + 1) * (16 + 128) + ROWS * out), 0.0);
-    /* the three together (AVX-512's dense_lanes_blocks): the conv still block by block,
-     * the big layer's 7 distinct inputs listed once for all 48 rows */
-    nevo_bench_count_flops(p, theta, obs, ROWS, 3, &nz3, &lanes3);
-    CHECK_NEAR(nz3, nz1, 0.0);
-    CHECK_NEAR(lanes3, 2.0 * (NEVO_LANES * (7 + 1) * 16 + ROWS * 7 * 128 + ROWS * out), 0.0);
     /* the dense-equivalent count holds every term: conv 8 x 8 windows of 3 x 3 x 4 */
     CHECK_NEAR(nevo_policy_flops(p), 2.0 * (64 * 36 * 16 + 1024 * 128 + out), 0.0);
     free(obs);

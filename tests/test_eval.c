@@ -1,10 +1,14 @@
-/* Tests for the population evaluator (src/engine/evaluator.c, include/nevo/eval.h).
+/* Tests for the population evaluator (src/engine/eval.c, include/nevo/eval.h).
  *
  * The reference is a hand-rolled single-episode loop written here (reset with the
  * task's seed, forward one row, actions, step until terminated or truncated), run one
- * task at a time. Every evaluator result must equal it bit for bit, whatever the thread
- * count and the number of episode slots per worker. Numeric faults are provoked with a
- * deliberately broken environment plugged in through nevo_env_new_from_class. */
+ * task at a time over networks built one by one with nevo_taskset_build. Every
+ * evaluator result must equal it bit for bit, whatever the thread count, the number of
+ * episode slots per worker, the pipeline depth and where the evaluator builds the
+ * networks (read in place, built as each episode starts, built first). A backend that
+ * wraps the CPU one and logs its builds shows which layout ran. Numeric faults are
+ * provoked with a deliberately broken environment plugged in through
+ * nevo_env_new_from_class. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -13,6 +17,7 @@
 
 #include "harness.h"
 #include "nevo/eval.h"
+#include "nn/backend_impl.h"
 #include "nevo/noise.h"
 #include "nevo/rng.h"
 
@@ -103,24 +108,105 @@ static void check_same_episode(const NevoEpisode *got, const NevoEpisode *want, 
               got->ret, got->length, got->terminated, want->ret, want->length, want->terminated);
 }
 
-/* nevo_evaluate_built's builder for the tests: network net is row net of a population
- * (a copy, so a row read from anywhere but the slot's own would be caught), and the
- * builds are counted. */
-typedef struct RowSource {
-    const float *params;
-    size_t stride, np;
-    atomic_int builds;
-} RowSource;
+/* --- networks as recipes, and a backend that logs its builds --------------------- */
 
-static void build_from_rows(void *ctx, int net, float *theta) {
-    RowSource *rs = ctx;
-    CHECK_MSG((uintptr_t)theta % 64 == 0, "row at %p: not on a 64-byte line", (void *)theta);
-    memcpy(theta, rs->params + (size_t)net * rs->stride, sizeof(float) * rs->np);
-    atomic_fetch_add(&rs->builds, 1);
+/* N_NETS recipes over the population's rows as bases: antithetic pairs (nets 4k and
+ * 4k + 1, from base 2k), fresh networks from an init stream (4k + 2) and GA children
+ * (4k + 3, from base 4k + 3). */
+typedef struct Recipes {
+    NevoNoise *noise;
+    NevoNet nets[N_NETS];
+    NevoTaskSet ts;
+    float *built; /* (N_NETS, nparams) each network built alone: the reference's */
+} Recipes;
+
+static void recipes_open(Recipes *r, const NevoEnv *env, const NevoPolicy *p, const float *params, size_t stride) {
+    NevoPool *pool = nevo_pool_new(1);
+    r->noise = nevo_noise_new((size_t)1 << 16, pool);
+    nevo_pool_free(pool);
+    for (int j = 0; j < N_NETS; j++) {
+        NevoNet *n = &r->nets[j];
+        if (j % 4 < 2)
+            *n = (NevoNet){.kind = NEVO_NET_PERTURBED, .base = j / 4 * 2, .purpose = NEVO_RNG_ES_NOISE,
+                           .generation = 3, .individual = (uint32_t)(j / 4), .sigma = 0.1f, .sign = j % 4 ? -1 : 1};
+        else if (j % 4 == 2)
+            *n = (NevoNet){.kind = NEVO_NET_INIT, .generation = 5, .individual = (uint32_t)j};
+        else
+            *n = (NevoNet){.kind = NEVO_NET_PERTURBED, .base = j, .purpose = NEVO_RNG_MUTATE, .generation = 4,
+                           .individual = (uint32_t)j, .sigma = 0.05f, .sign = 1};
+    }
+    nevo_taskset_for_policy(&r->ts, p, env);
+    r->ts.seed = 2024;
+    r->ts.noise = r->noise;
+    r->ts.noise_floats = r->noise->size;
+    r->ts.n_bases = N_NETS;
+    r->ts.bases = params;
+    r->ts.base_stride = stride;
+    r->ts.n_nets = N_NETS;
+    r->ts.nets = r->nets;
+    r->built = nevo_alloc_aligned(sizeof(float) * p->nparams * N_NETS);
+    for (int j = 0; j < N_NETS; j++) nevo_taskset_build(&r->ts, p, j, r->built + (size_t)j * p->nparams, 0);
 }
 
-/* Evaluates the tasks for threads 1..3 and slots 1, 3, 16 against the reference, with
- * the population given and built as each episode starts (nevo_evaluate_built). */
+static void recipes_close(Recipes *r) {
+    nevo_noise_free(r->noise);
+    free(r->built);
+}
+
+/* The CPU backend with every build logged: which network, on which thread, in order. */
+typedef struct BuildLog {
+    atomic_int builds, pairs;
+    atomic_int n;
+    int net[4 * N_TASKS], thread[4 * N_TASKS];
+} BuildLog;
+
+static BuildLog build_log;
+static _Thread_local int log_thread = -1;
+static atomic_int log_threads;
+
+static void log_build(int net) {
+    if (log_thread < 0) log_thread = atomic_fetch_add(&log_threads, 1);
+    int k = atomic_fetch_add(&build_log.n, 1);
+    if (k < 4 * N_TASKS) build_log.net[k] = net, build_log.thread[k] = log_thread;
+}
+
+static void logged_build(void *ctx, NevoRows *r, int row, const NevoTaskSet *ts, const NevoPolicy *p, int net,
+                         int stream) {
+    CHECK_MSG((uintptr_t)(r->data + (size_t)row * r->stride) % 64 == 0, "row %d: not on a 64-byte line", row);
+    atomic_fetch_add(&build_log.builds, 1);
+    log_build(net);
+    nevo_backend_cpu_ops.build(ctx, r, row, ts, p, net, stream);
+}
+
+static void logged_build_pair(void *ctx, NevoRows *r, int row_plus, int row_minus, const NevoTaskSet *ts,
+                              const NevoPolicy *p, int net, int stream) {
+    atomic_fetch_add(&build_log.pairs, 1);
+    log_build(net);
+    log_build(net + 1);
+    nevo_backend_cpu_ops.build_pair(ctx, r, row_plus, row_minus, ts, p, net, stream);
+}
+
+static NevoBackendOps logged_ops;
+
+static NevoBackend logged_backend(void) {
+    logged_ops = nevo_backend_cpu_ops;
+    logged_ops.name = "cpu-logged";
+    logged_ops.build = logged_build;
+    logged_ops.build_pair = logged_build_pair;
+    memset(&build_log, 0, sizeof build_log);
+    return (NevoBackend){&logged_ops, nevo_backend_cpu_ops.init()};
+}
+
+static void log_reset(void) {
+    atomic_store(&build_log.builds, 0);
+    atomic_store(&build_log.pairs, 0);
+    atomic_store(&build_log.n, 0);
+}
+
+/* Evaluates the tasks for threads 1..3, slots 1, 3, 16 and pipeline depths 1, 2, 4
+ * against the reference: the networks given as rows (read in place), and as recipes
+ * with their three episodes each (built first, once per network: a pair in one pass)
+ * and with one episode each (built as each episode starts). */
 static void check_env_against_reference(const char *name, int max_steps, int want_limit) {
     NevoEnv *env = open_env(name);
     nevo_env_set_max_steps(env, max_steps);
@@ -128,12 +214,14 @@ static void check_env_against_reference(const char *name, int max_steps, int wan
     NevoPolicy *p = small_policy(env);
     size_t stride;
     float *params = population(p, &stride);
+    Recipes rc;
+    recipes_open(&rc, env, p, params, stride);
     NevoTask tasks[N_TASKS];
     make_tasks(tasks, 0);
     NevoEpisode ref[N_TASKS];
     int capped = 0, terminated = 0;
     for (int i = 0; i < N_TASKS; i++) {
-        ref_episode(env, p, params, stride, &tasks[i], &ref[i], NULL);
+        ref_episode(env, p, rc.built, p->nparams, &tasks[i], &ref[i], NULL);
         CHECK_MSG(ref[i].length >= 1 && ref[i].length <= want_limit, "%s task %d length %d", name, i,
                   ref[i].length);
         if (!ref[i].terminated) {
@@ -144,48 +232,63 @@ static void check_env_against_reference(const char *name, int max_steps, int wan
             terminated++;
         }
     }
+    /* the first episode of each network, one task per network: the built layout */
+    NevoTask firsts[N_NETS];
+    NevoEpisode ref_firsts[N_NETS];
+    for (int i = 0, n = 0; i < N_TASKS; i++)
+        if (tasks[i].seed == nevo_rng_derive(99, NEVO_RNG_ENV_SEED, 0, (uint32_t)tasks[i].net, 0))
+            firsts[n] = tasks[i], ref_firsts[n++] = ref[i];
+    NevoTaskSet all = rc.ts, one = rc.ts;
+    all.n_tasks = N_TASKS, all.tasks = tasks;
+    one.n_tasks = N_NETS, one.tasks = firsts;
+    NevoBackend logged = logged_backend();
     static const int threads[3] = {1, 2, 3}, slots[3] = {1, 3, 16}, depths[3] = {1, 2, 4};
     for (int a = 0; a < 3; a++) {
         NevoPool *pool = nevo_pool_new(threads[a]);
         for (int b = 0; b < 3; b++) {
             NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, slots[b]);
+            nevo_evaluator_set_backend(ev, &logged);
             for (int c = 0; c < 3; c++) {
                 if (depths[c] > 1 && slots[b] != 3) continue; /* pipelined: one slot count */
                 nevo_evaluator_set_pipeline(ev, depths[c]);
                 NevoEpisode res[N_TASKS];
-                memset(res, 0xCD, sizeof res);
                 NevoError err = {0};
-                CHECK_MSG(nevo_evaluate(ev, params, stride, tasks, N_TASKS, res, NULL, &err) == NEVO_OK,
-                          "%s: %s", name, err.msg);
                 char what[128];
                 snprintf(what, sizeof what, "%s, %d threads, %d slots, pipeline depth %d", name, threads[a],
                          slots[b], depths[c]);
-                for (int i = 0; i < N_TASKS; i++) check_same_episode(&res[i], &ref[i], i, what);
-                /* a second call on the same evaluator gives the same results */
-                memset(res, 0xCD, sizeof res);
-                CHECK(nevo_evaluate(ev, params, stride, tasks, N_TASKS, res, NULL, &err) == NEVO_OK);
-                for (int i = 0; i < N_TASKS; i++) check_same_episode(&res[i], &ref[i], i, what);
-                /* built as each episode starts, twice (the rows are reused), then given again */
+                /* twice each: the rows, buffers and queue are reused from call to call */
                 for (int rep = 0; rep < 2; rep++) {
-                    RowSource rs = {params, stride, p->nparams, 0};
+                    log_reset();
                     memset(res, 0xCD, sizeof res);
-                    CHECK_MSG(nevo_evaluate_built(ev, build_from_rows, &rs, tasks, N_TASKS, res, NULL, &err) ==
-                                  NEVO_OK, "%s, built: %s", what, err.msg);
-                    CHECK_EQ_INT(atomic_load(&rs.builds), N_TASKS); /* one build per episode */
+                    CHECK_MSG(nevo_evaluate(ev, rc.built, p->nparams, tasks, N_TASKS, res, NULL, &err) == NEVO_OK,
+                              "%s: %s", what, err.msg);
                     for (int i = 0; i < N_TASKS; i++) check_same_episode(&res[i], &ref[i], i, what);
+                    CHECK_EQ_INT(atomic_load(&build_log.n), 0); /* read in place */
+                    memset(res, 0xCD, sizeof res);
+                    CHECK_MSG(nevo_evaluate_tasks(ev, &all, res, NULL, &err) == NEVO_OK, "%s, recipes: %s", what,
+                              err.msg);
+                    for (int i = 0; i < N_TASKS; i++) check_same_episode(&res[i], &ref[i], i, what);
+                    CHECK_EQ_INT(atomic_load(&build_log.n), N_NETS); /* once per network */
+                    CHECK_EQ_INT(atomic_load(&build_log.pairs), N_NETS / 4);
+                    log_reset();
+                    memset(res, 0xCD, sizeof res);
+                    CHECK_MSG(nevo_evaluate_tasks(ev, &one, res, NULL, &err) == NEVO_OK, "%s, one each: %s", what,
+                              err.msg);
+                    for (int i = 0; i < N_NETS; i++) check_same_episode(&res[i], &ref_firsts[i], i, what);
+                    CHECK_EQ_INT(atomic_load(&build_log.builds), N_NETS); /* as each episode starts */
+                    CHECK_EQ_INT(atomic_load(&build_log.pairs), 0);
                 }
-                memset(res, 0xCD, sizeof res);
-                CHECK(nevo_evaluate(ev, params, stride, tasks, N_TASKS, res, NULL, &err) == NEVO_OK);
-                for (int i = 0; i < N_TASKS; i++) check_same_episode(&res[i], &ref[i], i, what);
             }
             nevo_evaluator_free(ev);
         }
         nevo_pool_free(pool);
     }
+    logged_ops.done(logged.ctx);
     /* the cases must exercise what they are meant to */
     if (strcmp(name, "Pendulum-v1") == 0) CHECK_EQ_INT(capped, N_TASKS);
     else CHECK_MSG(capped > 0 && terminated > 0, "%s (limit %d): %d capped, %d terminated", name,
                    want_limit, capped, terminated);
+    recipes_close(&rc);
     free(params);
     nevo_policy_free(p);
     nevo_env_free(env);
@@ -198,68 +301,61 @@ TEST(eval_max_steps_caps_episodes) {
     check_env_against_reference("Pendulum-v1", 50, 50);
 }
 
-/* NEVO_TASK_WITH_NEXT: a flagged task's successor is built next by the same worker (the
- * build right after it in that worker's sequence), and the results are the reference's.
- * One task per network, so a build names its task; every even task flagged, and the
- * last one too (it has no successor: taken alone). Fused layout, 1-3 threads, 1, 3 and
- * 16 slots. */
-typedef struct BuildLog {
-    RowSource rows;
-    atomic_int n;
-    int net[N_NETS], worker[N_NETS];
-} BuildLog;
-
-static _Thread_local int log_worker = -1;
-static atomic_int log_workers;
-
-static void build_logged(void *ctx, int net, float *theta) {
-    BuildLog *lg = ctx;
-    if (log_worker < 0) log_worker = atomic_fetch_add(&log_workers, 1);
-    build_from_rows(&lg->rows, net, theta);
-    int k = atomic_fetch_add(&lg->n, 1);
-    lg->net[k] = net, lg->worker[k] = log_worker;
-}
-
-TEST(eval_task_with_next_runs_next_on_the_same_worker) {
+/* An antithetic pair with one episode each is taken by one worker: the second is built
+ * right after the first in that worker's sequence (the noise slice both read is then
+ * likely still in its cache), and the results are the reference's. N_NETS networks
+ * from one base, all pairs; fused layout, 1-3 threads, 1, 3 and 16 slots. */
+TEST(eval_pairs_run_on_the_same_worker) {
     NevoEnv *env = open_env("CartPole-v1");
     NevoPolicy *p = small_policy(env);
     size_t stride;
     float *params = population(p, &stride);
+    Recipes rc;
+    recipes_open(&rc, env, p, params, stride);
+    for (int j = 0; j < N_NETS; j++)
+        rc.nets[j] = (NevoNet){.kind = NEVO_NET_PERTURBED, .base = 7, .purpose = NEVO_RNG_ES_NOISE, .generation = 2,
+                               .individual = (uint32_t)(j / 2), .sigma = 0.1f, .sign = j % 2 ? -1 : 1};
+    for (int j = 0; j < N_NETS; j++) nevo_taskset_build(&rc.ts, p, j, rc.built + (size_t)j * p->nparams, 0);
     NevoTask tasks[N_NETS];
     NevoEpisode ref[N_NETS];
     for (int i = 0; i < N_NETS; i++) {
         tasks[i].net = i;
-        tasks[i].flags = i % 2 == 0 || i == N_NETS - 1 ? NEVO_TASK_WITH_NEXT : 0;
-        tasks[i].seed = nevo_rng_derive(5, NEVO_RNG_ENV_SEED, 0, (uint32_t)i, 0);
-        ref_episode(env, p, params, stride, &tasks[i], &ref[i], NULL);
+        tasks[i].flags = 0;
+        tasks[i].seed = nevo_rng_derive(5, NEVO_RNG_ENV_SEED, 0, (uint32_t)(i / 2), 0);
+        ref_episode(env, p, rc.built, p->nparams, &tasks[i], &ref[i], NULL);
     }
+    rc.ts.n_tasks = N_NETS, rc.ts.tasks = tasks;
+    NevoBackend logged = logged_backend();
     static const int threads[3] = {1, 2, 3}, slots[3] = {1, 3, 16};
     for (int a = 0; a < 3; a++) {
         NevoPool *pool = nevo_pool_new(threads[a]);
         for (int b = 0; b < 3; b++) {
             NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, slots[b]);
-            BuildLog lg = {{params, stride, p->nparams, 0}, 0, {0}, {0}};
+            nevo_evaluator_set_backend(ev, &logged);
+            log_reset();
             NevoEpisode res[N_NETS];
             memset(res, 0xCD, sizeof res);
             NevoError err = {0};
-            CHECK_MSG(nevo_evaluate_built(ev, build_logged, &lg, tasks, N_NETS, res, NULL, &err) == NEVO_OK, "%s",
-                      err.msg);
+            CHECK_MSG(nevo_evaluate_tasks(ev, &rc.ts, res, NULL, &err) == NEVO_OK, "%s", err.msg);
             char what[96];
-            snprintf(what, sizeof what, "with next, %d threads, %d slots", threads[a], slots[b]);
+            snprintf(what, sizeof what, "pairs, %d threads, %d slots", threads[a], slots[b]);
             for (int i = 0; i < N_NETS; i++) check_same_episode(&res[i], &ref[i], i, what);
-            CHECK_EQ_INT(atomic_load(&lg.n), N_NETS);
+            CHECK_EQ_INT(atomic_load(&build_log.n), N_NETS);
             for (int k = 0; k < N_NETS; k++) {
-                int t = lg.net[k];
-                if (t % 2 != 0 || t + 1 >= N_NETS) continue;
-                int next = -1; /* the same worker's next build */
+                int t = build_log.net[k];
+                if (t % 2 != 0) continue;
+                int next = -1; /* the same thread's next build */
                 for (int q = k + 1; q < N_NETS && next < 0; q++)
-                    if (lg.worker[q] == lg.worker[k]) next = lg.net[q];
-                CHECK_MSG(next == t + 1, "%s: task %d was followed on its worker by %d, not %d", what, t, next, t + 1);
+                    if (build_log.thread[q] == build_log.thread[k]) next = build_log.net[q];
+                CHECK_MSG(next == t + 1, "%s: network %d was followed on its worker by %d, not %d", what, t, next,
+                          t + 1);
             }
             nevo_evaluator_free(ev);
         }
         nevo_pool_free(pool);
     }
+    logged_ops.done(logged.ctx);
+    recipes_close(&rc);
     free(params);
     nevo_policy_free(p);
     nevo_env_free(env);
@@ -658,10 +754,17 @@ TEST(eval_timing_sums_and_changes_nothing) {
         if (depth > 1) /* thread 0 runs every forward, thread 1 every env step */
             CHECK(t.forward_s <= t.wall_s * 1.0001 && t.env_s <= t.wall_s * 1.0001);
         /* built as each episode starts: the builds are timed apart from the env steps */
+        Recipes rc;
+        recipes_open(&rc, env, p, params, stride);
+        NevoTask firsts[N_NETS];
+        for (int j = 0; j < N_NETS; j++)
+            firsts[j] = (NevoTask){j, 0, nevo_rng_derive(99, NEVO_RNG_ENV_SEED, 0, (uint32_t)j, 0)};
+        rc.ts.n_tasks = N_NETS, rc.ts.tasks = firsts;
+        CHECK(nevo_evaluate(ev, rc.built, p->nparams, firsts, N_NETS, plain, NULL, &err) == NEVO_OK);
         nevo_evaluator_set_timing(ev, 1); /* zeroes */
-        RowSource rs = {params, stride, p->nparams, 0};
-        CHECK(nevo_evaluate_built(ev, build_from_rows, &rs, tasks, N_TASKS, timed, NULL, &err) == NEVO_OK);
-        for (int i = 0; i < N_TASKS; i++) check_same_episode(&timed[i], &plain[i], i, "built, timing on");
+        CHECK(nevo_evaluate_tasks(ev, &rc.ts, timed, NULL, &err) == NEVO_OK);
+        for (int i = 0; i < N_NETS; i++) check_same_episode(&timed[i], &plain[i], i, "built, timing on");
+        recipes_close(&rc);
         nevo_evaluator_times(ev, &t);
         CHECK(t.calls == 1 && t.forward_s > 0.0 && t.env_s > 0.0 && t.build_s > 0.0);
         CHECK_MSG(t.forward_s + t.env_s + t.build_s <= t.threads * t.wall_s * 1.0001,

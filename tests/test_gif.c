@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "io/gif.h"
+#include "cli/gif.h"
 #include "nevo/env.h"
 #include "nevo/rng.h"
 

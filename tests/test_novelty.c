@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "algo/algo_internal.h"
+#include "nevo/algo.h"
 #include "harness.h"
 #include "nevo/novelty.h"
 #include "nevo/rng.h"
@@ -409,7 +409,7 @@ static void stack_open(Stack *s, const NevoConfig *cfg, NevoEnv *env, int thread
     s->pool = nevo_pool_new(threads);
     s->ev = nevo_evaluator_new(env, s->policy, s->pool, 0);
     s->noise = nevo_noise_new(nevo_noise_auto_size(s->policy->nparams), s->pool);
-    CHECK_MSG(nevo_algo_new(&s->cfg, env, s->policy, s->noise, s->ev, &s->algo, &err) == NEVO_OK, "%s", err.msg);
+    CHECK_MSG(nevo_algo_new(&s->cfg, env, s->policy, s->noise, s->pool, &s->algo, &err) == NEVO_OK, "%s", err.msg);
 }
 
 static void stack_close(Stack *s) {
@@ -474,7 +474,7 @@ static void maze_config(NevoConfig *cfg, const char *algo) {
 
 static void generation(Stack *s, NevoGenStats *gs) {
     NevoError err = {0};
-    CHECK_MSG(nevo_algo_generation(s->algo, gs, &err) == NEVO_OK, "%s", err.msg);
+    CHECK_MSG(nevo_train_generation(s->algo, s->ev, gs, &err) == NEVO_OK, "%s", err.msg);
 }
 
 /* One episode of theta run here, step by step, on the stack's env: return and BC. */

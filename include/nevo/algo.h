@@ -1,14 +1,25 @@
-/* Training algorithms behind one interface: Deep GA, random search (the GA with no
- * parents) and OpenAI ES. An algorithm owns its population and state; each call of
- * nevo_algo_generation runs one generation through the evaluator. Its whole state
- * serialises into a checkpoint, from which a resumed run continues bit-identically. */
+/* Training algorithms: Deep GA, random search and GA-NS; OpenAI ES and the NS-ES
+ * family. One registry (algo.c) lists them with their config sections and checks.
+ *
+ * An algorithm never runs an episode itself: it asks for evaluations and is told their
+ * results. A generation is one or more rounds of
+ *     ts = nevo_algo_ask(a);                        what to evaluate (tasks.h: plain data)
+ *     ... run ts's episodes anywhere (nevo_evaluate_tasks, another process) ...
+ *     nevo_algo_tell(a, results, task_stats, &stats, &done);
+ * until done (the GA evaluates its children, then its elite candidates; ES its
+ * perturbations, then its updated mean). nevo_train_generation (train.h) is that loop
+ * over an evaluator. An algorithm's whole state serialises into a checkpoint, from
+ * which a resumed run continues bit-identically. */
 #ifndef NEVO_ALGO_H
 #define NEVO_ALGO_H
 
 #include "nevo/config.h"
-#include "nevo/eval.h"
+#include "nevo/env.h"
 #include "nevo/io.h"
+#include "nevo/noise.h"
 #include "nevo/policy.h"
+#include "nevo/tasks.h"
+#include "nevo/threads.h"
 
 /* What one generation reports (a line of metrics.jsonl). */
 typedef struct NevoGenStats {
@@ -24,18 +35,60 @@ typedef struct NevoGenStats {
     float bc[NEVO_ENV_MAX_BC]; /* ES the updated mean's, GA the fittest child's */
 } NevoGenStats;
 
+/* --- the registry ---------------------------------------------------------------- */
+
+#define NEVO_ALGO_NOVELTY 1u  /* scores behaviours: needs an env with a behaviour
+                                 characterisation, reports archive and novelty */
+#define NEVO_ALGO_OBS_NORM 2u /* honours es.obs_norm (observation normalisation) */
+
+typedef struct NevoAlgoInfo {
+    const char *name;     /* the config's `algo` */
+    const char *summary;  /* one line, for help texts */
+    const char *sections; /* the config sections it reads, e.g. "ga ns" */
+    unsigned flags;       /* NEVO_ALGO_* */
+} NevoAlgoInfo;
+
+int nevo_algo_count(void);
+const NevoAlgoInfo *nevo_algo_info(int i); /* 0 <= i < nevo_algo_count() */
+/* The entry named `name`, or NULL. */
+const NevoAlgoInfo *nevo_algo_find(const char *name);
+/* Every check that depends on the algorithm: its name, its sections' cross-key rules
+ * and, given the env's spec, what it needs of the env. One line naming the problem. */
+NevoStatus nevo_algo_check(const NevoConfig *cfg, const NevoEnvSpec *spec, NevoError *err);
+/* Bytes the largest buffers of a run of this config take for a network of nparams
+ * parameters: the noise table, the evaluator's rows and population (episodes > 1), and
+ * the algorithm's own state (the GA's parents and elite, the ES agents with their
+ * Adam moments). An estimate, a lower bound of what the run allocates. */
+double nevo_algo_memory_bytes(const NevoConfig *cfg, size_t nparams);
+/* nevo_config_check_params, and nevo_config_memory_limit of nevo_algo_memory_bytes:
+ * training and checkpoint loading check it before they allocate. */
+NevoStatus nevo_algo_check_memory(const NevoConfig *cfg, size_t nparams, NevoError *err);
+/* Whether the config's policy normalises its observations (the flag nevo_policy_new
+ * takes): es.obs_norm under an algorithm that honours it. */
+int nevo_algo_obs_norm(const NevoConfig *cfg);
+
+/* --- an algorithm ------------------------------------------------------------------ */
+
 typedef struct NevoAlgo NevoAlgo;
 
-/* Creates the algorithm named by cfg->algo. The policy is borrowed (ES updates its
- * observation normalisation); the evaluator must be built for env and policy. */
-NevoStatus nevo_algo_new(const NevoConfig *cfg, const NevoEnv *env, NevoPolicy *policy,
-                         const NevoNoise *noise, NevoEvaluator *ev, NevoAlgo **out, NevoError *err);
+/* Creates the algorithm cfg->algo names (after nevo_algo_check). Borrowed: the policy
+ * (ES updates its observation normalisation), the noise table, and the pool its own
+ * parallel work runs on (building parents, novelty, the ES gradient). */
+NevoStatus nevo_algo_new(const NevoConfig *cfg, const NevoEnv *env, NevoPolicy *policy, const NevoNoise *noise,
+                         NevoPool *pool, NevoAlgo **out, NevoError *err);
 void nevo_algo_free(NevoAlgo *a);
 
-/* Runs one generation. After an error (an env's NaN: NEVO_ERR_NUMERIC) the generation
- * may be partly applied (ES has updated its mean before evaluating it): free the
- * algorithm, or restore its last checkpoint, rather than going on or saving it. */
-NevoStatus nevo_algo_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err);
+/* The evaluation the current generation needs next. The set and what it points to
+ * stay valid, unchanged, until the nevo_algo_tell that answers it; asking again
+ * before that gives the same set. */
+const NevoTaskSet *nevo_algo_ask(NevoAlgo *a);
+/* The results of the last set asked for (results[i] for task i; task_stats: those of
+ * tasks flagged NEVO_TASK_RECORD_OBS, else NULL). Sets *done when the generation is
+ * complete, and then fills stats. NEVO_ERR_INVALID where the results cannot be this
+ * set's (a negative length, a non-finite return). */
+NevoStatus nevo_algo_tell(NevoAlgo *a, const NevoEpisode *results, const NevoObsStats *task_stats,
+                          NevoGenStats *stats, int *done, NevoError *err);
+
 /* Generations completed so far. */
 int nevo_algo_generations_done(const NevoAlgo *a);
 /* Parameters of the current best policy (GA elite, ES mean), nparams floats. Also
@@ -47,7 +100,7 @@ void nevo_algo_best(const NevoAlgo *a, float *theta);
 const float *nevo_algo_behaviours(const NevoAlgo *a, int *n);
 const float *nevo_algo_archive(const NevoAlgo *a, int *n);
 
-/* Whole algorithm state, for checkpoints. */
+/* Whole algorithm state, for checkpoints: taken between generations. */
 void nevo_algo_save(const NevoAlgo *a, NevoBuf *buf);
 NevoStatus nevo_algo_load(NevoAlgo *a, NevoReader *r, NevoError *err);
 

@@ -1,5 +1,6 @@
-/* The population evaluator: runs a list of episodes, each with its own network and
- * seed, over the thread pool.
+/* The population evaluator: runs a task set's episodes (tasks.h), each with its own
+ * network and seed, over the thread pool, the networks computed on a backend
+ * (backend.h); and the evaluation of one policy.
  *
  * Each worker keeps a fixed number of episode slots; all live slots go through the
  * policy in one batched forward call (each row its own network), then each env steps;
@@ -7,38 +8,18 @@
  * running episodes are computed and no batch waits for its slowest episode.
  *
  * An episode's outcome is a function of its task alone (network parameters, seed), so
- * results are bit-identical whatever the thread count, slot count, pipeline depth or
- * scheduling. */
+ * results are bit-identical whatever the thread count, slot count, pipeline depth,
+ * scheduling, or where the networks were built. */
 #ifndef NEVO_EVAL_H
 #define NEVO_EVAL_H
 
 #include <stdint.h>
 
+#include "nevo/backend.h"
 #include "nevo/env.h"
 #include "nevo/policy.h"
+#include "nevo/tasks.h"
 #include "nevo/threads.h"
-
-#define NEVO_TASK_RECORD_OBS 1u /* add this episode's observations to its NevoObsStats */
-/* The next task is built from the same sources (an ES pair: theta + sigma eps, then
- * theta - sigma eps): whoever takes this task takes that one too, and starts it next in
- * the same batch (with one slot, once this task's episode ends), so the sources are
- * likely still in that core's cache rather than read again from memory. At the end of
- * a queue the pair cannot be split between workers. Changes no result. */
-#define NEVO_TASK_WITH_NEXT 2u
-
-/* One episode to run: which network (a row of the parameter matrix) and its seed. */
-typedef struct NevoTask {
-    int net;
-    uint32_t flags;
-    uint64_t seed;
-} NevoTask;
-
-typedef struct NevoEpisode {
-    double ret;       /* sum of rewards */
-    int length;       /* steps */
-    int terminated;   /* 1 if it ended by termination, 0 by time limit or cap */
-    float bc[NEVO_ENV_MAX_BC];
-} NevoEpisode;
 
 typedef struct NevoEvaluator NevoEvaluator;
 
@@ -50,6 +31,10 @@ typedef struct NevoEvaluator NevoEvaluator;
 NevoEvaluator *nevo_evaluator_new(const NevoEnv *env, const NevoPolicy *policy, NevoPool *pool,
                                   int slots);
 void nevo_evaluator_free(NevoEvaluator *ev);
+/* The backend the networks are computed on: the CPU's unless set (borrowed; it must
+ * outlive the evaluator). */
+void nevo_evaluator_set_backend(NevoEvaluator *ev, NevoBackend *backend);
+NevoBackend *nevo_evaluator_backend(const NevoEvaluator *ev);
 /* Live episodes per worker (the slots given, or the default chosen). */
 int nevo_evaluator_slots(const NevoEvaluator *ev);
 /* The pool the evaluator runs on (for other parallel work of the same run). */
@@ -75,35 +60,56 @@ void nevo_evaluator_set_progress(NevoEvaluator *ev, NevoProgressFn fn, void *ctx
  * (benchmarks); it never changes results. */
 typedef struct NevoEvalTimes {
     double wall_s, forward_s, env_s;
-    double build_s; /* thread-seconds building parameters (nevo_evaluate_built) */
+    double build_s; /* thread-seconds building networks */
     long long frames;
     int threads, calls;
 } NevoEvalTimes;
 void nevo_evaluator_set_timing(NevoEvaluator *ev, int on); /* also zeroes the sums */
 void nevo_evaluator_times(const NevoEvaluator *ev, NevoEvalTimes *out);
 
-/* Runs tasks[0..n) and writes results[i] for task i. params: the population matrix,
- * row j at params + j * stride. task_stats: NULL, or an array of n stats of which those
- * of tasks flagged NEVO_TASK_RECORD_OBS are filled (caller merges them in task order).
- * Fails with NEVO_ERR_NUMERIC (naming env, task and step) if an env or the policy
- * produces NaN or infinity. */
-NevoStatus nevo_evaluate(NevoEvaluator *ev, const float *params, size_t stride,
-                         const NevoTask *tasks, int n, NevoEpisode *results,
-                         NevoObsStats *task_stats, NevoError *err);
+/* Runs the set's tasks and writes results[i] for task i. task_stats: NULL, or an array
+ * of n_tasks stats of which those of tasks flagged NEVO_TASK_RECORD_OBS, initialised by
+ * the caller, gain their episode's observations. Fails with NEVO_ERR_INVALID where the
+ * set does not fit the policy and env (nevo_taskset_check), and with NEVO_ERR_NUMERIC
+ * (naming env, network, seed and step) if an env or the policy produces NaN or infinity.
+ * Every network is read where it is (the set's bases), built as its one episode starts
+ * in the row its slot keeps (into the cache the episode's steps read it from), or, with
+ * several episodes, built once first: the evaluator chooses, no result depends on it. */
+NevoStatus nevo_evaluate_tasks(NevoEvaluator *ev, const NevoTaskSet *ts, NevoEpisode *results,
+                               NevoObsStats *task_stats, NevoError *err);
 
-/* Builds network `net`'s parameters (nparams floats, 64-byte aligned) into theta; called
- * from any worker, so it must be thread-safe, and its result must depend on net alone. */
-typedef void (*NevoBuildFn)(void *ctx, int net, float *theta);
+/* nevo_evaluate_tasks over a parameter matrix: task i runs network row tasks[i].net,
+ * at params + net * stride. */
+NevoStatus nevo_evaluate(NevoEvaluator *ev, const float *params, size_t stride, const NevoTask *tasks, int n,
+                         NevoEpisode *results, NevoObsStats *task_stats, NevoError *err);
 
-/* nevo_evaluate with no parameter matrix: each episode's parameters are built as the
- * episode starts, by the worker that runs it, into a row the slot keeps for the
- * episode (the same results as building every row first and calling nevo_evaluate).
- * For one episode per network (the GA's children): the row is written into the cache
- * and read from there by the episode's steps, where a population built first is
- * written to memory and read back (at MinAtar's 530 KB networks, 256 children are
- * 135 MB each way), and nothing waits for the whole population to be built. Each task
- * builds its own row, so networks with several episodes are built that many times. */
-NevoStatus nevo_evaluate_built(NevoEvaluator *ev, NevoBuildFn build, void *ctx, const NevoTask *tasks, int n,
-                               NevoEpisode *results, NevoObsStats *task_stats, NevoError *err);
+/* --- one policy ------------------------------------------------------------------- */
+
+typedef struct NevoEvalSummary {
+    int episodes;
+    long long frames;
+    double return_mean, return_std, return_min, return_max;
+    double length_mean, length_std;
+} NevoEvalSummary;
+
+/* Evaluates parameters theta for `episodes` episodes whose seeds are named by
+ * (seed, FINAL_EVAL, episode); threads from the pool never change the result. */
+NevoStatus nevo_eval_params(const NevoEnv *env, const NevoPolicy *policy, const float *theta,
+                            NevoPool *pool, int episodes, uint64_t seed, NevoEvalSummary *out,
+                            NevoError *err);
+/* Mean/std summary of finished episodes. */
+void nevo_eval_summarise(const NevoEpisode *eps, int n, NevoEvalSummary *out);
+
+/* Called after reset and after every step of a recorded episode (GIF rendering). */
+typedef void (*NevoFrameFn)(void *ctx, const NevoEnv *env, const void *inst);
+
+/* Runs one episode of theta from env_seed on a fresh instance, single-threaded,
+ * calling frame (if not NULL) after reset and after each step. */
+NevoStatus nevo_rollout_episode(const NevoEnv *env, const NevoPolicy *policy, const float *theta,
+                                uint64_t env_seed, NevoFrameFn frame, void *ctx, NevoEpisode *out,
+                                NevoError *err);
+/* The seed of evaluation episode e under evaluation seed `seed`: the episodes
+ * nevo_eval_params runs, so a recorded episode is one of those evaluated. */
+uint64_t nevo_eval_episode_seed(uint64_t seed, int episode);
 
 #endif

@@ -29,6 +29,13 @@ typedef enum NevoRngPurpose {
     NEVO_RNG_USER = 64,      /* first value free for other modules */
 } NevoRngPurpose;
 
+/* Individual ids of episode-seed streams (NEVO_RNG_ENV_SEED) for episodes that are not
+ * a population member's own: the GA's validation (common to every elite candidate),
+ * the final and `nevo eval` evaluation, and ES's evaluation of its current mean. */
+#define NEVO_STREAM_VALIDATION 0xFFFFFFF0u
+#define NEVO_STREAM_FINAL_EVAL 0xFFFFFFF1u
+#define NEVO_STREAM_CENTER 0xFFFFFFF2u
+
 typedef struct NevoRng {
     uint32_t key[2];
     uint32_t ctr[4]; /* ctr[0] = next block */

@@ -10,34 +10,13 @@
 #define NEVO_TRAIN_H
 
 #include "nevo/algo.h"
-#include "nevo/files.h"
+#include "nevo/eval.h"
+#include "nevo/checkpoint.h"
 
-typedef struct NevoEvalSummary {
-    int episodes;
-    long long frames;
-    double return_mean, return_std, return_min, return_max;
-    double length_mean, length_std;
-} NevoEvalSummary;
-
-/* Evaluates parameters theta for `episodes` episodes whose seeds are named by
- * (seed, FINAL_EVAL, episode); threads from the pool never change the result. */
-NevoStatus nevo_eval_params(const NevoEnv *env, const NevoPolicy *policy, const float *theta,
-                            NevoPool *pool, int episodes, uint64_t seed, NevoEvalSummary *out,
-                            NevoError *err);
-/* Mean/std summary of finished episodes. */
-void nevo_eval_summarise(const NevoEpisode *eps, int n, NevoEvalSummary *out);
-
-/* Called after reset and after every step of a recorded episode (GIF rendering). */
-typedef void (*NevoFrameFn)(void *ctx, const NevoEnv *env, const void *inst);
-
-/* Runs one episode of theta from env_seed on a fresh instance, single-threaded,
- * calling frame (if not NULL) after reset and after each step. */
-NevoStatus nevo_rollout_episode(const NevoEnv *env, const NevoPolicy *policy, const float *theta,
-                                uint64_t env_seed, NevoFrameFn frame, void *ctx, NevoEpisode *out,
-                                NevoError *err);
-/* The seed of evaluation episode e under evaluation seed `seed`: the episodes
- * nevo_eval_params runs, so a recorded episode is one of those evaluated. */
-uint64_t nevo_eval_episode_seed(uint64_t seed, int episode);
+/* One generation of algo, its evaluations run on ev: ask, evaluate, tell until the
+ * algorithm has its generation. After an error the generation is not complete: free
+ * the algorithm, or restore its last checkpoint, rather than going on or saving it. */
+NevoStatus nevo_train_generation(NevoAlgo *algo, NevoEvaluator *ev, NevoGenStats *stats, NevoError *err);
 
 /* Observers of a run (all optional). on_frames is called from worker threads with the
  * frames finished so far in the current generation. */

@@ -1,42 +1,165 @@
-/* Algorithm dispatch and what the algorithms share: rollouts of a set of networks,
- * ranking, centred ranks. */
+/* The algorithm registry, dispatch, and what the algorithms share: task-set layout,
+ * per-network means, rankings. */
+#include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "algo/algo_internal.h"
+#include "core/strutil.h"
 #include "nevo/rng.h"
-#include "nn/kernels.h"
 
-NevoStatus nevo_algo_new(const NevoConfig *cfg, const NevoEnv *env, NevoPolicy *policy,
-                         const NevoNoise *noise, NevoEvaluator *ev, NevoAlgo **out, NevoError *err) {
+/* One line per algorithm: a new one is its own file (its ops, check and constructor)
+ * plus a line here. */
+typedef struct Entry {
+    NevoAlgoInfo info;
+    NevoStatus (*check)(const NevoConfig *cfg, int variant, NevoError *err);
+    NevoStatus (*create)(const NevoAlgo *base, int variant, NevoAlgo **out, NevoError *err);
+    double (*state_bytes)(const NevoConfig *cfg, int variant, size_t nparams);
+    const char *state; /* what state_bytes counts, for messages */
+    int variant;
+} Entry;
+
+static const Entry registry[] = {
+    {{"ga", "Deep GA: truncation selection, elite chosen on validation episodes", "ga", 0}, nevo_ga_check,
+     nevo_ga_new, nevo_ga_state_bytes, "parents (ga.truncation)", NEVO_GA_PLAIN},
+    {{"rs", "random search: every generation fresh random networks, the best kept", "ga", 0}, nevo_ga_check,
+     nevo_ga_new, nevo_ga_state_bytes, "elite", NEVO_GA_RS},
+    {{"ga-ns", "GA selecting parents by novelty (novelty search)", "ga ns", NEVO_ALGO_NOVELTY}, nevo_ga_check,
+     nevo_ga_new, nevo_ga_state_bytes, "parents (ga.truncation)", NEVO_GA_NS},
+    {{"es", "OpenAI ES: antithetic pairs, centred ranks, Adam or SGD (and ARS options)", "es",
+      NEVO_ALGO_OBS_NORM},
+     nevo_es_check, nevo_es_new, nevo_es_state_bytes, "mean and Adam moments", NEVO_ES_PLAIN},
+    {{"ns-es", "ES agents following novelty", "es ns", NEVO_ALGO_NOVELTY}, nevo_es_check, nevo_es_new,
+     nevo_es_state_bytes, "agents (ns.meta_population)", NEVO_ES_NS},
+    {{"nsr-es", "ES agents following novelty and reward, half each", "es ns", NEVO_ALGO_NOVELTY}, nevo_es_check,
+     nevo_es_new, nevo_es_state_bytes, "agents (ns.meta_population)", NEVO_ES_NSR},
+    {{"nsra-es", "ES agents following an adaptive mix of novelty and reward", "es ns", NEVO_ALGO_NOVELTY},
+     nevo_es_check, nevo_es_new, nevo_es_state_bytes, "agents (ns.meta_population)", NEVO_ES_NSRA},
+};
+#define N_ALGOS ((int)(sizeof registry / sizeof registry[0]))
+
+int nevo_algo_count(void) { return N_ALGOS; }
+
+const NevoAlgoInfo *nevo_algo_info(int i) { return i >= 0 && i < N_ALGOS ? &registry[i].info : NULL; }
+
+static const Entry *find(const char *name) {
+    for (int i = 0; i < N_ALGOS; i++)
+        if (strcmp(registry[i].info.name, name) == 0) return &registry[i];
+    return NULL;
+}
+
+const NevoAlgoInfo *nevo_algo_find(const char *name) {
+    const Entry *e = find(name);
+    return e ? &e->info : NULL;
+}
+
+NevoStatus nevo_algo_check(const NevoConfig *cfg, const NevoEnvSpec *spec, NevoError *err) {
+    const Entry *e = find(cfg->algo);
+    if (!e) {
+        char names[256] = "";
+        const char *list[N_ALGOS];
+        for (int i = 0; i < N_ALGOS; i++) {
+            size_t used = strlen(names);
+            snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "", registry[i].info.name);
+            list[i] = registry[i].info.name;
+        }
+        const char *close = nevo_closest(cfg->algo, list, N_ALGOS);
+        if (close)
+            return nevo_error(err, NEVO_ERR_NOTFOUND, "algo = '%s' is not one of %s (did you mean %s?)", cfg->algo,
+                              names, close);
+        return nevo_error(err, NEVO_ERR_NOTFOUND, "algo = '%s' is not one of %s", cfg->algo, names);
+    }
+    NevoStatus st = e->check(cfg, e->variant, err);
+    if (st) return st;
+    if (spec && (e->info.flags & NEVO_ALGO_NOVELTY) && (spec->bc_dim < 1 || spec->bc_dim > NEVO_ENV_MAX_BC))
+        return nevo_error(err, NEVO_ERR_INVALID, "%s needs a behaviour characterisation, but %s declares none",
+                          cfg->algo, spec->name);
+    return NEVO_OK;
+}
+
+double nevo_algo_memory_bytes(const NevoConfig *cfg, size_t nparams) {
+    const Entry *e = find(cfg->algo);
+    double row = 4.0 * (double)nparams, P = cfg->population;
+    size_t table = cfg->noise_table_floats > 0 ? (size_t)cfg->noise_table_floats : nevo_noise_auto_size(nparams);
+    double threads = cfg->threads > 0 ? cfg->threads : nevo_cpu_count();
+    double bytes = 4.0 * (double)table;
+    bytes += threads * 16 * row;             /* the evaluator: a built row per episode slot */
+    bytes += 64 * P;                         /* fitness, order, genomes, ... per individual */
+    if (cfg->episodes > 1) bytes += P * row; /* the evaluator's networks built first */
+    return bytes + (e ? e->state_bytes(cfg, e->variant, nparams) : 0.0);
+}
+
+NevoStatus nevo_algo_check_memory(const NevoConfig *cfg, size_t nparams, NevoError *err) {
+    NevoStatus st = nevo_config_check_params(nparams, err);
+    if (st) return st;
+    const Entry *e = find(cfg->algo);
+    char what[160];
+    snprintf(what, sizeof what, "noise table, population %d, %s of a network of %zu parameters", cfg->population,
+             e ? e->state : "state", nparams);
+    return nevo_config_memory_limit(nevo_algo_memory_bytes(cfg, nparams), what, err);
+}
+
+int nevo_algo_obs_norm(const NevoConfig *cfg) {
+    const Entry *e = find(cfg->algo);
+    return e && (e->info.flags & NEVO_ALGO_OBS_NORM) && cfg->es.obs_norm;
+}
+
+NevoStatus nevo_algo_new(const NevoConfig *cfg, const NevoEnv *env, NevoPolicy *policy, const NevoNoise *noise,
+                         NevoPool *pool, NevoAlgo **out, NevoError *err) {
     *out = NULL;
-    NevoAlgo base = {NULL, cfg, env, policy, noise, ev, 0, 0.0, NULL, 0};
+    const NevoEnvSpec *spec = nevo_env_spec(env);
+    NevoStatus st = nevo_algo_check(cfg, spec, err);
+    if (st) return st;
     if (noise->size <= policy->nparams)
         return nevo_error(err, NEVO_ERR_INVALID,
                           "noise_table_floats (%zu) must exceed the network's %zu parameters", noise->size,
                           policy->nparams);
-    int novelty = strstr(cfg->algo, "ns") != NULL;
-    int bc_dim = nevo_env_spec(env)->bc_dim;
-    if (novelty && (bc_dim < 1 || bc_dim > NEVO_ENV_MAX_BC))
-        return nevo_error(err, NEVO_ERR_INVALID, "%s needs a behaviour characterisation, but %s declares none",
-                          cfg->algo, nevo_env_spec(env)->name);
-    if (strcmp(cfg->algo, "ga") == 0 || strcmp(cfg->algo, "rs") == 0 || strcmp(cfg->algo, "ga-ns") == 0)
-        return nevo_ga_new(&base, out, err);
-    if (strstr(cfg->algo, "es")) return nevo_es_new(&base, out, err);
-    return nevo_error(err, NEVO_ERR_NOTFOUND, "unknown algorithm '%s' (use ga, es or rs)", cfg->algo);
+    const Entry *e = find(cfg->algo);
+    NevoAlgo base;
+    memset(&base, 0, sizeof base);
+    base.info = &e->info;
+    base.cfg = cfg;
+    base.env = env;
+    base.bc_dim = spec->bc_dim;
+    base.policy = policy;
+    base.noise = noise;
+    base.pool = pool;
+    return e->create(&base, e->variant, out, err);
 }
 
 void nevo_algo_free(NevoAlgo *a) {
-    if (a) a->ops->free(a);
+    if (!a) return;
+    free(a->nets);
+    free(a->tasks);
+    a->ops->free(a);
 }
 
-NevoStatus nevo_algo_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err) {
-    memset(stats, 0, sizeof *stats);
-    stats->generation = a->generation;
-    NevoStatus st = a->ops->generation(a, stats, err);
-    if (st == NEVO_OK) a->generation++;
-    return st;
+const NevoTaskSet *nevo_algo_ask(NevoAlgo *a) {
+    if (!a->asked) {
+        a->ops->ask(a);
+        a->asked = 1;
+    }
+    return &a->ts;
+}
+
+NevoStatus nevo_algo_tell(NevoAlgo *a, const NevoEpisode *results, const NevoObsStats *task_stats,
+                          NevoGenStats *stats, int *done, NevoError *err) {
+    *done = 0;
+    if (!a->asked) return nevo_error(err, NEVO_ERR_INVALID, "nevo_algo_tell without an evaluation asked for");
+    for (int t = 0; t < a->ts.n_tasks; t++)
+        if (results[t].length < 0 || !isfinite(results[t].ret))
+            return nevo_error(err, NEVO_ERR_INVALID, "result of task %d is not an episode's (length %d, return %g)",
+                              t, results[t].length, results[t].ret);
+    a->asked = 0;
+    if (!a->ops->tell(a, results, task_stats)) return NEVO_OK;
+    *stats = a->stats;
+    a->generation++;
+    memset(&a->stats, 0, sizeof a->stats);
+    a->stats.generation = a->generation;
+    *done = 1;
+    return NEVO_OK;
 }
 
 int nevo_algo_generations_done(const NevoAlgo *a) { return a->generation; }
@@ -51,116 +174,84 @@ void nevo_algo_save(const NevoAlgo *a, NevoBuf *buf) {
 }
 
 NevoStatus nevo_algo_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
-    a->generation = (int)nevo_read_u32(r);
+    uint32_t g = nevo_read_u32(r);
+    if (g > (uint32_t)INT32_MAX)
+        return nevo_error(err, NEVO_ERR_CORRUPT, "algorithm state: generation counter %u is out of range", g);
+    a->generation = (int)g;
+    a->asked = 0;
+    memset(&a->stats, 0, sizeof a->stats);
+    a->stats.generation = a->generation;
     return a->ops->load(a, r, err);
 }
 
-NevoStatus nevo_algo_rollouts_built(NevoAlgo *a, const float *params, NevoBuildFn build, void *build_ctx, int n,
-                                    const int *queue, int episodes, uint32_t generation, const uint32_t *stream_ids,
-                                    double *fitness, float *bc, NevoGenStats *stats, NevoObsStats *obs,
-                                    double obs_prob, NevoError *err) {
-    int n_tasks = n * episodes;
-    /* pairs are networks 2i and 2i + 1 next to each other in the queue: ascending only */
-    NEVO_ASSERT(!(queue && a->pairs));
-    NevoTask *tasks = nevo_alloc(sizeof(NevoTask) * (size_t)n_tasks);
-    NevoEpisode *results = nevo_alloc(sizeof(NevoEpisode) * (size_t)n_tasks);
-    NevoObsStats *task_stats = NULL;
-    for (int i = 0; i < n; i++) {
-        uint32_t id = stream_ids ? stream_ids[i] : (uint32_t)i;
+/* --- task sets --------------------------------------------------------------------- */
+
+NevoNet *nevo_algo_tasks(NevoAlgo *a, int n_nets, int episodes, uint32_t generation, const uint32_t *ids) {
+    int n_tasks = n_nets * episodes;
+    if (n_nets > a->nets_cap) {
+        free(a->nets);
+        a->nets = nevo_alloc(sizeof(NevoNet) * (size_t)n_nets);
+        a->nets_cap = n_nets;
+    }
+    if (n_tasks > a->tasks_cap) {
+        free(a->tasks);
+        a->tasks = nevo_alloc(sizeof(NevoTask) * (size_t)n_tasks);
+        a->tasks_cap = n_tasks;
+    }
+    memset(a->nets, 0, sizeof(NevoNet) * (size_t)n_nets);
+    for (int i = 0; i < n_nets; i++) {
+        uint32_t id = ids ? ids[i] : (uint32_t)i;
         for (int e = 0; e < episodes; e++) {
-            NevoTask *t = &tasks[i * episodes + e];
+            NevoTask *t = &a->tasks[i * episodes + e];
             t->net = i;
+            t->flags = 0;
             t->seed = nevo_rng_derive(a->cfg->seed, NEVO_RNG_ENV_SEED, generation, id, (uint32_t)e);
-            t->flags = a->pairs && episodes == 1 && i % 2 == 0 ? NEVO_TASK_WITH_NEXT : 0;
         }
     }
-    if (obs) {
-        task_stats = nevo_alloc(sizeof(NevoObsStats) * (size_t)n_tasks);
-        for (int k = 0; k < n_tasks; k++) {
-            NevoRng rng;
-            nevo_rng_init(&rng, a->cfg->seed, NEVO_RNG_OBS_NORM, generation, (uint32_t)k, 0);
-            if (nevo_rng_uniform(&rng) < obs_prob) {
-                tasks[k].flags |= NEVO_TASK_RECORD_OBS;
-                nevo_obs_stats_init(&task_stats[k], obs->dim);
-            }
-        }
-    }
-    /* the evaluator takes tasks in array order: with a queue order, the tasks (and their
-     * statistics) go in permuted and the results come back to their networks */
-    NevoTask *q_tasks = tasks;
-    NevoEpisode *q_results = results;
-    NevoObsStats *q_stats = task_stats;
-    if (queue) {
-        /* a permutation of the networks, or some would not run and others twice */
-        unsigned char *seen = nevo_alloc((size_t)n);
-        for (int j = 0; j < n; j++) {
-            NEVO_ASSERT(queue[j] >= 0 && queue[j] < n && !seen[queue[j]]);
-            seen[queue[j]] = 1;
-        }
-        free(seen);
-        q_tasks = nevo_alloc(sizeof(NevoTask) * (size_t)n_tasks);
-        q_results = nevo_alloc(sizeof(NevoEpisode) * (size_t)n_tasks);
-        if (task_stats) q_stats = nevo_alloc(sizeof(NevoObsStats) * (size_t)n_tasks);
-        for (int j = 0; j < n; j++)
-            for (int e = 0; e < episodes; e++) {
-                q_tasks[j * episodes + e] = tasks[queue[j] * episodes + e];
-                if (task_stats) q_stats[j * episodes + e] = task_stats[queue[j] * episodes + e];
-            }
-    }
-    NevoStatus st = build ? nevo_evaluate_built(a->ev, build, build_ctx, q_tasks, n_tasks, q_results, q_stats, err)
-                          : nevo_evaluate(a->ev, params, a->policy->nparams, q_tasks, n_tasks, q_results, q_stats,
-                                          err);
-    if (queue) {
-        for (int j = 0; j < n; j++)
-            for (int e = 0; e < episodes; e++) {
-                results[queue[j] * episodes + e] = q_results[j * episodes + e];
-                if (task_stats) task_stats[queue[j] * episodes + e] = q_stats[j * episodes + e];
-            }
-        free(q_tasks);
-        free(q_results);
-        if (task_stats) free(q_stats);
-    }
-    if (st == NEVO_OK) {
-        for (int i = 0; i < n; i++) {
-            double sum = 0.0, steps = 0.0;
-            for (int e = 0; e < episodes; e++) {
-                const NevoEpisode *r = &results[i * episodes + e];
-                sum += r->ret;
-                steps += r->length;
-                stats->frames += r->length;
-            }
-            fitness[i] = sum / episodes;
-            if (a->shaped) a->shaped[i] = (sum - a->reward_shift * steps) / episodes;
-            if (bc) {
-                int d = nevo_env_spec(a->env)->bc_dim;
-                for (int c = 0; c < d; c++) {
-                    double s = 0.0;
-                    for (int e = 0; e < episodes; e++) s += results[i * episodes + e].bc[c];
-                    bc[(size_t)i * d + c] = (float)(s / episodes);
-                }
-            }
-        }
-        stats->episodes += n_tasks;
-    }
-    if (task_stats) {
-        for (int k = 0; k < n_tasks; k++) {
-            if (!(tasks[k].flags & NEVO_TASK_RECORD_OBS)) continue;
-            if (st == NEVO_OK) nevo_obs_stats_merge(obs, &task_stats[k]);
-            nevo_obs_stats_free(&task_stats[k]);
-        }
-        free(task_stats);
-    }
-    free(tasks);
-    free(results);
-    return st;
+    NevoTaskSet *ts = &a->ts;
+    nevo_taskset_for_policy(ts, a->policy, a->env);
+    ts->seed = a->cfg->seed;
+    ts->noise = a->noise;
+    ts->noise_floats = a->noise->size;
+    ts->n_nets = n_nets;
+    ts->nets = a->nets;
+    ts->n_tasks = n_tasks;
+    ts->tasks = a->tasks;
+    return a->nets;
 }
 
-NevoStatus nevo_algo_rollouts(NevoAlgo *a, const float *params, int n, int episodes, uint32_t generation,
-                              const uint32_t *stream_ids, double *fitness, float *bc, NevoGenStats *stats,
-                              NevoObsStats *obs, double obs_prob, NevoError *err) {
-    return nevo_algo_rollouts_built(a, params, NULL, NULL, n, NULL, episodes, generation, stream_ids, fitness, bc,
-                                    stats, obs, obs_prob, err);
+void nevo_algo_record_obs(NevoAlgo *a, uint32_t generation, double prob) {
+    for (int k = 0; k < a->ts.n_tasks; k++) {
+        NevoRng rng;
+        nevo_rng_init(&rng, a->cfg->seed, NEVO_RNG_OBS_NORM, generation, (uint32_t)k, 0);
+        if (nevo_rng_uniform(&rng) < prob) a->tasks[k].flags |= NEVO_TASK_RECORD_OBS;
+    }
 }
+
+void nevo_algo_net_means(NevoAlgo *a, const NevoEpisode *results, int episodes, double *fitness, double *shaped,
+                         double shift, float *bc) {
+    int n = a->ts.n_nets, d = a->bc_dim;
+    for (int i = 0; i < n; i++) {
+        double sum = 0.0, steps = 0.0;
+        for (int e = 0; e < episodes; e++) {
+            const NevoEpisode *r = &results[i * episodes + e];
+            sum += r->ret;
+            steps += r->length;
+            a->stats.frames += r->length;
+        }
+        fitness[i] = sum / episodes;
+        if (shaped) shaped[i] = (sum - shift * steps) / episodes;
+        if (bc)
+            for (int c = 0; c < d; c++) {
+                double s = 0.0;
+                for (int e = 0; e < episodes; e++) s += results[i * episodes + e].bc[c];
+                bc[(size_t)i * d + c] = (float)(s / episodes);
+            }
+    }
+    a->stats.episodes += a->ts.n_tasks;
+}
+
+/* --- rankings ---------------------------------------------------------------------- */
 
 static const double *sort_keys;
 
@@ -219,11 +310,13 @@ double nevo_median(const double *x, int n) {
     return m;
 }
 
-void nevo_perturb_rows(float *plus, float *minus, const float *theta, float sigma, const float *eps, size_t n,
-                       int stream) {
-    nevo_kernels()->perturb(plus, minus, theta, sigma, eps, n, stream);
-}
-
-void nevo_weighted_sum(double *g, const float *const *rows, const double *w, int m, size_t k0, size_t k1) {
-    nevo_kernels()->weighted_sum(g, rows, w, m, k0, k1);
+void nevo_algo_fitness_stats(NevoAlgo *a, const double *fitness, int n) {
+    double best = fitness[0], sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        if (fitness[i] > best) best = fitness[i];
+        sum += fitness[i];
+    }
+    a->stats.best = best;
+    a->stats.mean = sum / n;
+    a->stats.median = nevo_median(fitness, n);
 }

@@ -1,19 +1,16 @@
-/* What the algorithms share (internal): the dispatch table, ranking helpers and the
- * reserved stream names of evaluation episodes. */
+/* What the algorithms share (internal): the operations an algorithm fills in, the state
+ * every algorithm begins with, and helpers for task sets and rankings. */
 #ifndef NEVO_ALGO_INTERNAL_H
 #define NEVO_ALGO_INTERNAL_H
 
 #include "nevo/algo.h"
 
-/* Individual ids used in episode-seed stream names for episodes that are not a
- * population member's own: validation episodes (common to every elite candidate) and
- * the final evaluation. */
-#define NEVO_STREAM_VALIDATION 0xFFFFFFF0u
-#define NEVO_STREAM_FINAL_EVAL 0xFFFFFFF1u
-#define NEVO_STREAM_CENTER 0xFFFFFFF2u
-
 typedef struct NevoAlgoOps {
-    NevoStatus (*generation)(NevoAlgo *a, NevoGenStats *stats, NevoError *err);
+    /* fills a->ts (nevo_algo_tasks and the nets) for the evaluation the generation
+     * needs next */
+    void (*ask)(NevoAlgo *a);
+    /* takes the results of a->ts; returns 1 once the generation is complete */
+    int (*tell)(NevoAlgo *a, const NevoEpisode *results, const NevoObsStats *task_stats);
     void (*best)(const NevoAlgo *a, float *theta);
     void (*save)(const NevoAlgo *a, NevoBuf *buf);
     NevoStatus (*load)(NevoAlgo *a, NevoReader *r, NevoError *err);
@@ -22,29 +19,57 @@ typedef struct NevoAlgoOps {
     const float *(*archive)(const NevoAlgo *a, int *n);
 } NevoAlgoOps;
 
-/* Every algorithm struct begins with this header. */
+/* Every algorithm struct begins with this. */
 struct NevoAlgo {
     const NevoAlgoOps *ops;
+    const NevoAlgoInfo *info;
     const NevoConfig *cfg;
     const NevoEnv *env;
+    int bc_dim;           /* the env's behaviour size (0: none) */
     NevoPolicy *policy;
     const NevoNoise *noise;
-    NevoEvaluator *ev;
-    int generation; /* generations completed */
-    /* ARS's removal of the alive bonus (es.reward_shift): while `shaped` is set,
-     * nevo_algo_rollouts also writes there each individual's mean of (return - shift x
-     * length), for the update alone; `fitness` and every report keep true returns. */
-    double reward_shift;
-    double *shaped;
-    /* ES: while set, networks 2i and 2i + 1 are built from the same noise slice, and
-     * with one episode each nevo_algo_rollouts_built has one worker take both, one
-     * after the other (NEVO_TASK_WITH_NEXT) */
-    int pairs;
+    NevoPool *pool;
+    int generation;       /* generations completed */
+    NevoGenStats stats;   /* the generation in progress */
+    int asked;            /* ts holds the current evaluation */
+    NevoTaskSet ts;       /* the current evaluation, over nets and tasks below */
+    NevoNet *nets;
+    NevoTask *tasks;
+    int nets_cap, tasks_cap;
 };
 
-/* Each fills the NevoAlgo header from `base` (which nevo_algo_new prepares). */
-NevoStatus nevo_ga_new(const NevoAlgo *base, NevoAlgo **out, NevoError *err);
-NevoStatus nevo_es_new(const NevoAlgo *base, NevoAlgo **out, NevoError *err);
+/* Each registry entry's constructor fills a struct beginning with a copy of `base`
+ * (which nevo_algo_new prepares) and sets its ops; variant is the entry's. */
+NevoStatus nevo_ga_new(const NevoAlgo *base, int variant, NevoAlgo **out, NevoError *err);
+NevoStatus nevo_es_new(const NevoAlgo *base, int variant, NevoAlgo **out, NevoError *err);
+NevoStatus nevo_ga_check(const NevoConfig *cfg, int variant, NevoError *err);
+NevoStatus nevo_es_check(const NevoConfig *cfg, int variant, NevoError *err);
+/* The bytes of the algorithm's own state for a network of nparams parameters. */
+double nevo_ga_state_bytes(const NevoConfig *cfg, int variant, size_t nparams);
+double nevo_es_state_bytes(const NevoConfig *cfg, int variant, size_t nparams);
+enum { NEVO_GA_PLAIN, NEVO_GA_RS, NEVO_GA_NS };
+enum { NEVO_ES_PLAIN, NEVO_ES_NS, NEVO_ES_NSR, NEVO_ES_NSRA };
+
+/* --- task sets --------------------------------------------------------------------- */
+
+/* Starts a->ts over n_nets networks (returned, to be filled in) built from n_bases
+ * bases (rows at base_stride, or chains, as the set says), with `episodes` tasks per
+ * network: network i's episode e at task i * episodes + e, its seed named (seed,
+ * ENV_SEED, generation, ids[i] (i where ids is NULL), e), so networks given one id
+ * face the same episodes. */
+NevoNet *nevo_algo_tasks(NevoAlgo *a, int n_nets, int episodes, uint32_t generation, const uint32_t *ids);
+/* Flags the tasks whose observations feed the statistics: each with probability prob,
+ * by the stream (seed, OBS_NORM, generation, task). */
+void nevo_algo_record_obs(NevoAlgo *a, uint32_t generation, double prob);
+
+/* Per network of a->ts (`episodes` tasks each, as nevo_algo_tasks lays them out): the
+ * mean return into fitness; where shaped is not NULL, the mean of (return - shift x
+ * length) (ARS's removal of the alive bonus); where bc is not NULL, the mean behaviour
+ * (bc_dim floats each). Adds the episodes and frames to a->stats. */
+void nevo_algo_net_means(NevoAlgo *a, const NevoEpisode *results, int episodes, double *fitness, double *shaped,
+                         double shift, float *bc);
+
+/* --- rankings ---------------------------------------------------------------------- */
 
 /* Indices 0..n-1 ordered by fitness, best first; ties keep the lower index first. */
 void nevo_rank_desc(const double *fitness, int n, int *order);
@@ -52,41 +77,7 @@ void nevo_rank_desc(const double *fitness, int n, int *order);
  * [-0.5, 0.5]; ties broken by index, as a stable argsort would. */
 void nevo_centered_ranks(const double *fitness, int n, double *out);
 double nevo_median(const double *x, int n);
-
-/* plus = theta + sigma * eps and minus = theta - sigma * eps, elementwise (d = sigma *
- * eps[k] rounded, then added or subtracted), either row NULL to skip it; plus may be
- * theta (in place, as GA replay does). One pass, in the kernel set's widest useful
- * vectors (the same bits in every set). stream: on x86 the rows are written
- * with non-temporal stores, for a population the forward streams back from memory
- * (beyond the caches): that saves the read for ownership of every line written and
- * keeps theta in L2 for the next row built from it. Without it, ordinary stores, for a
- * row that is read next from the cache (nevo_evaluate_built). */
-void nevo_perturb_rows(float *plus, float *minus, const float *theta, float sigma, const float *eps, size_t n,
-                       int stream);
-
-/* g[k] += w[0] rows[0][k] + ... + w[m-1] rows[m-1][k] for k0 <= k < k1, in double, the
- * rows added one after another in the order given (each product and each sum rounded
- * once), so the bits do not depend on the kernel set or on how [0, np) is split. */
-void nevo_weighted_sum(double *g, const float *const *rows, const double *w, int m, size_t k0, size_t k1);
-
-/* (bc: NULL, or (n, bc_dim) floats that receive each network's mean behaviour over its
- * episodes.) Runs each of n networks (rows of params) for `episodes` episodes; network i's
- * episode e gets the seed named (seed, ENV_SEED, generation, stream_ids[i] (or i if
- * stream_ids is NULL), e), so networks given the same stream id face the same
- * episodes. Writes each network's mean return to fitness[i]; adds frames and episodes
- * to stats. obs: NULL, or running statistics that gain the observations of a random
- * fraction obs_prob of the episodes, merged in task order. */
-NevoStatus nevo_algo_rollouts(NevoAlgo *a, const float *params, int n, int episodes,
-                              uint32_t generation, const uint32_t *stream_ids, double *fitness,
-                              float *bc, NevoGenStats *stats, NevoObsStats *obs, double obs_prob,
-                              NevoError *err);
-/* The same with network i's parameters built by build(build_ctx, i, theta) as each of
- * its episodes starts (nevo_evaluate_built) instead of read from params (NULL then),
- * and the networks' episodes queued in the order `queue` (n network indices) lists, or
- * ascending if NULL: no result depends on it, only which builds follow which. */
-NevoStatus nevo_algo_rollouts_built(NevoAlgo *a, const float *params, NevoBuildFn build, void *build_ctx, int n,
-                                    const int *queue, int episodes, uint32_t generation, const uint32_t *stream_ids,
-                                    double *fitness, float *bc, NevoGenStats *stats, NevoObsStats *obs,
-                                    double obs_prob, NevoError *err);
+/* best, mean and median of n fitness values into a->stats */
+void nevo_algo_fitness_stats(NevoAlgo *a, const double *fitness, int n);
 
 #endif

@@ -17,33 +17,44 @@
  *  5. the updated agent is evaluated on es.center_episodes common episodes: its reward
  *     is reported and, for the NS family, its mean behaviour joins the archive.
  * Observation-normalisation statistics gather a random fraction of the rollouts and are
- * applied to the (shared) policy after the update. Noise slices are read in place, and
- * with one episode per perturbation each perturbed theta is built as its episode
- * starts (nevo_evaluate_built), so no population matrix is kept; with several, the
- * population is built first, O(population x nparams). */
+ * applied to the (shared) policy after the update. The perturbations travel as recipes
+ * (the mean, the slice's name, the sign): where they are built is the evaluator's
+ * business; the gradient reads the noise slices in place.
+ *
+ * As stages: seed (NS family, once: evaluate the M agents, archive their behaviours),
+ * pick, -> evaluate the perturbations, weigh (ranks, novelty, ARS's choices), step
+ * (gradient, optimiser, observation statistics), -> evaluate the updated mean on the
+ * center episodes, adapt (archive, NSRA-ES's weight, the best agent). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "algo/algo_internal.h"
 #include "nevo/novelty.h"
+#include "nevo/params.h"
 #include "nevo/rng.h"
-#include "nn/kernels.h"
 
 typedef struct Agent {
-    float *theta;    /* (np) mean parameters */
+    float *theta;    /* (np) mean parameters: row m of the agents' matrix */
     double *m, *v;   /* (np) optimiser moments (v unused by SGD) */
     long long t;     /* optimiser steps */
     double reward;   /* return of the last evaluation of theta */
     float bc[NEVO_ENV_MAX_BC];
 } Agent;
 
-typedef enum Mode { MODE_ES, MODE_NS, MODE_NSR, MODE_NSRA } Mode;
+enum { PHASE_SEED, PHASE_PERTURB, PHASE_CENTER };
 
 typedef struct ES {
     NevoAlgo base;
-    Mode mode;
+    int mode;           /* NEVO_ES_PLAIN, _NS, _NSR, _NSRA */
     int n_pairs, M, bc_dim;
+    int phase;
+    uint32_t gen;       /* the generation in progress */
+    int chosen;         /* its agent */
+    double w_used;      /* the reward weight its update used */
+    float *thetas;      /* (M, np) the agents' means */
+    uint32_t *pair_ids; /* (2 n) i / 2: a pair's rollouts face the same episodes */
+    uint32_t *center_ids; /* (M) NEVO_STREAM_CENTER */
     int used_pairs;     /* pairs in this generation's step (ARS top-b: b; else n_pairs) */
     int *pair_order;    /* (n_pairs) scratch for the top-b selection */
     double *shaped;     /* (2 n) returns minus es.reward_shift per step, for the update */
@@ -57,8 +68,6 @@ typedef struct ES {
     double best_reward; /* NSRA-ES: best agent reward so far */
     int stagnation;     /* NSRA-ES: generations since it improved */
     NevoObsStats obs;   /* running observation statistics */
-    float *pop;         /* (2 n, np), only with several episodes per perturbation; with
-                           one, each is built as its episode starts (nevo_evaluate_built) */
     float *bcs;         /* (2 n, bc_dim) */
     int have_bcs;       /* bcs hold the last generation's behaviours (not part of the state) */
     double *grad;       /* (np) */
@@ -70,14 +79,6 @@ typedef struct ES {
 /* Perturbation i of generation gen: a slice of the shared noise table, read in place. */
 static const float *noise_for(const ES *es, uint32_t gen, int i) {
     return nevo_noise_slice(es->base.noise, es->np, es->base.cfg->seed, NEVO_RNG_ES_NOISE, gen, (uint32_t)i, 0);
-}
-
-/* Evaluates agent m's theta on the common center episodes: its reward and behaviour. */
-static NevoStatus evaluate_agent(ES *es, int m, uint32_t gen, NevoGenStats *stats, NevoError *err) {
-    uint32_t id = NEVO_STREAM_CENTER;
-    Agent *ag = &es->agents[m];
-    return nevo_algo_rollouts(&es->base, ag->theta, 1, es->base.cfg->es.center_episodes, gen, &id, &ag->reward,
-                              es->bc_dim > 0 ? ag->bc : NULL, stats, NULL, 0.0, err);
 }
 
 static int pick_agent(ES *es, uint32_t gen) {
@@ -98,20 +99,6 @@ static int pick_agent(ES *es, uint32_t gen) {
     return es->M - 1;
 }
 
-/* One Adam step over every parameter, in double. Its sqrt and division, one element at
- * a time in the compiler's scalar loop, were 1.4% of a MinAtar ES run; vectorised, each
- * element goes through the same IEEE operations, so the bits are the same. */
-NEVO_KERNEL_CLONES NEVO_VECTORIZE
-static void adam_step(float *restrict theta, double *restrict m, double *restrict v, const double *restrict grad,
-                      size_t n, double scale, double l2, double b1, double b2, double step) {
-    for (size_t k = 0; k < n; k++) {
-        double g = -grad[k] * scale + l2 * theta[k];
-        m[k] = b1 * m[k] + (1.0 - b1) * g;
-        v[k] = b2 * v[k] + (1.0 - b2) * g * g;
-        theta[k] = (float)(theta[k] - step * m[k] / (sqrt(v[k]) + 1e-8));
-    }
-}
-
 static void optimiser_step(ES *es, Agent *ag) {
     const NevoConfig *cfg = es->base.cfg;
     double scale = 1.0 / (es->used_pairs * cfg->es.sigma);
@@ -119,48 +106,15 @@ static void optimiser_step(ES *es, Agent *ag) {
     if (strcmp(cfg->es.optimizer, "adam") == 0) {
         double b1 = cfg->es.beta1, b2 = cfg->es.beta2;
         double step = cfg->es.lr * sqrt(1.0 - pow(b2, (double)ag->t)) / (1.0 - pow(b1, (double)ag->t));
-        adam_step(ag->theta, ag->m, ag->v, es->grad, es->np, scale, cfg->es.l2, b1, b2, step);
+        nevo_adam_step(ag->theta, ag->m, ag->v, es->grad, es->np, scale, cfg->es.l2, b1, b2, step);
     } else {
-        double mom = cfg->es.momentum;
-        for (size_t k = 0; k < es->np; k++) {
-            double g = -es->grad[k] * scale + cfg->es.l2 * ag->theta[k];
-            ag->m[k] = mom * ag->m[k] + (1.0 - mom) * g;
-            ag->theta[k] = (float)(ag->theta[k] - cfg->es.lr * ag->m[k]);
-        }
+        nevo_sgd_step(ag->theta, ag->m, es->grad, es->np, scale, cfg->es.l2, cfg->es.momentum, cfg->es.lr);
     }
 }
 
 static void update_best(ES *es) {
     for (int m = 0; m < es->M; m++)
         if (es->agents[m].reward > es->agents[es->best_agent].reward) es->best_agent = m;
-}
-
-/* Perturbation pair i: theta +- sigma * eps_i, rows 2i and 2i + 1. */
-typedef struct PairJob {
-    const ES *es;
-    const Agent *ag;
-    uint32_t gen;
-    float sigma;
-} PairJob;
-
-/* Both rows of pair i into pop (pairs in parallel), streamed: the forward reads them
- * back from memory. */
-static void build_pair(void *vctx, int i, int worker) {
-    const PairJob *job = vctx;
-    const ES *es = job->es;
-    size_t np = es->np;
-    const float *eps = noise_for(es, job->gen, i);
-    float *plus = es->pop + (size_t)(2 * i) * np;
-    nevo_perturb_rows(plus, plus + np, job->ag->theta, job->sigma, eps, np, 1);
-}
-
-/* nevo_evaluate_built's builder: perturbation net (pair net / 2, + for even, - for odd)
- * as its episode starts, into the cache its steps read it from. */
-static void build_perturbation(void *vctx, int net, float *theta) {
-    const PairJob *job = vctx;
-    const float *eps = noise_for(job->es, job->gen, net / 2);
-    nevo_perturb_rows(net % 2 ? NULL : theta, net % 2 ? theta : NULL, job->ag->theta, job->sigma, eps, job->es->np,
-                      0);
 }
 
 /* grad[k] = sum_i (w+_i - w-_i) eps_i[k] over the pairs whose weight is not zero, over
@@ -214,109 +168,110 @@ static int select_directions(ES *es, int raw) {
     return b;
 }
 
-static NevoStatus es_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err) {
+static void es_ask(NevoAlgo *a) {
     ES *es = (ES *)a;
     const NevoConfig *cfg = a->cfg;
-    uint32_t gen = (uint32_t)a->generation;
-    int n = es->n_pairs;
-    float sigma = (float)cfg->es.sigma;
-    size_t np = es->np;
-    NevoStatus st;
-
-    if (es->mode != MODE_ES && !es->initialised) {
-        /* the archive starts with the behaviours of the M initial agents */
-        for (int m = 0; m < es->M; m++) {
-            if ((st = evaluate_agent(es, m, gen, stats, err))) return st;
-            nevo_archive_add(&es->archive, es->agents[m].bc);
-        }
-        es->best_reward = es->agents[0].reward;
-        for (int m = 1; m < es->M; m++)
-            if (es->agents[m].reward > es->best_reward) es->best_reward = es->agents[m].reward;
-        update_best(es);
-        es->initialised = 1;
+    NevoTaskSet *ts = &a->ts;
+    if (es->phase == PHASE_PERTURB) {
+        /* pick, then agent theta +- sigma eps_i as networks 2i and 2i + 1 */
+        es->gen = (uint32_t)a->generation;
+        es->chosen = pick_agent(es, es->gen);
+        NevoNet *nets = nevo_algo_tasks(a, 2 * es->n_pairs, cfg->episodes, es->gen, es->pair_ids);
+        for (int j = 0; j < 2 * es->n_pairs; j++)
+            nets[j] = (NevoNet){.kind = NEVO_NET_PERTURBED, .base = es->chosen, .purpose = NEVO_RNG_ES_NOISE,
+                                .generation = es->gen, .individual = (uint32_t)(j / 2),
+                                .sigma = (float)cfg->es.sigma, .sign = j % 2 ? -1 : 1};
+        if (cfg->es.obs_norm) nevo_algo_record_obs(a, es->gen, cfg->es.obs_norm_prob);
+    } else {
+        /* the M agents (seed) or the updated one (center) on the common episodes */
+        es->gen = (uint32_t)a->generation;
+        int n = es->phase == PHASE_SEED ? es->M : 1;
+        NevoNet *nets = nevo_algo_tasks(a, n, cfg->es.center_episodes, es->gen, es->center_ids);
+        for (int m = 0; m < n; m++)
+            nets[m] = (NevoNet){.kind = NEVO_NET_BASE, .base = es->phase == PHASE_SEED ? m : es->chosen};
     }
-    int chosen = pick_agent(es, gen);
-    Agent *ag = &es->agents[chosen];
+    ts->n_bases = es->M;
+    ts->bases = es->thetas;
+    ts->base_stride = es->np;
+}
 
-    PairJob pj = {es, ag, gen, sigma};
-    if (es->pop) nevo_pool_run(nevo_evaluator_pool(a->ev), n, build_pair, &pj);
-    uint32_t *ids = nevo_alloc(sizeof(uint32_t) * (size_t)(2 * n));
-    for (int i = 0; i < 2 * n; i++) ids[i] = (uint32_t)(i / 2);
-    NevoObsStats gathered;
-    if (cfg->es.obs_norm) nevo_obs_stats_init(&gathered, es->obs.dim);
-    int shift = cfg->es.reward_shift != 0.0;
-    a->reward_shift = cfg->es.reward_shift;
-    a->shaped = shift ? es->shaped : NULL;
-    a->pairs = es->pop == NULL; /* built as their episodes start */
-    st = nevo_algo_rollouts_built(a, es->pop, es->pop ? NULL : build_perturbation, &pj, 2 * n, NULL, cfg->episodes,
-                                  gen, ids, es->fitness, es->bc_dim > 0 ? es->bcs : NULL, stats,
-                                  cfg->es.obs_norm ? &gathered : NULL, cfg->es.obs_norm_prob, err);
-    a->reward_shift = 0.0;
-    a->shaped = NULL;
-    a->pairs = 0;
-    free(ids);
-    if (st) {
-        if (cfg->es.obs_norm) nevo_obs_stats_free(&gathered);
-        return st;
+/* seed (NS family, once): the archive starts with the behaviours of the M agents */
+static void es_seed(ES *es, const NevoEpisode *results) {
+    NevoAlgo *a = &es->base;
+    double *reward = es->fitness; /* (M <= 2 n) scratch */
+    nevo_algo_net_means(a, results, a->cfg->es.center_episodes, reward, NULL, 0.0, es->bcs);
+    for (int m = 0; m < es->M; m++) {
+        es->agents[m].reward = reward[m];
+        memcpy(es->agents[m].bc, es->bcs + (size_t)m * es->bc_dim, sizeof(float) * (size_t)es->bc_dim);
+        nevo_archive_add(&es->archive, es->agents[m].bc);
     }
-    es->have_bcs = es->bc_dim > 0;
+    es->best_reward = es->agents[0].reward;
+    for (int m = 1; m < es->M; m++)
+        if (es->agents[m].reward > es->best_reward) es->best_reward = es->agents[m].reward;
+    update_best(es);
+    es->initialised = 1;
+}
 
-    double best = es->fitness[0], sum = 0.0;
-    for (int i = 0; i < 2 * n; i++) {
-        if (es->fitness[i] > best) best = es->fitness[i];
-        sum += es->fitness[i];
-    }
-    stats->best = best;
-    stats->mean = sum / (2 * n);
-    stats->median = nevo_median(es->fitness, 2 * n);
-
-    /* weights from centred ranks of reward and (NS family) novelty */
-    const double *train = shift ? es->shaped : es->fitness; /* what the update sees */
-    nevo_centered_ranks(train, 2 * n, es->ranks);
-    double w = es->mode == MODE_ES ? 1.0 : es->mode == MODE_NS ? 0.0 : es->mode == MODE_NSR ? 0.5 : es->w;
-    if (es->mode != MODE_ES) {
-        nevo_novelty(&es->archive, NULL, 0, es->bcs, NULL, 2 * n, cfg->ns.k, nevo_evaluator_pool(a->ev), es->novelty);
-        nevo_centered_ranks(es->novelty, 2 * n, es->nranks);
+/* weigh: each rollout's weight from centred ranks of reward and (NS family) novelty,
+ * then ARS's choice of directions; returns the reward weight used */
+static double es_weigh(ES *es, const double *train) {
+    NevoAlgo *a = &es->base;
+    const NevoConfig *cfg = a->cfg;
+    int n2 = 2 * es->n_pairs;
+    nevo_centered_ranks(train, n2, es->ranks);
+    double w = es->mode == NEVO_ES_PLAIN ? 1.0 : es->mode == NEVO_ES_NS ? 0.0 : es->mode == NEVO_ES_NSR ? 0.5 : es->w;
+    if (es->mode != NEVO_ES_PLAIN) {
+        nevo_novelty(&es->archive, NULL, 0, es->bcs, NULL, n2, cfg->ns.k, a->pool, es->novelty);
+        nevo_centered_ranks(es->novelty, n2, es->nranks);
         double ns_sum = 0.0;
-        for (int i = 0; i < 2 * n; i++) ns_sum += es->novelty[i];
-        stats->novelty_mean = ns_sum / (2 * n);
+        for (int i = 0; i < n2; i++) ns_sum += es->novelty[i];
+        a->stats.novelty_mean = ns_sum / n2;
     }
     int raw = strcmp(cfg->es.shaping, "reward_std") == 0;
-    for (int i = 0; i < 2 * n; i++) {
+    for (int i = 0; i < n2; i++) {
         double r = raw ? train[i] : es->ranks[i];
-        es->weights[i] = es->mode == MODE_ES ? r : w * r + (1.0 - w) * es->nranks[i];
+        es->weights[i] = es->mode == NEVO_ES_PLAIN ? r : w * r + (1.0 - w) * es->nranks[i];
     }
     es->used_pairs = select_directions(es, raw);
+    return w;
+}
+
+/* step: the gradient over the pairs that step, the optimiser, and the observation
+ * statistics gathered by the rollouts (merged in task order) applied to the policy */
+static void es_step(ES *es, const NevoObsStats *task_stats) {
+    NevoAlgo *a = &es->base;
+    const NevoConfig *cfg = a->cfg;
     GradJob gj = {es, es->grad_rows, es->grad_w, 0};
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < es->n_pairs; i++) {
         double wi = es->weights[2 * i] - es->weights[2 * i + 1];
         if (wi == 0.0) continue; /* a pair that does not step (ARS top directions, ties) */
-        gj.rows[gj.m] = noise_for(es, gen, i);
+        gj.rows[gj.m] = noise_for(es, es->gen, i);
         gj.w[gj.m++] = wi;
     }
-    nevo_pool_run(nevo_evaluator_pool(a->ev), (int)((np + GRAD_CHUNK - 1) / GRAD_CHUNK), grad_chunk, &gj);
-    optimiser_step(es, ag);
+    nevo_pool_run(a->pool, (int)((es->np + GRAD_CHUNK - 1) / GRAD_CHUNK), grad_chunk, &gj);
+    optimiser_step(es, &es->agents[es->chosen]);
     if (cfg->es.obs_norm) {
+        NevoObsStats gathered;
+        nevo_obs_stats_init(&gathered, es->obs.dim);
+        for (int k = 0; k < a->ts.n_tasks; k++)
+            if (a->ts.tasks[k].flags & NEVO_TASK_RECORD_OBS) nevo_obs_stats_merge(&gathered, &task_stats[k]);
         nevo_obs_stats_merge(&es->obs, &gathered);
         nevo_obs_stats_free(&gathered);
         nevo_obs_stats_apply(&es->obs, a->policy);
     }
+}
 
-    /* the updated agent's reward (and behaviour, archived) on the common episodes */
-    if (cfg->es.center_episodes > 0) {
-        if ((st = evaluate_agent(es, chosen, gen, stats, err))) return st;
-        stats->elite_mean = ag->reward;
-        stats->bc_dim = es->bc_dim;
-        if (es->bc_dim > 0) memcpy(stats->bc, ag->bc, sizeof(float) * (size_t)es->bc_dim);
-    } else {
-        ag->reward = stats->mean;
-        stats->elite_mean = stats->mean;
-    }
-    if (es->mode != MODE_ES) {
+/* adapt: the updated agent's reward and behaviour into the archive, NSRA-ES's reward
+ * weight, the best agent */
+static void es_adapt(ES *es) {
+    NevoAlgo *a = &es->base;
+    const NevoConfig *cfg = a->cfg;
+    Agent *ag = &es->agents[es->chosen];
+    if (es->mode != NEVO_ES_PLAIN) {
         nevo_archive_add(&es->archive, ag->bc);
-        stats->archive_size = es->archive.n;
+        a->stats.archive_size = es->archive.n;
     }
-    if (es->mode == MODE_NSRA) {
+    if (es->mode == NEVO_ES_NSRA) {
         if (ag->reward > es->best_reward) {
             es->best_reward = ag->reward;
             es->stagnation = 0;
@@ -326,9 +281,45 @@ static NevoStatus es_generation(NevoAlgo *a, NevoGenStats *stats, NevoError *err
             es->stagnation = 0;
         }
     }
-    stats->reward_weight = es->mode == MODE_NSRA ? es->w : w;
+    a->stats.reward_weight = es->mode == NEVO_ES_NSRA ? es->w : es->w_used;
     update_best(es);
-    return NEVO_OK;
+}
+
+static int es_tell(NevoAlgo *a, const NevoEpisode *results, const NevoObsStats *task_stats) {
+    ES *es = (ES *)a;
+    const NevoConfig *cfg = a->cfg;
+    if (es->phase == PHASE_SEED) {
+        es_seed(es, results);
+        es->phase = PHASE_PERTURB;
+        return 0;
+    }
+    if (es->phase == PHASE_PERTURB) {
+        int shift = cfg->es.reward_shift != 0.0;
+        nevo_algo_net_means(a, results, cfg->episodes, es->fitness, shift ? es->shaped : NULL, cfg->es.reward_shift,
+                            es->bc_dim > 0 ? es->bcs : NULL);
+        es->have_bcs = es->bc_dim > 0;
+        nevo_algo_fitness_stats(a, es->fitness, 2 * es->n_pairs);
+        es->w_used = es_weigh(es, shift ? es->shaped : es->fitness); /* what the update sees */
+        es_step(es, task_stats);
+        if (cfg->es.center_episodes > 0) {
+            es->phase = PHASE_CENTER;
+            return 0;
+        }
+        es->agents[es->chosen].reward = a->stats.mean;
+        a->stats.elite_mean = a->stats.mean;
+    } else {
+        Agent *ag = &es->agents[es->chosen];
+        float bc[NEVO_ENV_MAX_BC];
+        nevo_algo_net_means(a, results, cfg->es.center_episodes, &ag->reward, NULL, 0.0,
+                            es->bc_dim > 0 ? bc : NULL);
+        if (es->bc_dim > 0) memcpy(ag->bc, bc, sizeof(float) * (size_t)es->bc_dim);
+        a->stats.elite_mean = ag->reward;
+        a->stats.bc_dim = es->bc_dim;
+        if (es->bc_dim > 0) memcpy(a->stats.bc, ag->bc, sizeof(float) * (size_t)es->bc_dim);
+    }
+    es_adapt(es);
+    es->phase = es->mode != NEVO_ES_PLAIN && !es->initialised ? PHASE_SEED : PHASE_PERTURB;
+    return 1;
 }
 
 /* The agent with the best last reward (plain ES: the mean). */
@@ -359,50 +350,79 @@ static void es_save(const NevoAlgo *a, NevoBuf *b) {
     nevo_buf_f64(b, es->obs.count);
     nevo_buf_f64s(b, es->obs.sum, (size_t)es->obs.dim);
     nevo_buf_f64s(b, es->obs.sumsq, (size_t)es->obs.dim);
-    if (es->mode != MODE_ES) nevo_archive_save(&es->archive, b);
+    if (es->mode != NEVO_ES_PLAIN) nevo_archive_save(&es->archive, b);
 }
 
+static int all_finite(const double *x, size_t n) {
+    for (size_t k = 0; k < n; k++)
+        if (!isfinite(x[k])) return 0;
+    return 1;
+}
+
+static int all_finite_f(const float *x, size_t n) {
+    for (size_t k = 0; k < n; k++)
+        if (!isfinite(x[k])) return 0;
+    return 1;
+}
+
+/* Every value is checked: a crafted state that passed its checksum must not reach the
+ * update as an index out of range or as NaN. */
 static NevoStatus es_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
     ES *es = (ES *)a;
     if (nevo_read_u64(r) != es->np)
         return nevo_error(err, NEVO_ERR_CORRUPT, "ES state has a different parameter count than the policy");
-    if ((int)nevo_read_u32(r) != es->M)
+    if (nevo_read_u32(r) != (uint32_t)es->M)
         return nevo_error(err, NEVO_ERR_CORRUPT, "ES state has a different number of agents");
+    int bad = 0;
     for (int m = 0; m < es->M; m++) {
         Agent *ag = &es->agents[m];
         nevo_read_f32s(r, ag->theta, es->np);
         nevo_read_f64s(r, ag->m, es->np);
         nevo_read_f64s(r, ag->v, es->np);
-        ag->t = (long long)nevo_read_u64(r);
+        uint64_t t = nevo_read_u64(r);
+        ag->t = (long long)t;
         ag->reward = nevo_read_f64(r);
         nevo_read_f32s(r, ag->bc, NEVO_ENV_MAX_BC);
+        bad |= t > (uint64_t)INT64_MAX || !all_finite_f(ag->theta, es->np) || !all_finite(ag->m, es->np) ||
+               !all_finite(ag->v, es->np) || !isfinite(ag->reward) || !all_finite_f(ag->bc, NEVO_ENV_MAX_BC);
+        for (size_t k = 0; k < es->np && !bad; k++) bad = ag->v[k] < 0.0;
     }
-    es->initialised = (int)nevo_read_u32(r);
-    es->best_agent = (int)nevo_read_u32(r);
+    uint32_t initialised = nevo_read_u32(r), best_agent = nevo_read_u32(r);
     es->w = nevo_read_f64(r);
     es->best_reward = nevo_read_f64(r);
-    es->stagnation = (int)nevo_read_u32(r);
-    if ((int)nevo_read_u32(r) != es->obs.dim || es->best_agent >= es->M)
+    uint32_t stagnation = nevo_read_u32(r);
+    if (bad || initialised > 1 || best_agent >= (uint32_t)es->M || !(es->w >= 0.0 && es->w <= 1.0) ||
+        isnan(es->best_reward) || stagnation > (uint32_t)INT32_MAX)
+        return nevo_error(err, NEVO_ERR_CORRUPT, "ES state holds values out of range");
+    es->initialised = (int)initialised;
+    es->best_agent = (int)best_agent;
+    es->stagnation = (int)stagnation;
+    if (nevo_read_u32(r) != (uint32_t)es->obs.dim)
         return nevo_error(err, NEVO_ERR_CORRUPT, "ES state is inconsistent with the config");
     es->obs.count = nevo_read_f64(r);
     nevo_read_f64s(r, es->obs.sum, (size_t)es->obs.dim);
     nevo_read_f64s(r, es->obs.sumsq, (size_t)es->obs.dim);
-    if (es->mode != MODE_ES && !nevo_archive_load(&es->archive, r))
-        return nevo_error(err, NEVO_ERR_CORRUPT, "novelty archive is truncated");
+    if (!(es->obs.count >= 0.0) || !isfinite(es->obs.count) || !all_finite(es->obs.sum, (size_t)es->obs.dim) ||
+        !all_finite(es->obs.sumsq, (size_t)es->obs.dim))
+        return nevo_error(err, NEVO_ERR_CORRUPT, "ES observation statistics hold values out of range");
+    if (es->mode != NEVO_ES_PLAIN && !nevo_archive_load(&es->archive, r))
+        return nevo_error(err, NEVO_ERR_CORRUPT, "novelty archive is truncated or holds non-finite points");
     if (!nevo_reader_ok(r, false)) return nevo_error(err, NEVO_ERR_CORRUPT, "ES state is truncated");
     if (a->cfg->es.obs_norm) nevo_obs_stats_apply(&es->obs, a->policy);
+    es->phase = es->mode != NEVO_ES_PLAIN && !es->initialised ? PHASE_SEED : PHASE_PERTURB;
     return NEVO_OK;
 }
 
 static void es_free(NevoAlgo *a) {
     ES *es = (ES *)a;
     for (int m = 0; m < es->M; m++) {
-        free(es->agents[m].theta);
         free(es->agents[m].m);
         free(es->agents[m].v);
     }
     free(es->agents);
-    free(es->pop);
+    free(es->thetas);
+    free(es->pair_ids);
+    free(es->center_ids);
     free(es->bcs);
     free(es->grad);
     free(es->grad_rows);
@@ -428,48 +448,76 @@ static const float *es_behaviours(const NevoAlgo *a, int *n) {
 
 static const float *es_archive(const NevoAlgo *a, int *n) {
     const ES *es = (const ES *)a;
-    *n = es->mode != MODE_ES ? es->archive.n : 0;
+    *n = es->mode != NEVO_ES_PLAIN ? es->archive.n : 0;
     return *n ? es->archive.points : NULL;
 }
 
-static const NevoAlgoOps es_ops = {es_generation, es_best, es_save, es_load, es_free, es_behaviours, es_archive};
+static const NevoAlgoOps es_ops = {es_ask,  es_tell, es_best,       es_save,
+                                   es_load, es_free, es_behaviours, es_archive};
 
-NevoStatus nevo_es_new(const NevoAlgo *base, NevoAlgo **out, NevoError *err) {
+NevoStatus nevo_es_check(const NevoConfig *cfg, int variant, NevoError *err) {
+    if (variant != NEVO_ES_PLAIN && cfg->es.center_episodes < 1)
+        return nevo_error(err, NEVO_ERR_INVALID,
+                          "%s needs es.center_episodes >= 1: the agent's behaviour is measured on those episodes",
+                          cfg->algo);
+    if (cfg->population < 2 || cfg->population % 2 != 0)
+        return nevo_error(err, NEVO_ERR_INVALID,
+                          "es evaluates antithetic pairs, so population must be even and >= 2 (got %d)",
+                          cfg->population);
+    if (strcmp(cfg->es.shaping, "reward_std") == 0 && variant != NEVO_ES_PLAIN)
+        return nevo_error(err, NEVO_ERR_INVALID,
+                          "es.shaping=reward_std is for algo es (ARS); %s mixes reward and novelty ranks, "
+                          "so keep es.shaping=ranks", cfg->algo);
+    if (cfg->es.top_directions > cfg->population / 2)
+        return nevo_error(err, NEVO_ERR_INVALID,
+                          "es.top_directions (%d) must not exceed the number of perturbation pairs, population / 2 (%d)",
+                          cfg->es.top_directions, cfg->population / 2);
+    return NEVO_OK;
+}
+
+double nevo_es_state_bytes(const NevoConfig *cfg, int variant, size_t nparams) {
+    double M = variant == NEVO_ES_PLAIN ? 1 : cfg->ns.meta_population, np = (double)nparams;
+    return M * (4.0 * np + 16.0 * np) + 8.0 * np; /* agents' theta and Adam moments, the gradient */
+}
+
+NevoStatus nevo_es_new(const NevoAlgo *base, int variant, NevoAlgo **out, NevoError *err) {
     const NevoConfig *cfg = base->cfg;
     NevoPolicy *policy = base->policy;
     ES *es = nevo_alloc(sizeof *es);
     es->base = *base;
     es->base.ops = &es_ops;
-    es->mode = strcmp(cfg->algo, "ns-es") == 0    ? MODE_NS
-               : strcmp(cfg->algo, "nsr-es") == 0 ? MODE_NSR
-               : strcmp(cfg->algo, "nsra-es") == 0 ? MODE_NSRA
-                                                   : MODE_ES;
-    es->M = es->mode == MODE_ES ? 1 : cfg->ns.meta_population;
-    es->bc_dim = nevo_env_spec(base->env)->bc_dim;
+    es->mode = variant;
+    es->M = es->mode == NEVO_ES_PLAIN ? 1 : cfg->ns.meta_population;
+    es->bc_dim = base->bc_dim;
     es->n_pairs = cfg->population / 2;
     es->np = policy->nparams;
+    es->phase = es->mode == NEVO_ES_PLAIN ? PHASE_PERTURB : PHASE_SEED;
     es->agents = nevo_alloc(sizeof(Agent) * (size_t)es->M);
+    es->thetas = nevo_alloc_aligned(sizeof(float) * es->np * (size_t)es->M);
     for (int m = 0; m < es->M; m++) {
         Agent *ag = &es->agents[m];
-        ag->theta = nevo_alloc_aligned(sizeof(float) * es->np);
+        ag->theta = es->thetas + (size_t)m * es->np;
         nevo_policy_init_params(policy, base->noise, cfg->seed, 0, (uint32_t)m, ag->theta);
         ag->m = nevo_alloc(sizeof(double) * es->np);
         ag->v = nevo_alloc(sizeof(double) * es->np);
     }
     es->w = cfg->ns.weight;
-    if (cfg->episodes > 1) es->pop = nevo_alloc_aligned(sizeof(float) * es->np * (size_t)(2 * es->n_pairs));
-    es->bcs = nevo_alloc(sizeof(float) * (size_t)(2 * es->n_pairs) * (size_t)(es->bc_dim > 0 ? es->bc_dim : 1));
+    int n2 = 2 * es->n_pairs, rows = n2 > es->M ? n2 : es->M; /* rollouts, or the agents (seed) */
+    es->pair_ids = nevo_alloc(sizeof(uint32_t) * (size_t)n2);
+    for (int j = 0; j < n2; j++) es->pair_ids[j] = (uint32_t)(j / 2);
+    es->center_ids = nevo_alloc(sizeof(uint32_t) * (size_t)es->M);
+    for (int m = 0; m < es->M; m++) es->center_ids[m] = NEVO_STREAM_CENTER;
+    es->bcs = nevo_alloc(sizeof(float) * (size_t)rows * (size_t)(es->bc_dim > 0 ? es->bc_dim : 1));
     es->grad = nevo_alloc(sizeof(double) * es->np);
     es->grad_rows = nevo_alloc(sizeof(const float *) * (size_t)es->n_pairs);
     es->grad_w = nevo_alloc(sizeof(double) * (size_t)es->n_pairs);
-    size_t n2 = sizeof(double) * (size_t)(2 * es->n_pairs);
-    es->fitness = nevo_alloc(n2);
-    es->ranks = nevo_alloc(n2);
-    es->novelty = nevo_alloc(n2);
-    es->nranks = nevo_alloc(n2);
-    es->weights = nevo_alloc(n2);
+    es->fitness = nevo_alloc(sizeof(double) * (size_t)rows);
+    es->ranks = nevo_alloc(sizeof(double) * (size_t)n2);
+    es->novelty = nevo_alloc(sizeof(double) * (size_t)n2);
+    es->nranks = nevo_alloc(sizeof(double) * (size_t)n2);
+    es->weights = nevo_alloc(sizeof(double) * (size_t)n2);
     es->pair_order = nevo_alloc(sizeof(int) * (size_t)es->n_pairs);
-    es->shaped = nevo_alloc(n2);
+    es->shaped = nevo_alloc(sizeof(double) * (size_t)n2);
     es->pair_score = nevo_alloc(sizeof(double) * (size_t)es->n_pairs);
     es->used_pairs = es->n_pairs;
     nevo_archive_init(&es->archive, es->bc_dim);

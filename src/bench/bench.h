@@ -287,7 +287,7 @@ typedef struct NevoBenchTrainRun {
  * run first, once, untimed, on the run with the most threads, and every timed run
  * starts from that state (loaded back as a checkpoint is), so the timed ones see a
  * trained population's longer episodes. The policy normalises observations where
- * training's would (nevo_config_obs_norm), each run from a fresh policy's statistics.
+ * training's would (nevo_algo_obs_norm), each run from a fresh policy's statistics.
  * Every run does the same work as the same generations of `nevo train` (asserted
  * between the runs). */
 NevoStatus nevo_bench_train_set(const NevoBenchOptions *o, const char *config_json, const NevoBenchTrainRun *runs,
@@ -302,12 +302,11 @@ NevoStatus nevo_bench_train(const NevoBenchOptions *o, const char *config_json, 
  * nonzero: each row's terms whose input is nonzero (a conv output window's nonzero
  *   inputs times its filters; a dense layer's nonzero inputs times its outputs): the
  *   arithmetic left once zero inputs are skipped;
- * lanes: what the lanes layout computes. It takes up to `group` blocks of NEVO_LANES
- *   rows at once (1, or NEVO_LANES_BLOCKS where the kernel set has dense_lanes_blocks)
- *   while whole blocks are left. A conv input of one output window is skipped where it
- *   is zero in every row of its block, a dense input where it is zero in every row of
- *   the blocks taken together; otherwise every one of those rows gets the term, zero
- *   or not. Rows after the last whole block count as in `nonzero`.
+ * lanes: what the lanes layout computes, a block of NEVO_LANES rows at a time while
+ *   whole blocks are left. An input (of a conv output window, or of a dense layer) is
+ *   skipped where it is zero in every row of the block; otherwise every row of the
+ *   block gets the term, zero or not. Rows after the last whole block count as in
+ *   `nonzero`.
  * With fewer than NEVO_LANES rows the two are equal. nevo_policy_flops counts every
  * term (dense-equivalent). What the kernels compute lies between these counts and
  * that one: outside the lanes blocks they may compute a few terms more than the
@@ -315,8 +314,8 @@ NevoStatus nevo_bench_train(const NevoBenchOptions *o, const char *config_json, 
  * output throws away, a narrow output layer fills a whole vector, the AVX-512 rows
  * left after the blocks share one list per few rows). The policy must not normalise
  * its observations (the first layer sees obs as they are). */
-void nevo_bench_count_flops(const NevoPolicy *p, const float *theta, const float *obs, int rows, int group,
-                            double *nonzero, double *lanes);
+void nevo_bench_count_flops(const NevoPolicy *p, const float *theta, const float *obs, int rows, double *nonzero,
+                            double *lanes);
 /* The MinAtar network (conv 3x3x16, ReLU, dense 128, ReLU) of P different networks, B
  * rows each (B episodes of each network), on observations of `game` from random play:
  * one core. The roofline counts (read_bytes, bare_read_gbs) only at B = 1 (0 else). */

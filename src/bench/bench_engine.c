@@ -19,6 +19,7 @@
 #include "nevo/novelty.h"
 #include "nevo/policy.h"
 #include "nevo/rng.h"
+#include "nevo/train.h"
 #include "nn/kernels.h"
 
 /* The runs share one policy, whose observation statistics (ES with obs_norm) an algo
@@ -56,7 +57,7 @@ NevoStatus nevo_bench_train_set(const NevoBenchOptions *o, const char *config_js
     NevoBuf warm = {0};
     if ((st = nevo_env_new(cfg.env, cfg.env_options, cfg.n_env_options, &env, err)) != NEVO_OK) return st;
     nevo_env_set_max_steps(env, cfg.max_episode_steps);
-    if ((st = nevo_policy_new(nevo_env_spec(env), &cfg.policy, nevo_config_obs_norm(&cfg), &policy, err)) != NEVO_OK)
+    if ((st = nevo_policy_new(nevo_env_spec(env), &cfg.policy, nevo_algo_obs_norm(&cfg), &policy, err)) != NEVO_OK)
         goto done;
     train_pools(runs, n, pools);
     int widest = 0; /* the run with the most threads builds the noise table and warms up */
@@ -70,10 +71,10 @@ NevoStatus nevo_bench_train_set(const NevoBenchOptions *o, const char *config_js
         NevoAlgo *algo = NULL;
         cfg.threads = runs[widest].threads;
         policy_forget_obs_stats(policy);
-        st = nevo_algo_new(&cfg, env, policy, noise, ev, &algo, err);
+        st = nevo_algo_new(&cfg, env, policy, noise, pools[widest], &algo, err);
         for (int g = 0; g < warm_generations && st == NEVO_OK; g++) {
             NevoGenStats gs;
-            st = nevo_algo_generation(algo, &gs, err);
+            st = nevo_train_generation(algo, ev, &gs, err);
         }
         if (st == NEVO_OK) nevo_algo_save(algo, &warm);
         nevo_algo_free(algo);
@@ -97,7 +98,7 @@ NevoStatus nevo_bench_train_set(const NevoBenchOptions *o, const char *config_js
             NevoAlgo *algo = NULL;
             cfg.threads = runs[i].threads;
             policy_forget_obs_stats(policy);
-            if ((st = nevo_algo_new(&cfg, env, policy, noise, ev, &algo, err)) != NEVO_OK) {
+            if ((st = nevo_algo_new(&cfg, env, policy, noise, pools[i], &algo, err)) != NEVO_OK) {
                 nevo_evaluator_free(ev);
                 goto done;
             }
@@ -111,7 +112,7 @@ NevoStatus nevo_bench_train_set(const NevoBenchOptions *o, const char *config_js
             double c0 = nevo_bench_cpu_s(runs[i].threads), t0 = nevo_bench_wall_s();
             for (int g = 0; g < generations && st == NEVO_OK; g++) {
                 NevoGenStats gs;
-                st = nevo_algo_generation(algo, &gs, err);
+                st = nevo_train_generation(algo, ev, &gs, err);
                 frames += gs.frames;
             }
             double dt = nevo_bench_wall_s() - t0, dc = nevo_bench_cpu_s(runs[i].threads) - c0;
@@ -271,31 +272,23 @@ static void layer_terms(const NevoLayer *L, const float *x, size_t xs, int m, do
     }
 }
 
-void nevo_bench_count_flops(const NevoPolicy *p, const float *theta, const float *obs, int rows, int group,
-                            double *nonzero, double *lanes) {
+void nevo_bench_count_flops(const NevoPolicy *p, const float *theta, const float *obs, int rows, double *nonzero,
+                            double *lanes) {
     NEVO_ASSERT(!p->obs_norm); /* the first layer sees the observations as they are */
-    NEVO_ASSERT(group >= 1 && group <= NEVO_LANES_BLOCKS);
-    const int most = NEVO_LANES * NEVO_LANES_BLOCKS;
     size_t W = (size_t)p->max_width, odim = (size_t)p->obs_dim;
-    float *a = nevo_alloc(sizeof(float) * W * most), *b = nevo_alloc(sizeof(float) * W * most);
+    float *a = nevo_alloc(sizeof(float) * W * NEVO_LANES), *b = nevo_alloc(sizeof(float) * W * NEVO_LANES);
     double nz = 0.0, ln = 0.0;
     for (int r0 = 0; r0 < rows;) {
-        /* as nevo_policy_forward takes them: `group` blocks of NEVO_LANES rows at most
-         * while whole blocks are left, then the rest as rows */
-        int left = rows - r0, blocks = left / NEVO_LANES < group ? left / NEVO_LANES : group;
-        int m = blocks > 0 ? blocks * NEVO_LANES : left;
+        /* as nevo_policy_forward takes them: blocks of NEVO_LANES rows while whole
+         * blocks are left, then the rest as rows */
+        int left = rows - r0, blocks = left >= NEVO_LANES;
+        int m = blocks ? NEVO_LANES : left;
         const float *x = obs + (size_t)r0 * odim;
         size_t xs = odim;
         double bnz = 0.0, side = 0.0;
         for (int l = 0; l < p->n_layers; l++) {
             const NevoLayer *L = &p->layers[l];
-            /* a convolution goes block by block; a dense layer lists its inputs over
-             * all the blocks it takes at once */
-            if (L->kind == NEVO_LAYER_CONV && blocks > 1)
-                for (int q = 0; q < blocks; q++)
-                    layer_terms(L, x + (size_t)q * NEVO_LANES * xs, xs, NEVO_LANES, &bnz, &side);
-            else
-                layer_terms(L, x, xs, m, &bnz, &side);
+            layer_terms(L, x, xs, m, &bnz, &side);
             for (int r = 0; r < m; r++) layer_forward_row(L, theta, x + r * xs, b + r * W);
             float *t = a;
             a = b, b = t;
@@ -303,7 +296,7 @@ void nevo_bench_count_flops(const NevoPolicy *p, const float *theta, const float
         }
         nz += bnz;
         /* rows short of a whole block go through the row kernels */
-        ln += blocks > 0 ? side : bnz;
+        ln += blocks ? side : bnz;
         r0 += m;
     }
     free(a), free(b);
@@ -347,12 +340,11 @@ NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *gam
     free(inst);
     /* the FMAs behind the dense-equivalent count: those of nonzero inputs, and those
      * the kernels compute (in the lanes layout's blocks of 16 rows of one network,
-     * grouped as the kernel set groups them, where it has that layout) */
+     * where the kernel set has that layout) */
     double nonzero_flops = 0.0, lanes_flops = 0.0;
-    int group = nevo_kernels()->dense_lanes_blocks ? NEVO_LANES_BLOCKS : 1;
     for (int j = 0; j < P; j++) {
         double nz, ln;
-        nevo_bench_count_flops(p, params + (size_t)j * np, obs + (size_t)j * B * odim, B, group, &nz, &ln);
+        nevo_bench_count_flops(p, params + (size_t)j * np, obs + (size_t)j * B * odim, B, &nz, &ln);
         nonzero_flops += nz;
         lanes_flops += nevo_kernels()->dense_lanes ? ln : nz;
     }
@@ -473,7 +465,7 @@ NevoStatus nevo_bench_forward_minatar_episode(const NevoBenchOptions *o, const c
     double nonzero_flops = 0.0;
     for (int t = 0; t < steps; t++) {
         double nz, ln;
-        nevo_bench_count_flops(p, m.params, obs + (size_t)t * odim, 1, 1, &nz, &ln);
+        nevo_bench_count_flops(p, m.params, obs + (size_t)t * odim, 1, &nz, &ln);
         nonzero_flops += nz;
     }
     float *outb = nevo_alloc_aligned(sizeof(float) * (size_t)p->n_out);

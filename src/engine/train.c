@@ -3,17 +3,18 @@
 #include "nevo/train.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
-#include "algo/algo_internal.h"
 #include "nevo/io.h"
 #include "nevo/rng.h"
 
@@ -21,90 +22,6 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-void nevo_eval_summarise(const NevoEpisode *eps, int n, NevoEvalSummary *out) {
-    memset(out, 0, sizeof *out);
-    out->episodes = n;
-    if (n <= 0) return;
-    double sr = 0, sl = 0;
-    out->return_min = out->return_max = eps[0].ret;
-    for (int i = 0; i < n; i++) {
-        sr += eps[i].ret;
-        sl += eps[i].length;
-        out->frames += eps[i].length;
-        if (eps[i].ret < out->return_min) out->return_min = eps[i].ret;
-        if (eps[i].ret > out->return_max) out->return_max = eps[i].ret;
-    }
-    out->return_mean = sr / n;
-    out->length_mean = sl / n;
-    double vr = 0, vl = 0;
-    for (int i = 0; i < n; i++) {
-        vr += (eps[i].ret - out->return_mean) * (eps[i].ret - out->return_mean);
-        vl += (eps[i].length - out->length_mean) * (eps[i].length - out->length_mean);
-    }
-    out->return_std = sqrt(vr / n);
-    out->length_std = sqrt(vl / n);
-}
-
-uint64_t nevo_eval_episode_seed(uint64_t seed, int episode) {
-    return nevo_rng_derive(seed, NEVO_RNG_ENV_SEED, 0, NEVO_STREAM_FINAL_EVAL, (uint32_t)episode);
-}
-
-NevoStatus nevo_rollout_episode(const NevoEnv *env, const NevoPolicy *policy, const float *theta,
-                                uint64_t env_seed, NevoFrameFn frame, void *ctx, NevoEpisode *out,
-                                NevoError *err) {
-    const NevoEnvSpec *spec = nevo_env_spec(env);
-    void *inst = nevo_alloc_aligned(nevo_env_instance_size(env));
-    float *obs = nevo_alloc(sizeof(float) * (size_t)spec->obs_dim);
-    float *o = nevo_alloc(sizeof(float) * (size_t)policy->n_out);
-    float action[NEVO_ENV_MAX_ACT_DIM];
-    float *scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(policy, 1));
-    int net = 0;
-    memset(out, 0, sizeof *out);
-    nevo_env_reset(env, inst, env_seed, obs); /* a fresh instance: nothing to forget */
-    if (frame) frame(ctx, env, inst);
-    NevoStepResult r = {0};
-    NevoStatus st = NEVO_OK;
-    while (!r.terminated && !r.truncated) {
-        nevo_policy_forward(policy, theta, policy->nparams, &net, obs, 1, o, scratch);
-        nevo_policy_actions(policy, o, 1, action);
-        nevo_env_step(env, inst, action, obs, &r);
-        out->ret += r.reward;
-        out->length++;
-        if (frame) frame(ctx, env, inst);
-        if (!isfinite(r.reward)) {
-            st = nevo_error(err, NEVO_ERR_NUMERIC, "%s returned a non-finite reward at step %d", spec->name, out->length);
-            break;
-        }
-    }
-    out->terminated = r.terminated;
-    nevo_env_instance_free(env, inst);
-    free(inst);
-    free(obs);
-    free(o);
-    free(scratch);
-    return st;
-}
-
-NevoStatus nevo_eval_params(const NevoEnv *env, const NevoPolicy *policy, const float *theta,
-                            NevoPool *pool, int episodes, uint64_t seed, NevoEvalSummary *out,
-                            NevoError *err) {
-    NevoTask *tasks = nevo_alloc(sizeof(NevoTask) * (size_t)episodes);
-    NevoEpisode *eps = nevo_alloc(sizeof(NevoEpisode) * (size_t)episodes);
-    for (int e = 0; e < episodes; e++) {
-        tasks[e].net = 0;
-        tasks[e].seed = nevo_eval_episode_seed(seed, e);
-    }
-    /* one network for every episode: as many slots as a lanes block (kernels.h), so the
-     * forward runs them 16 rows at a time against one read of the weights */
-    NevoEvaluator *ev = nevo_evaluator_new(env, policy, pool, 16);
-    NevoStatus st = nevo_evaluate(ev, theta, policy->nparams, tasks, episodes, eps, NULL, err);
-    if (st == NEVO_OK) nevo_eval_summarise(eps, episodes, out);
-    nevo_evaluator_free(ev);
-    free(tasks);
-    free(eps);
-    return st;
 }
 
 static void path_in(char *dst, size_t size, const char *dir, const char *name) {
@@ -192,7 +109,11 @@ static NevoStatus run_build(Run *r, const NevoConfig *cfg, int threads, NevoErro
     nevo_env_set_max_steps(r->env, cfg->max_episode_steps);
     st = nevo_env_new(cfg->env, cfg->env_options, cfg->n_env_options, &r->eval_env, err);
     if (st) return st;
-    st = nevo_policy_new(nevo_env_spec(r->env), &cfg->policy, nevo_config_obs_norm(cfg), &r->policy, err);
+    st = nevo_algo_check(cfg, nevo_env_spec(r->env), err);
+    if (st) return st;
+    st = nevo_policy_new(nevo_env_spec(r->env), &cfg->policy, nevo_algo_obs_norm(cfg), &r->policy, err);
+    if (st) return st;
+    st = nevo_algo_check_memory(cfg, r->policy->nparams, err);
     if (st) return st;
     int n_threads = threads > 0 ? threads : cfg->threads > 0 ? cfg->threads : nevo_cpu_count();
     r->pool = nevo_pool_new(n_threads);
@@ -204,7 +125,29 @@ static NevoStatus run_build(Run *r, const NevoConfig *cfg, int threads, NevoErro
                           "noise_table_floats (%zu) must exceed the network's %zu parameters; use 0 (automatic)",
                           table, r->policy->nparams);
     r->noise = nevo_noise_new(table, r->pool);
-    return nevo_algo_new(&r->cfg, r->env, r->policy, r->noise, r->ev, &r->algo, err);
+    return nevo_algo_new(&r->cfg, r->env, r->policy, r->noise, r->pool, &r->algo, err);
+}
+
+NevoStatus nevo_train_generation(NevoAlgo *algo, NevoEvaluator *ev, NevoGenStats *stats, NevoError *err) {
+    for (int done = 0; !done;) {
+        const NevoTaskSet *ts = nevo_algo_ask(algo);
+        NevoEpisode *results = nevo_alloc(sizeof(NevoEpisode) * (size_t)(ts->n_tasks ? ts->n_tasks : 1));
+        NevoObsStats *task_stats = NULL;
+        for (int t = 0; t < ts->n_tasks; t++) {
+            if (!(ts->tasks[t].flags & NEVO_TASK_RECORD_OBS)) continue;
+            if (!task_stats) task_stats = nevo_alloc(sizeof(NevoObsStats) * (size_t)ts->n_tasks);
+            nevo_obs_stats_init(&task_stats[t], ts->obs_dim);
+        }
+        NevoStatus st = nevo_evaluate_tasks(ev, ts, results, task_stats, err);
+        if (st == NEVO_OK) st = nevo_algo_tell(algo, results, task_stats, stats, &done, err);
+        if (task_stats)
+            for (int t = 0; t < ts->n_tasks; t++)
+                if (ts->tasks[t].flags & NEVO_TASK_RECORD_OBS) nevo_obs_stats_free(&task_stats[t]);
+        free(task_stats);
+        free(results);
+        if (st) return st;
+    }
+    return NEVO_OK;
 }
 
 static void relay_frames(void *ctx, long long frames) {
@@ -250,6 +193,46 @@ static NevoStatus write_policy(const Run *r, const char *path, NevoError *err) {
     return st;
 }
 
+/* The run directory's lock: an exclusive flock on DIR/.nevo.lock, held by the process
+ * that trains in it for the whole run (released when it exits, however it ends), so
+ * a second `nevo train` into the same directory, resumed or not, is refused instead of
+ * interleaving its files. The file stays (empty but for the holder's PID): removing
+ * a lock file races with the next process opening it. */
+#define RUN_LOCK_NAME ".nevo.lock"
+
+/* create = 0 only asks whether a process holds the lock (OK when the file is missing);
+ * the lock is not kept then. */
+static NevoStatus lock_run_dir(const char *dir, int create, int *fd_out, NevoError *err) {
+    char path[4096];
+    path_in(path, sizeof path, dir, RUN_LOCK_NAME);
+    *fd_out = -1;
+    int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0), 0644);
+    if (fd < 0 && !create && errno == ENOENT) return NEVO_OK;
+    if (fd < 0) return nevo_error(err, NEVO_ERR_IO, "cannot lock the run directory %s: %s", dir, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        char holder[32] = "";
+        ssize_t n = e == EWOULDBLOCK ? pread(fd, holder, sizeof holder - 1, 0) : -1;
+        holder[n > 0 ? n : 0] = '\0';
+        close(fd);
+        if (e == EWOULDBLOCK)
+            return nevo_error(err, NEVO_ERR_INVALID,
+                              "%s is in use by another nevo train (pid %s); wait for it to end or choose another --out",
+                              dir, holder[0] ? holder : "unknown");
+        return nevo_error(err, NEVO_ERR_IO, "cannot lock the run directory %s: %s", dir, strerror(e));
+    }
+    if (!create) {
+        close(fd);
+        return NEVO_OK;
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%d", (int)getpid());
+    ssize_t w = ftruncate(fd, 0) == 0 ? pwrite(fd, pid, (size_t)n, 0) : -1;
+    (void)w; /* the PID only informs the message of a process refused */
+    *fd_out = fd;
+    return NEVO_OK;
+}
+
 NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume, int threads,
                           const NevoTrainHooks *hooks, NevoTrainSummary *summary, NevoError *err) {
     memset(summary, 0, sizeof *summary);
@@ -266,6 +249,25 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
     NevoStatus st = run_build(&run, cfg, threads, err);
     NevoRunTotals totals = {0};
     totals.best_fitness = -INFINITY;
+    int lock_fd = -1;
+    /* Nothing has been written up to here: bad input leaves no trace. A run directory
+     * is locked before anything in it is read for the run or written. A fresh run
+     * refuses a directory that holds a run (checkpoint.bin): before creating anything,
+     * saying whether a process still runs there, and again under the lock (a run that
+     * held it may have finished meanwhile). */
+    for (int pass = 0; pass < 2 && st == NEVO_OK && !resume; pass++) {
+        if (access(ckpt_path, F_OK) == 0) {
+            int probe;
+            if (pass == 0) st = lock_run_dir(out_dir, 0, &probe, err);
+            if (st == NEVO_OK)
+                st = nevo_error(err, NEVO_ERR_INVALID,
+                                "%s already holds a run (checkpoint.bin); continue it with --resume %s or "
+                                "choose another --out", out_dir, out_dir);
+        } else if (pass == 0 && (st = make_dirs(out_dir, err)) == NEVO_OK) {
+            st = lock_run_dir(out_dir, 1, &lock_fd, err);
+        }
+    }
+    if (st == NEVO_OK && resume && access(ckpt_path, F_OK) == 0) st = lock_run_dir(out_dir, 1, &lock_fd, err);
     if (st == NEVO_OK && resume) {
         NevoConfig stored;
         uint8_t *state;
@@ -275,13 +277,14 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
             st = nevo_checkpoint_restore(ckpt_path, run.algo, state, state_len, err);
             free(state);
         }
-    } else if (st == NEVO_OK && access(ckpt_path, F_OK) == 0) {
-        st = nevo_error(err, NEVO_ERR_INVALID,
-                        "%s already holds a run (checkpoint.bin); continue it with --resume %s or "
-                        "choose another --out", out_dir, out_dir);
+        if (st == NEVO_OK) st = nevo_checkpoint_verify(ckpt_path, &totals, run.algo, run.policy, err);
     }
-    /* Nothing has been written up to here: bad input leaves no trace. */
-    if (st == NEVO_OK) st = make_dirs(out_dir, err);
+    /* what killed runs left: temporary files of the run's files whose writes were cut
+     * before their rename (other files in the directory are not the run's to judge) */
+    static const char *const run_files[] = {"checkpoint.bin", "policy.nevo", "metrics.jsonl",
+                                            "config.json",    "summary.json", "behaviours.json"};
+    for (size_t i = 0; st == NEVO_OK && i < sizeof run_files / sizeof run_files[0]; i++)
+        nevo_remove_stale_temps(out_dir, run_files[i]);
     if (st == NEVO_OK) {
         char *json = nevo_config_to_json(&run.cfg);
         size_t len = strlen(json);
@@ -297,6 +300,7 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
     if (st == NEVO_OK && !resume) st = nevo_write_atomic(metrics_path, "", 0, err);
     if (st) {
         run_free(&run);
+        if (lock_fd >= 0) close(lock_fd);
         return st;
     }
     if (hooks && hooks->on_start) hooks->on_start(hooks->ctx, &run.cfg, resume ? &totals : NULL);
@@ -304,10 +308,15 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
 
     double t_start = now_s() - totals.wall_s;
     long long budget = run.cfg.max_frames;
-    while (nevo_algo_generations_done(run.algo) < run.cfg.generations &&
+    /* a finished run resumed runs no generation: its policy is written again from the
+     * checkpoint, so policy.nevo matches it and the summary whatever came before */
+    int finished = nevo_algo_generations_done(run.algo) >= run.cfg.generations ||
+                   (budget > 0 && totals.frames >= budget);
+    if (resume && finished) st = write_policy(&run, policy_path, err);
+    while (st == NEVO_OK && nevo_algo_generations_done(run.algo) < run.cfg.generations &&
            (budget == 0 || totals.frames < budget)) {
         NevoGenStats gs;
-        st = nevo_algo_generation(run.algo, &gs, err);
+        st = nevo_train_generation(run.algo, run.ev, &gs, err);
         if (st) break;
         totals.generations = nevo_algo_generations_done(run.algo);
         totals.frames += gs.frames;
@@ -316,7 +325,7 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
         if (gs.best > totals.best_fitness) totals.best_fitness = gs.best;
         char line[1024], extra[512] = "";
         size_t used = 0;
-        if (strstr(run.cfg.algo, "ns"))
+        if (nevo_algo_find(run.cfg.algo)->flags & NEVO_ALGO_NOVELTY)
             used += (size_t)snprintf(extra, sizeof extra,
                                      ", \"archive_size\": %d, \"novelty_mean\": %.17g, \"reward_weight\": %.17g",
                                      gs.archive_size, gs.novelty_mean, gs.reward_weight);
@@ -336,9 +345,13 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
          * the last generation on resume and writes the same file again */
         if (last && nevo_env_spec(run.env)->bc_dim > 0) st = write_behaviours(&run, bc_path, err);
         if (st) break;
+        /* the policy before the checkpoint of its generation: a run stopped between the
+         * two (killed, out of disk space) resumes from the checkpoint before, redoes the
+         * generation and writes the same policy again, so policy.nevo never lags the
+         * checkpoint */
         if (last || totals.generations % run.cfg.checkpoint_every == 0) {
-            st = nevo_checkpoint_save(ckpt_path, &run.cfg, &totals, run.algo, err);
-            if (st == NEVO_OK) st = write_policy(&run, policy_path, err);
+            st = write_policy(&run, policy_path, err);
+            if (st == NEVO_OK) st = nevo_checkpoint_save(ckpt_path, &run.cfg, &totals, run.algo, err);
             if (st) break;
         }
         if (hooks && hooks->on_generation) hooks->on_generation(hooks->ctx, &gs, &totals, &run.cfg);
@@ -364,5 +377,6 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
         st = nevo_write_atomic(summary_path, text, (size_t)n, err);
     }
     run_free(&run);
+    if (lock_fd >= 0) close(lock_fd); /* the run directory's lock */
     return st;
 }

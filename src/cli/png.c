@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "io/png.h"
+#include "cli/png.h"
 #include "nevo/io.h"
 
 /* libpng's own default cap on each dimension; checked here for a clearer message. */

@@ -1,9 +1,11 @@
-/* Training checkpoints. Payload: config JSON | generations u32 | frames u64 |
- * episodes u64 | wall_s f64 | best_fitness f64 | algorithm state (the rest). */
+/* Training checkpoints (the payload's layout is in checkpoint.h), and the loader of a
+ * policy from either file. */
+#include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "nevo/files.h"
+#include "nevo/checkpoint.h"
 #include "nevo/io.h"
 
 NevoStatus nevo_checkpoint_save(const char *path, const NevoConfig *cfg, const NevoRunTotals *totals,
@@ -23,10 +25,29 @@ NevoStatus nevo_checkpoint_save(const char *path, const NevoConfig *cfg, const N
     return st;
 }
 
+/* Counters a checkpoint of this config can hold: a checkpoint is written after a
+ * generation, never beyond the config's generations, with counts that only grow. */
+static NevoStatus check_totals(const char *path, const NevoConfig *cfg, uint32_t generations, uint64_t frames,
+                               uint64_t episodes, const NevoRunTotals *t, NevoError *err) {
+    if (generations < 1 || generations > (uint32_t)cfg->generations)
+        return nevo_error(err, NEVO_ERR_CORRUPT,
+                          "%s: checkpoint counts %u generations done, outside 1..%d (its config's generations)", path,
+                          generations, cfg->generations);
+    if (frames > (uint64_t)INT64_MAX || episodes > (uint64_t)INT64_MAX || episodes < generations)
+        return nevo_error(err, NEVO_ERR_CORRUPT,
+                          "%s: checkpoint counters are inconsistent (%llu frames, %llu episodes, %u generations)",
+                          path, (unsigned long long)frames, (unsigned long long)episodes, generations);
+    if (!isfinite(t->wall_s) || t->wall_s < 0 || isnan(t->best_fitness) || t->best_fitness == HUGE_VAL)
+        return nevo_error(err, NEVO_ERR_CORRUPT, "%s: checkpoint holds wall time %g s and best fitness %g", path,
+                          t->wall_s, t->best_fitness);
+    return NEVO_OK;
+}
+
 NevoStatus nevo_checkpoint_read(const char *path, NevoConfig *cfg, NevoRunTotals *totals,
                                 uint8_t **state, size_t *state_len, NevoError *err) {
     *state = NULL;
     *state_len = 0;
+    memset(totals, 0, sizeof *totals);
     uint8_t *payload;
     size_t len;
     NevoStatus st = nevo_container_read(path, NEVO_CHECKPOINT_MAGIC, NEVO_CHECKPOINT_VERSION, &payload,
@@ -34,9 +55,11 @@ NevoStatus nevo_checkpoint_read(const char *path, NevoConfig *cfg, NevoRunTotals
     if (st) return st;
     NevoReader r = nevo_reader(payload, len);
     char *json = nevo_read_str(&r, len);
-    totals->generations = (int)nevo_read_u32(&r);
-    totals->frames = (long long)nevo_read_u64(&r);
-    totals->episodes = (long long)nevo_read_u64(&r);
+    uint32_t generations = nevo_read_u32(&r);
+    uint64_t frames = nevo_read_u64(&r), episodes = nevo_read_u64(&r);
+    totals->generations = (int)(generations & 0x7FFFFFFFu);
+    totals->frames = (long long)(frames & (uint64_t)INT64_MAX);
+    totals->episodes = (long long)(episodes & (uint64_t)INT64_MAX);
     totals->wall_s = nevo_read_f64(&r);
     totals->best_fitness = nevo_read_f64(&r);
     if (!nevo_reader_ok(&r, false)) {
@@ -44,6 +67,9 @@ NevoStatus nevo_checkpoint_read(const char *path, NevoConfig *cfg, NevoRunTotals
     } else {
         nevo_config_defaults(cfg);
         st = nevo_config_apply_json(cfg, json, path, err);
+        if (st == NEVO_OK && ((st = nevo_config_check(cfg, err)) != NEVO_OK || (st = nevo_algo_check(cfg, NULL, err))))
+            nevo_error_prefix(err, "%s: ", path);
+        if (st == NEVO_OK) st = check_totals(path, cfg, generations, frames, episodes, totals, err);
     }
     free(json);
     if (st == NEVO_OK) {
@@ -65,6 +91,26 @@ NevoStatus nevo_checkpoint_restore(const char *path, NevoAlgo *algo, const uint8
     return st;
 }
 
+NevoStatus nevo_checkpoint_verify(const char *path, const NevoRunTotals *totals, const NevoAlgo *algo,
+                                  const NevoPolicy *policy, NevoError *err) {
+    int done = nevo_algo_generations_done(algo);
+    if (done != totals->generations)
+        return nevo_error(err, NEVO_ERR_CORRUPT,
+                          "%s: the algorithm state has done %d generations, the checkpoint's counters %d", path, done,
+                          totals->generations);
+    float *theta = nevo_alloc_aligned(sizeof(float) * policy->nparams);
+    nevo_algo_best(algo, theta);
+    NevoStatus st = NEVO_OK;
+    for (size_t i = 0; i < policy->nparams; i++)
+        if (!isfinite(theta[i])) {
+            st = nevo_error(err, NEVO_ERR_CORRUPT, "%s: the best policy's parameter %zu is not a finite number", path,
+                            i);
+            break;
+        }
+    free(theta);
+    return st;
+}
+
 NevoStatus nevo_load_any_policy(const char *path, NevoLoadedPolicy *out, NevoError *err) {
     char magic[8];
     NevoStatus st = nevo_file_magic(path, magic, err);
@@ -80,18 +126,23 @@ NevoStatus nevo_load_any_policy(const char *path, NevoLoadedPolicy *out, NevoErr
     if (st) return st;
     st = nevo_env_new(out->cfg.env, out->cfg.env_options, out->cfg.n_env_options, &out->env, err);
     if (st == NEVO_OK)
-        st = nevo_policy_new(nevo_env_spec(out->env), &out->cfg.policy,
-                             out->cfg.es.obs_norm && strcmp(out->cfg.algo, "es") == 0, &out->policy, err);
+        st = nevo_algo_check(&out->cfg, nevo_env_spec(out->env), err);
+    if (st == NEVO_OK)
+        st = nevo_policy_new(nevo_env_spec(out->env), &out->cfg.policy, nevo_algo_obs_norm(&out->cfg), &out->policy,
+                             err);
+    /* what rebuilding the algorithm allocates, bounded before it is */
+    if (st == NEVO_OK) st = nevo_algo_check_memory(&out->cfg, out->policy->nparams, err);
+    if (st) nevo_error_prefix(err, "%s: ", path);
     if (st == NEVO_OK) {
         NevoPool *pool = nevo_pool_new(nevo_cpu_count());
-        NevoEvaluator *ev = nevo_evaluator_new(out->env, out->policy, pool, 1);
         size_t table = out->cfg.noise_table_floats > 0 ? (size_t)out->cfg.noise_table_floats
                                                        : nevo_noise_auto_size(out->policy->nparams);
         NevoNoise *noise = nevo_noise_new(table, pool);
         NevoAlgo *algo;
-        st = nevo_algo_new(&out->cfg, out->env, out->policy, noise, ev, &algo, err);
+        st = nevo_algo_new(&out->cfg, out->env, out->policy, noise, pool, &algo, err);
         if (st == NEVO_OK) {
             st = nevo_checkpoint_restore(path, algo, state, state_len, err);
+            if (st == NEVO_OK) st = nevo_checkpoint_verify(path, &totals, algo, out->policy, err);
             if (st == NEVO_OK) {
                 out->theta = nevo_alloc_aligned(sizeof(float) * out->policy->nparams);
                 nevo_algo_best(algo, out->theta);
@@ -99,7 +150,6 @@ NevoStatus nevo_load_any_policy(const char *path, NevoLoadedPolicy *out, NevoErr
             nevo_algo_free(algo);
         }
         nevo_noise_free(noise);
-        nevo_evaluator_free(ev);
         nevo_pool_free(pool);
     }
     free(state);

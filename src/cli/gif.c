@@ -1,7 +1,7 @@
 /* GIF encoding through giflib into memory, then one atomic write. Frames are stored
  * as palette indices as they arrive, so a 1000-step MuJoCo episode at 320 x 240 keeps
  * 77 MB, not 230 MB of RGB. */
-#include "io/gif.h"
+#include "cli/gif.h"
 
 #include <gif_lib.h>
 #include <stdlib.h>

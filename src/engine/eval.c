@@ -1,5 +1,12 @@
 /* Population evaluator: episode slots refilled from a shared task queue, batched
- * heterogeneous policy forward over the live slots.
+ * heterogeneous policy forward over the live slots on a backend; and the evaluation of
+ * one policy (nevo_eval_params, nevo_rollout_episode).
+ *
+ * Where a task set's networks are built is a memory-traffic question, decided here
+ * (choose_layout) and never by the algorithm that asked: networks already in memory
+ * (bases) are read in place; a network with one episode is built in its slot's row as
+ * the episode starts, into the cache its steps read it from; networks with several
+ * episodes are built once, in parallel, before any episode runs.
  *
  * Fused mode (pipeline depth 1): each worker owns one batch of slots and alternates
  * forward and env steps on it, so every thread is busy until the queue runs dry.
@@ -18,7 +25,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "nn/kernels.h"
+#include "nevo/backend.h"
+#include "nevo/rng.h"
 
 /* A batch of episode slots and the buffers of its forward pass. */
 typedef struct Batch {
@@ -26,15 +34,15 @@ typedef struct Batch {
     float *obs;       /* (slots, obs_dim) observations of the live slots, compacted */
     float *out;       /* (slots, n_out) */
     float *actions;   /* (slots, action_dim) */
-    int *net;         /* (slots) network row of each live slot (built: its row of theta) */
-    int *row;         /* (slots) built mode: the row of theta each slot owns, a
+    int *net;         /* (slots) the row each live slot's forward reads (in the layout's rows) */
+    int *row;         /* (slots) built layout: the row of `rows` each slot owns, a
                          permutation of 0..slots-1 that compaction swaps */
-    float *theta;     /* built mode: (slots, theta_stride), allocated at first use */
+    NevoRows *rows;   /* built layout: (slots) rows, allocated at first use */
     int *task;        /* (slots) task index of each live slot */
-    float *scratch;   /* policy scratch */
+    NevoWorkspace *ws; /* the forward's scratch */
     int live;         /* live slots (pipelined mode) */
-    int held;         /* a task claimed with the one before it (NEVO_TASK_WITH_NEXT),
-                         to start next, or -1 */
+    int held;         /* the queue position taken with the one before it (a pair), to
+                         start next, or -1 */
     atomic_int state; /* pipelined mode: one of the B_ states */
 } Batch;
 
@@ -42,14 +50,19 @@ enum { B_FILL, B_FORWARD, B_STEP, B_DONE, B_BUSY };
 
 typedef struct Clock {
     double forward_s, env_s; /* with timing on: thread-seconds in forward and env */
-    double build_s;          /* and in building parameters (built mode) */
+    double build_s;          /* and in building networks */
     char pad[40];            /* one cache line per thread */
 } Clock;
+
+/* Where the current call's networks are read from (choose_layout). */
+enum { LAYOUT_BASES, LAYOUT_BUILT, LAYOUT_PREBUILT };
 
 struct NevoEvaluator {
     const NevoEnv *env;
     const NevoPolicy *policy;
     NevoPool *pool;
+    NevoBackend *backend;
+    int own_backend;
     int slots, depth;
     int slots_asked; /* the caller's slot count, 0 = the default (default_slots) */
     size_t inst_size;
@@ -62,12 +75,17 @@ struct NevoEvaluator {
     double wall_s;
     long long timed_frames;
     int calls;
+    NevoRows *pop;    /* prebuilt layout: a row per network, kept from call to call */
+    int pop_rows;
     /* the current call */
-    const float *params;
-    size_t stride;
-    NevoBuildFn build; /* built mode: each episode's parameters built as it starts */
-    void *build_ctx;
+    const NevoTaskSet *ts;
+    int layout;
+    NevoRows *bases;  /* the set's bases where the backend reads them */
     const NevoTask *tasks;
+    int *order;       /* (n_tasks) the queue: task indices grouped by their network's base */
+    uint8_t *paired;  /* (n_tasks) built layout: queue positions q and q + 1 are a pair */
+    int *units;       /* prebuilt layout: what to build, 2 j + 1 for the pair j, j + 1, else 2 j */
+    int n_units;
     NevoEpisode *results;
     NevoObsStats *task_stats;
     int n_tasks;
@@ -93,7 +111,6 @@ static void batch_alloc(Batch *b, const NevoEnvSpec *spec, const NevoPolicy *pol
     b->task = nevo_alloc(sizeof(int) * (size_t)S);
     b->row = nevo_alloc(sizeof(int) * (size_t)S);
     for (int s = 0; s < S; s++) b->row[s] = s;
-    b->scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(policy, S));
 }
 
 static void batches_free(NevoEvaluator *ev) {
@@ -107,8 +124,8 @@ static void batches_free(NevoEvaluator *ev) {
         free(b->net);
         free(b->task);
         free(b->row);
-        free(b->theta);
-        free(b->scratch);
+        nevo_rows_free(b->rows);
+        nevo_workspace_free(b->ws);
     }
     free(ev->batches);
     ev->batches = NULL;
@@ -118,31 +135,25 @@ static void batches_free(NevoEvaluator *ev) {
 static void batches_make(NevoEvaluator *ev, int n) {
     batches_free(ev);
     ev->batches = nevo_alloc(sizeof(Batch) * (size_t)n);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         batch_alloc(&ev->batches[i], nevo_env_spec(ev->env), ev->policy, ev->inst_size, ev->slots);
+        ev->batches[i].ws = nevo_workspace_new(ev->backend, ev->policy, ev->slots);
+    }
     ev->n_batches = n;
 }
 
 /* Slots per worker when the caller leaves it open. With one episode per network (the GA
- * and ES), each step of an episode reads its network's weights again, and between two
- * steps of one episode the worker reads the other slots' networks: with as many slots
- * as fit in half the L2 cache (at least 1), most of what a step reads is still cached
- * from that network's previous step rather than in memory. In built mode
- * (nevo_evaluate_built) the slot's network is also written there as the episode
- * starts, and streaming the next child's parent and noise through the cache evicts
- * the other slots' networks. Measured with the MinAtar net (530 KB), GA on Breakout in
- * built mode on an Intel Xeon (2 MiB L2), 1 thread: from scratch 107-118k frames/s
- * with 1 slot, 102k with 2, 95-101k with 3, 87-90k with 4, 61k with 8; from generation
- * 200, 190k with 1, 165-169k with 2 and 3 (2 threads: 355-367k with 1, 324-326k with
- * 2). (Before built mode, on an AMD EPYC with 1 MiB L2: 118-149k with 16, 165-175k with
- * 4, 176-182k with 2, 172-176k with 1.) Small networks keep 16, which amortises the
- * per-call costs and lets single rows go side by side (dense_nets). Results do not
- * depend on the slot count. */
+ * and ES), each step of an episode reads its network's weights again, and in between
+ * the worker reads the other slots' networks: as many slots as fit in half the L2 cache
+ * (at least 1) keep most of what a step reads cached from that network's previous
+ * step. Small networks keep 16, which amortises the per-call costs and lets single
+ * rows go side by side (dense_nets). docs/BENCHMARKS.md has the measurements behind
+ * it. Results do not depend on the slot count. */
 #define DEFAULT_SLOTS 16
 #define MIN_DEFAULT_SLOTS 1
 
-static int default_slots(const NevoPolicy *p) {
-    size_t fit = nevo_cache_l2_bytes() / (2 * sizeof(float) * p->nparams);
+static int default_slots(const NevoEvaluator *ev) {
+    size_t fit = nevo_backend_cache_bytes(ev->backend) / (2 * sizeof(float) * ev->policy->nparams);
     return fit >= DEFAULT_SLOTS ? DEFAULT_SLOTS : fit < MIN_DEFAULT_SLOTS ? MIN_DEFAULT_SLOTS : (int)fit;
 }
 
@@ -152,8 +163,11 @@ NevoEvaluator *nevo_evaluator_new(const NevoEnv *env, const NevoPolicy *policy, 
     ev->env = env;
     ev->policy = policy;
     ev->pool = pool;
+    NevoError err;
+    NEVO_ASSERT(nevo_backend_new("cpu", &ev->backend, &err) == NEVO_OK);
+    ev->own_backend = 1;
     ev->slots_asked = slots > 0 ? slots : 0;
-    ev->slots = slots > 0 ? slots : default_slots(policy);
+    ev->slots = slots > 0 ? slots : default_slots(ev);
     ev->depth = 1;
     ev->inst_size = nevo_env_instance_size(env);
     pthread_mutex_init(&ev->mu, NULL);
@@ -172,13 +186,31 @@ void nevo_evaluator_set_pipeline(NevoEvaluator *ev, int depth) {
      * the default keeps them at DEFAULT_SLOTS, which amortises that (batches of 2 ran
      * the MinAtar GA at 0.31-0.39 of the fused layout, against 0.39-0.62 with 16) */
     batches_free(ev); /* with the slot count they were made with */
-    if (!ev->slots_asked) ev->slots = depth == 1 ? default_slots(ev->policy) : DEFAULT_SLOTS;
+    if (!ev->slots_asked) ev->slots = depth == 1 ? default_slots(ev) : DEFAULT_SLOTS;
     batches_make(ev, depth == 1 ? nevo_pool_threads(ev->pool) : depth);
 }
+
+void nevo_evaluator_set_backend(NevoEvaluator *ev, NevoBackend *backend) {
+    batches_free(ev); /* their rows and workspaces belong to the old backend */
+    nevo_rows_free(ev->pop);
+    ev->pop = NULL;
+    ev->pop_rows = 0;
+    if (ev->own_backend) nevo_backend_free(ev->backend);
+    ev->backend = backend;
+    ev->own_backend = 0;
+    batches_make(ev, ev->depth == 1 ? nevo_pool_threads(ev->pool) : ev->depth);
+}
+
+NevoBackend *nevo_evaluator_backend(const NevoEvaluator *ev) { return ev->backend; }
 
 void nevo_evaluator_free(NevoEvaluator *ev) {
     if (!ev) return;
     batches_free(ev);
+    nevo_rows_free(ev->pop);
+    if (ev->own_backend) nevo_backend_free(ev->backend);
+    free(ev->order);
+    free(ev->paired);
+    free(ev->units);
     free(ev->clocks);
     pthread_mutex_destroy(&ev->mu);
     pthread_cond_destroy(&ev->changed);
@@ -250,26 +282,23 @@ static void fail(NevoEvaluator *ev, const char *fmt, int task, int step) {
     }
 }
 
-/* Floats from one row of a batch's theta to the next (built mode): nparams rounded up to
- * a 64-byte line, so every row starts on a line, as NevoBuildFn promises. */
-static size_t theta_stride(const NevoPolicy *p) { return (p->nparams + 15) & ~(size_t)15; }
-
-/* Starts task t in slot s (in built mode, first building its parameters into the
- * slot's row of theta); returns 0 if the first observation is not finite. */
-static int start(NevoEvaluator *ev, Batch *bt, Clock *clk, int s, int t) {
+/* Starts the task at queue position q in slot s (in the built layout, first building
+ * its network into the slot's row); returns 0 if the first observation is not finite. */
+static int start(NevoEvaluator *ev, Batch *bt, Clock *clk, int s, int q) {
     const NevoEnvSpec *spec = nevo_env_spec(ev->env);
+    int t = ev->order[q];
     const NevoTask *task = &ev->tasks[t];
     float *obs = bt->obs + (size_t)s * spec->obs_dim;
     void *inst = bt->insts + (size_t)s * ev->inst_size;
     nevo_env_forget(ev->env, inst); /* the episode depends on its seed alone */
     nevo_env_reset(ev->env, inst, task->seed, obs);
-    if (ev->build) {
+    if (ev->layout == LAYOUT_BUILT) {
         double t0 = ev->timing ? now_s() : 0.0;
-        ev->build(ev->build_ctx, task->net, bt->theta + (size_t)bt->row[s] * theta_stride(ev->policy));
+        nevo_rows_build(bt->rows, bt->row[s], ev->ts, ev->policy, task->net, 0);
         if (ev->timing) clk->build_s += now_s() - t0;
         bt->net[s] = bt->row[s];
     } else {
-        bt->net[s] = task->net;
+        bt->net[s] = ev->layout == LAYOUT_BASES ? ev->ts->nets[task->net].base : task->net;
     }
     bt->task[s] = t;
     NevoEpisode *r = &ev->results[t];
@@ -282,9 +311,11 @@ static int start(NevoEvaluator *ev, Batch *bt, Clock *clk, int s, int t) {
     return 1;
 }
 
-/* The batch's next task: the one it holds, else the queue's next, taken together with
- * the one after it where that is flagged NEVO_TASK_WITH_NEXT (the second is held);
- * n_tasks when the queue is empty. */
+/* The batch's next queue position: the one it holds, else the queue's next, taken
+ * together with the one after it where the two are an antithetic pair (the second is
+ * held, and starts next in the same batch, so the noise slice both read is likely
+ * still in this core's cache; with one slot, once the first episode ends); n_tasks
+ * when the queue is empty. */
 static int take_task(NevoEvaluator *ev, Batch *bt) {
     if (bt->held >= 0) {
         int t = bt->held;
@@ -294,7 +325,7 @@ static int take_task(NevoEvaluator *ev, Batch *bt) {
     int t = atomic_load_explicit(&ev->next_task, memory_order_relaxed);
     for (;;) {
         if (t >= ev->n_tasks) return ev->n_tasks;
-        int k = (ev->tasks[t].flags & NEVO_TASK_WITH_NEXT) && t + 1 < ev->n_tasks ? 2 : 1;
+        int k = ev->paired[t] ? 2 : 1;
         if (atomic_compare_exchange_weak(&ev->next_task, &t, t + k)) {
             if (k == 2) bt->held = t + 1;
             return t;
@@ -317,10 +348,8 @@ static int fill(NevoEvaluator *ev, Batch *bt, Clock *clk) {
 /* The batched forward of the live slots and their actions; returns 0 on failure. */
 static int infer(NevoEvaluator *ev, Batch *bt, int live) {
     const NevoPolicy *pol = ev->policy;
-    if (ev->build)
-        nevo_policy_forward(pol, bt->theta, theta_stride(pol), bt->net, bt->obs, live, bt->out, bt->scratch);
-    else
-        nevo_policy_forward(pol, ev->params, ev->stride, bt->net, bt->obs, live, bt->out, bt->scratch);
+    const NevoRows *rows = ev->layout == LAYOUT_BUILT ? bt->rows : ev->layout == LAYOUT_BASES ? ev->bases : ev->pop;
+    nevo_backend_forward(ev->backend, pol, rows, bt->net, bt->obs, live, bt->out, bt->ws);
     if (!all_finite(bt->out, live * pol->n_out)) {
         for (int s = 0; s < live; s++)
             if (!all_finite(bt->out + (size_t)s * pol->n_out, pol->n_out)) {
@@ -477,13 +506,136 @@ static void run_pipelined(void *ctx, int item, int worker) {
     }
 }
 
-static NevoStatus evaluate(NevoEvaluator *ev, const NevoTask *tasks, int n, NevoEpisode *results,
-                           NevoObsStats *task_stats, NevoError *err) {
-    ev->tasks = tasks;
+/* The layout of a call: every network a base read in place; one episode per network,
+ * each built as its episode starts; else every network built first. */
+static int choose_layout(const NevoTaskSet *ts, int *episodes_of) {
+    int all_bases = 1, one_each = ts->n_tasks == ts->n_nets;
+    for (int j = 0; j < ts->n_nets; j++) {
+        all_bases &= ts->nets[j].kind == NEVO_NET_BASE;
+        one_each &= episodes_of[j] == 1;
+    }
+    return all_bases ? LAYOUT_BASES : one_each ? LAYOUT_BUILT : LAYOUT_PREBUILT;
+}
+
+/* Where a network is built from: -1 for none (an init stream), else its base. */
+static int build_key(const NevoTaskSet *ts, int net) {
+    const NevoNet *n = &ts->nets[net];
+    return n->kind == NEVO_NET_INIT ? -1 : n->base;
+}
+
+/* Networks (with an episode) ascending within groups of one base, the networks built
+ * from nothing first: consecutive builds share a base, mostly still in L2 (a GA's
+ * children of one parent). The order changes no result, only which build follows
+ * which. */
+static int grouped_nets(const NevoTaskSet *ts, const int *episodes_of, int *out) {
+    int *count = nevo_alloc(sizeof(int) * (size_t)(ts->n_bases + 2));
+    for (int j = 0; j < ts->n_nets; j++)
+        if (episodes_of[j] > 0) count[build_key(ts, j) + 2]++;
+    for (int b = 1; b < ts->n_bases + 2; b++) count[b] += count[b - 1];
+    for (int j = 0; j < ts->n_nets; j++)
+        if (episodes_of[j] > 0) out[count[build_key(ts, j) + 1]++] = j;
+    int n = count[ts->n_bases];
+    free(count);
+    return n;
+}
+
+/* The queue (tasks grouped by their network's base, in task order within a group),
+ * and in the built layout the pairs taken together; in the prebuilt layout, the build
+ * units: a pair as its first network, else one network. */
+static void make_queue(NevoEvaluator *ev, const int *episodes_of) {
+    const NevoTaskSet *ts = ev->ts;
+    int n = ts->n_tasks;
+    free(ev->order);
+    free(ev->paired);
+    free(ev->units);
+    ev->order = nevo_alloc(sizeof(int) * (size_t)(n ? n : 1));
+    ev->paired = nevo_alloc((size_t)(n ? n : 1));
+    ev->units = NULL;
+    ev->n_units = 0;
+    if (ev->layout == LAYOUT_BASES) {
+        for (int t = 0; t < n; t++) ev->order[t] = t;
+        return;
+    }
+    int *nets = nevo_alloc(sizeof(int) * (size_t)(ts->n_nets ? ts->n_nets : 1));
+    int n_nets = grouped_nets(ts, episodes_of, nets);
+    /* each network's tasks, in task order */
+    int *first = nevo_alloc(sizeof(int) * (size_t)(ts->n_nets + 1));
+    for (int t = 0; t < n; t++) first[ts->tasks[t].net + 1]++;
+    for (int j = 0; j < ts->n_nets; j++) first[j + 1] += first[j];
+    int *by_net = nevo_alloc(sizeof(int) * (size_t)(n ? n : 1));
+    int *fill_at = nevo_alloc(sizeof(int) * (size_t)(ts->n_nets + 1));
+    memcpy(fill_at, first, sizeof(int) * (size_t)(ts->n_nets + 1));
+    for (int t = 0; t < n; t++) by_net[fill_at[ts->tasks[t].net]++] = t;
+    int q = 0;
+    for (int k = 0; k < n_nets; k++)
+        for (int i = first[nets[k]]; i < first[nets[k] + 1]; i++) ev->order[q++] = by_net[i];
+    NEVO_ASSERT(q == n);
+    if (ev->layout == LAYOUT_BUILT) {
+        for (int p = 0; p + 1 < n; p++) {
+            int j = ts->tasks[ev->order[p]].net;
+            if (ts->tasks[ev->order[p + 1]].net == j + 1 && nevo_taskset_is_pair(ts, j)) ev->paired[p++] = 1;
+        }
+    } else {
+        ev->units = nevo_alloc(sizeof(int) * (size_t)(n_nets ? n_nets : 1));
+        for (int k = 0; k < n_nets; k++) {
+            int j = nets[k], pair = k + 1 < n_nets && nets[k + 1] == j + 1 && nevo_taskset_is_pair(ts, j);
+            ev->units[ev->n_units++] = 2 * j + pair;
+            k += pair;
+        }
+    }
+    free(nets);
+    free(first);
+    free(by_net);
+    free(fill_at);
+}
+
+/* Prebuilt layout: build unit u (a network, or a pair in one pass over its noise slice)
+ * into its rows of pop, with non-temporal stores: the population is read back from
+ * memory by the forward. */
+static void build_unit(void *ctx, int u, int worker) {
+    NevoEvaluator *ev = ctx;
+    Clock *clk = &ev->clocks[worker];
+    double t0 = ev->timing ? now_s() : 0.0;
+    int j = ev->units[u] / 2;
+    if (ev->units[u] % 2)
+        nevo_rows_build_pair(ev->pop, j, j + 1, ev->ts, ev->policy, j, 1);
+    else
+        nevo_rows_build(ev->pop, j, ev->ts, ev->policy, j, 1);
+    if (ev->timing) clk->build_s += now_s() - t0;
+}
+
+NevoStatus nevo_evaluate_tasks(NevoEvaluator *ev, const NevoTaskSet *ts, NevoEpisode *results,
+                               NevoObsStats *task_stats, NevoError *err) {
+    NevoStatus st = nevo_taskset_check(ts, ev->policy, ev->env, err);
+    if (st) return st;
+    for (int i = 0; i < ts->n_tasks; i++)
+        if ((ts->tasks[i].flags & NEVO_TASK_RECORD_OBS) && !task_stats)
+            return nevo_error(err, NEVO_ERR_INVALID, "task %d records observations, but no statistics were given", i);
+    double t0 = ev->timing ? now_s() : 0.0;
+    int *episodes_of = nevo_alloc(sizeof(int) * (size_t)(ts->n_nets ? ts->n_nets : 1));
+    for (int t = 0; t < ts->n_tasks; t++) episodes_of[ts->tasks[t].net]++;
+    ev->ts = ts;
+    ev->tasks = ts->tasks;
+    ev->layout = choose_layout(ts, episodes_of);
+    make_queue(ev, episodes_of);
+    free(episodes_of);
+    int nw = nevo_pool_threads(ev->pool);
+    if (ev->layout == LAYOUT_BASES) {
+        ev->bases = nevo_rows_host(ev->backend, ts->bases, ts->base_stride, ts->n_bases);
+    } else if (ev->layout == LAYOUT_BUILT) {
+        for (int i = 0; i < ev->n_batches; i++)
+            if (!ev->batches[i].rows) ev->batches[i].rows = nevo_rows_new(ev->backend, ev->policy->nparams, ev->slots);
+    } else {
+        if (!ev->pop || ev->pop_rows < ts->n_nets) {
+            nevo_rows_free(ev->pop);
+            ev->pop = nevo_rows_new(ev->backend, ev->policy->nparams, ts->n_nets);
+            ev->pop_rows = ts->n_nets;
+        }
+        nevo_pool_run(ev->pool, ev->n_units, build_unit, ev);
+    }
     ev->results = results;
     ev->task_stats = task_stats;
-    ev->n_tasks = n;
-    for (int i = 0; i < n && !task_stats; i++) NEVO_ASSERT(!(tasks[i].flags & NEVO_TASK_RECORD_OBS));
+    ev->n_tasks = ts->n_tasks;
     atomic_store(&ev->next_task, 0);
     atomic_store(&ev->frames, 0);
     atomic_store(&ev->failed, 0);
@@ -492,9 +644,11 @@ static NevoStatus evaluate(NevoEvaluator *ev, const NevoTask *tasks, int n, Nevo
         atomic_store(&ev->batches[i].state, B_FILL);
         ev->batches[i].held = -1;
     }
-    int nw = nevo_pool_threads(ev->pool);
-    double t0 = ev->timing ? now_s() : 0.0;
     nevo_pool_run(ev->pool, nw, ev->depth == 1 ? run_fused : run_pipelined, ev);
+    nevo_backend_synchronize(ev->backend);
+    nevo_rows_free(ev->bases);
+    ev->bases = NULL;
+    ev->ts = NULL;
     if (ev->timing) {
         ev->wall_s += now_s() - t0;
         ev->timed_frames += atomic_load(&ev->frames);
@@ -509,21 +663,106 @@ static NevoStatus evaluate(NevoEvaluator *ev, const NevoTask *tasks, int n, Nevo
 
 NevoStatus nevo_evaluate(NevoEvaluator *ev, const float *params, size_t stride, const NevoTask *tasks, int n,
                          NevoEpisode *results, NevoObsStats *task_stats, NevoError *err) {
-    ev->params = params;
-    ev->stride = stride;
-    ev->build = NULL;
-    return evaluate(ev, tasks, n, results, task_stats, err);
+    int n_nets = 0;
+    for (int i = 0; i < n; i++)
+        if (tasks[i].net >= n_nets) n_nets = tasks[i].net + 1;
+    NevoNet *nets = nevo_alloc(sizeof(NevoNet) * (size_t)(n_nets ? n_nets : 1));
+    for (int j = 0; j < n_nets; j++) nets[j] = (NevoNet){.kind = NEVO_NET_BASE, .base = j};
+    NevoTaskSet ts;
+    nevo_taskset_for_policy(&ts, ev->policy, ev->env);
+    ts.n_bases = ts.n_nets = n_nets;
+    ts.bases = params;
+    ts.base_stride = stride;
+    ts.nets = nets;
+    ts.n_tasks = n;
+    ts.tasks = tasks;
+    NevoStatus st = nevo_evaluate_tasks(ev, &ts, results, task_stats, err);
+    free(nets);
+    return st;
 }
 
-NevoStatus nevo_evaluate_built(NevoEvaluator *ev, NevoBuildFn build, void *ctx, const NevoTask *tasks, int n,
-                               NevoEpisode *results, NevoObsStats *task_stats, NevoError *err) {
-    NEVO_ASSERT(build);
-    for (int i = 0; i < ev->n_batches; i++)
-        if (!ev->batches[i].theta)
-            ev->batches[i].theta = nevo_alloc_aligned(sizeof(float) * (size_t)ev->slots * theta_stride(ev->policy));
-    ev->params = NULL;
-    ev->stride = 0;
-    ev->build = build;
-    ev->build_ctx = ctx;
-    return evaluate(ev, tasks, n, results, task_stats, err);
+/* --- one policy ------------------------------------------------------------------- */
+
+void nevo_eval_summarise(const NevoEpisode *eps, int n, NevoEvalSummary *out) {
+    memset(out, 0, sizeof *out);
+    out->episodes = n;
+    if (n <= 0) return;
+    double sr = 0, sl = 0;
+    out->return_min = out->return_max = eps[0].ret;
+    for (int i = 0; i < n; i++) {
+        sr += eps[i].ret;
+        sl += eps[i].length;
+        out->frames += eps[i].length;
+        if (eps[i].ret < out->return_min) out->return_min = eps[i].ret;
+        if (eps[i].ret > out->return_max) out->return_max = eps[i].ret;
+    }
+    out->return_mean = sr / n;
+    out->length_mean = sl / n;
+    double vr = 0, vl = 0;
+    for (int i = 0; i < n; i++) {
+        vr += (eps[i].ret - out->return_mean) * (eps[i].ret - out->return_mean);
+        vl += (eps[i].length - out->length_mean) * (eps[i].length - out->length_mean);
+    }
+    out->return_std = sqrt(vr / n);
+    out->length_std = sqrt(vl / n);
+}
+
+uint64_t nevo_eval_episode_seed(uint64_t seed, int episode) {
+    return nevo_rng_derive(seed, NEVO_RNG_ENV_SEED, 0, NEVO_STREAM_FINAL_EVAL, (uint32_t)episode);
+}
+
+NevoStatus nevo_rollout_episode(const NevoEnv *env, const NevoPolicy *policy, const float *theta,
+                                uint64_t env_seed, NevoFrameFn frame, void *ctx, NevoEpisode *out,
+                                NevoError *err) {
+    const NevoEnvSpec *spec = nevo_env_spec(env);
+    void *inst = nevo_alloc_aligned(nevo_env_instance_size(env));
+    float *obs = nevo_alloc(sizeof(float) * (size_t)spec->obs_dim);
+    float *o = nevo_alloc(sizeof(float) * (size_t)policy->n_out);
+    float action[NEVO_ENV_MAX_ACT_DIM];
+    float *scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(policy, 1));
+    int net = 0;
+    memset(out, 0, sizeof *out);
+    nevo_env_reset(env, inst, env_seed, obs); /* a fresh instance: nothing to forget */
+    if (frame) frame(ctx, env, inst);
+    NevoStepResult r = {0};
+    NevoStatus st = NEVO_OK;
+    while (!r.terminated && !r.truncated) {
+        nevo_policy_forward(policy, theta, policy->nparams, &net, obs, 1, o, scratch);
+        nevo_policy_actions(policy, o, 1, action);
+        nevo_env_step(env, inst, action, obs, &r);
+        out->ret += r.reward;
+        out->length++;
+        if (frame) frame(ctx, env, inst);
+        if (!isfinite(r.reward)) {
+            st = nevo_error(err, NEVO_ERR_NUMERIC, "%s returned a non-finite reward at step %d", spec->name, out->length);
+            break;
+        }
+    }
+    out->terminated = r.terminated;
+    nevo_env_instance_free(env, inst);
+    free(inst);
+    free(obs);
+    free(o);
+    free(scratch);
+    return st;
+}
+
+NevoStatus nevo_eval_params(const NevoEnv *env, const NevoPolicy *policy, const float *theta,
+                            NevoPool *pool, int episodes, uint64_t seed, NevoEvalSummary *out,
+                            NevoError *err) {
+    NevoTask *tasks = nevo_alloc(sizeof(NevoTask) * (size_t)episodes);
+    NevoEpisode *eps = nevo_alloc(sizeof(NevoEpisode) * (size_t)episodes);
+    for (int e = 0; e < episodes; e++) {
+        tasks[e].net = 0;
+        tasks[e].seed = nevo_eval_episode_seed(seed, e);
+    }
+    /* one network for every episode: as many slots as a lanes block (kernels.h), so the
+     * forward runs them 16 rows at a time against one read of the weights */
+    NevoEvaluator *ev = nevo_evaluator_new(env, policy, pool, 16);
+    NevoStatus st = nevo_evaluate(ev, theta, policy->nparams, tasks, episodes, eps, NULL, err);
+    if (st == NEVO_OK) nevo_eval_summarise(eps, episodes, out);
+    nevo_evaluator_free(ev);
+    free(tasks);
+    free(eps);
+    return st;
 }

@@ -1,0 +1,60 @@
+/* Backends: where a population's networks are computed.
+ *
+ * A backend holds parameter rows where it computes (NevoRows: uploaded, viewed in
+ * host memory where the backend can read it, or built there from a task set's
+ * recipes), runs the batched forward of rows that are each their own network, and
+ * synchronises. The evaluator owns one and calls nothing else of it, so a device
+ * backend plugs in beside the CPU one (src/nn/backend_impl.h has the table of
+ * operations a backend fills in, and backend.c the list of backends).
+ *
+ * The CPU backend is nevo's kernels (nn/kernels.h) on host memory; it gives the
+ * results DESIGN.md's determinism rules describe. Another backend gives the same
+ * results only where it computes the same operations in the same order. */
+#ifndef NEVO_BACKEND_H
+#define NEVO_BACKEND_H
+
+#include <stddef.h>
+
+#include "nevo/policy.h"
+#include "nevo/status.h"
+#include "nevo/tasks.h"
+
+typedef struct NevoBackend NevoBackend;
+typedef struct NevoRows NevoRows;           /* parameter rows on a backend */
+typedef struct NevoWorkspace NevoWorkspace; /* a forward call's scratch, one per thread */
+
+/* The backend named `name` ("cpu"; nevo_backend_names lists those built in). */
+NevoStatus nevo_backend_new(const char *name, NevoBackend **out, NevoError *err);
+void nevo_backend_free(NevoBackend *b);
+const char *nevo_backend_name(const NevoBackend *b);
+/* The built-in backends' names, comma-separated ("cpu"). */
+const char *nevo_backend_names(void);
+
+/* `rows` rows of row_floats floats each, every row on a 64-byte line. */
+NevoRows *nevo_rows_new(NevoBackend *b, size_t row_floats, int rows);
+/* Rows in host memory at host + r * stride (valid while the rows are): on the CPU a
+ * view, no copy; a device backend copies them. */
+NevoRows *nevo_rows_host(NevoBackend *b, const float *host, size_t stride, int rows);
+void nevo_rows_free(NevoRows *r);
+/* Network `net` of the set into row `row` (stream: nevo_perturb_rows's hint). */
+void nevo_rows_build(NevoRows *r, int row, const NevoTaskSet *ts, const NevoPolicy *p, int net, int stream);
+/* Networks net and net + 1, an antithetic pair (nevo_taskset_is_pair), into rows
+ * row_plus and row_minus in one pass over their noise slice. */
+void nevo_rows_build_pair(NevoRows *r, int row_plus, int row_minus, const NevoTaskSet *ts, const NevoPolicy *p,
+                          int net, int stream);
+
+NevoWorkspace *nevo_workspace_new(NevoBackend *b, const NevoPolicy *p, int max_rows);
+void nevo_workspace_free(NevoWorkspace *w);
+
+/* out (n, n_out) = network in row which[i] of r applied to obs[i], for each i < n;
+ * returns with out written. Row i's result depends on its network and obs[i] alone. */
+void nevo_backend_forward(NevoBackend *b, const NevoPolicy *p, const NevoRows *r, const int *which, const float *obs,
+                          int n, float *out, NevoWorkspace *w);
+/* The fast memory a worker's networks should fit in to be read again from it (the
+ * CPU's L2 cache): what the evaluator sizes its episode slots by. */
+size_t nevo_backend_cache_bytes(const NevoBackend *b);
+
+/* Waits for every operation issued so far. */
+void nevo_backend_synchronize(NevoBackend *b);
+
+#endif

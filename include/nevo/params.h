@@ -1,0 +1,65 @@
+/* Parameter vectors: the operations that make and combine them, in one rounding order
+ * on every CPU and kernel set.
+ *
+ * A network's parameters come from named noise (noise.h): a fresh network from its
+ * init stream (nevo_policy_init_params), a GA child from its parent plus sigma times a
+ * noise slice, an ES perturbation from the mean plus or minus sigma times one. A seed
+ * chain names a vector by that history alone (a Deep GA genome), so it can be rebuilt
+ * anywhere with the same noise table: d = sigma eps[k] rounded, then theta[k] + d. */
+#ifndef NEVO_PARAMS_H
+#define NEVO_PARAMS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nevo/noise.h"
+#include "nevo/policy.h"
+
+/* One mutation of a seed chain: theta += sigma * the slice named (seed, NEVO_RNG_MUTATE,
+ * generation, individual, 0). 12 bytes in checkpoints and task files. */
+typedef struct NevoMutation {
+    uint32_t generation, individual;
+    float sigma;
+} NevoMutation;
+
+/* A vector as its history: the init stream (init_generation, init_individual), then the
+ * mutations, oldest first. */
+typedef struct NevoChain {
+    uint32_t init_generation, init_individual;
+    int n;
+    const NevoMutation *muts; /* (n) */
+} NevoChain;
+
+/* plus = theta + sigma * eps and minus = theta - sigma * eps, elementwise (d = sigma *
+ * eps[k] rounded, then added or subtracted), either row NULL to skip it; plus may be
+ * theta (in place, as a chain's replay does). One pass, in the kernel set's widest
+ * vectors. stream: non-temporal stores on x86, for rows the forward reads back from
+ * memory (a population beyond the caches); 0 for a row read next from the cache. */
+void nevo_perturb_rows(float *plus, float *minus, const float *theta, float sigma, const float *eps, size_t n,
+                       int stream);
+
+/* g[k] += w[0] rows[0][k] + ... + w[m-1] rows[m-1][k] for k0 <= k < k1, in double, the
+ * rows added one after another in the order given (each product and each sum rounded
+ * once), so the bits do not depend on the kernel set or on how [0, n) is split. */
+void nevo_weighted_sum(double *g, const float *const *rows, const double *w, int m, size_t k0, size_t k1);
+
+/* Optimiser steps on theta against the ascent direction grad (scaled by scale), with
+ * L2 decay, in double, as OpenAI ES writes them: g = -grad[k] scale + l2 theta[k]; Adam:
+ * m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2, theta -= step m / (sqrt(v) + 1e-8),
+ * step the bias-corrected rate; SGD: m = momentum m + (1 - momentum) g, theta -= lr m.
+ * Each element's operations are fixed, so vectorising them changes no bit. */
+void nevo_adam_step(float *theta, double *m, double *v, const double *grad, size_t n, double scale, double l2,
+                    double b1, double b2, double step);
+void nevo_sgd_step(float *theta, double *m, const double *grad, size_t n, double scale, double l2, double momentum,
+                   double lr);
+
+/* The GA's mutation step: dst = src + sigma * eps(mutation), dst may be src. */
+void nevo_mutate(const NevoPolicy *p, const NevoNoise *noise, uint64_t seed, NevoMutation m, float *dst,
+                 const float *src, int stream);
+
+/* Rebuilds a chain's vector into theta (p->nparams floats): init, then each mutation in
+ * place, the same operations as the live run that made it. */
+void nevo_chain_build(const NevoPolicy *p, const NevoNoise *noise, uint64_t seed, const NevoChain *chain,
+                      float *theta);
+
+#endif

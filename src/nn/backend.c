@@ -1,0 +1,91 @@
+/* Backend dispatch and the list of backends built in. */
+#include "nn/backend_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A new backend: its ops here, its file beside backend_cpu.c. */
+static const NevoBackendOps *const backends[] = {&nevo_backend_cpu_ops};
+#define N_BACKENDS ((int)(sizeof backends / sizeof backends[0]))
+
+const char *nevo_backend_names(void) { return "cpu"; }
+
+NevoStatus nevo_backend_new(const char *name, NevoBackend **out, NevoError *err) {
+    *out = NULL;
+    for (int i = 0; i < N_BACKENDS; i++) {
+        if (strcmp(backends[i]->name, name) != 0) continue;
+        void *ctx = backends[i]->init();
+        if (!ctx) return nevo_error(err, NEVO_ERR_UNSUPPORTED, "backend %s cannot run on this machine", name);
+        NevoBackend *b = nevo_alloc(sizeof *b);
+        b->ops = backends[i];
+        b->ctx = ctx;
+        *out = b;
+        return NEVO_OK;
+    }
+    return nevo_error(err, NEVO_ERR_NOTFOUND, "unknown backend '%s' (built in: %s)", name, nevo_backend_names());
+}
+
+void nevo_backend_free(NevoBackend *b) {
+    if (!b) return;
+    b->ops->done(b->ctx);
+    free(b);
+}
+
+const char *nevo_backend_name(const NevoBackend *b) { return b->ops->name; }
+
+static NevoRows *rows_make(NevoBackend *b, size_t stride, int rows, const float *host) {
+    NevoRows *r = nevo_alloc(sizeof *r);
+    r->backend = b;
+    r->stride = stride;
+    r->rows = rows;
+    b->ops->rows_alloc(b->ctx, r, host);
+    return r;
+}
+
+NevoRows *nevo_rows_new(NevoBackend *b, size_t row_floats, int rows) {
+    return rows_make(b, (row_floats + 15) & ~(size_t)15, rows, NULL);
+}
+
+NevoRows *nevo_rows_host(NevoBackend *b, const float *host, size_t stride, int rows) {
+    return rows_make(b, stride, rows, host);
+}
+
+void nevo_rows_free(NevoRows *r) {
+    if (!r) return;
+    r->backend->ops->rows_free(r->backend->ctx, r);
+    free(r);
+}
+
+void nevo_rows_build(NevoRows *r, int row, const NevoTaskSet *ts, const NevoPolicy *p, int net, int stream) {
+    NEVO_ASSERT(row >= 0 && row < r->rows && !r->view);
+    r->backend->ops->build(r->backend->ctx, r, row, ts, p, net, stream);
+}
+
+void nevo_rows_build_pair(NevoRows *r, int row_plus, int row_minus, const NevoTaskSet *ts, const NevoPolicy *p,
+                          int net, int stream) {
+    NEVO_ASSERT(row_plus >= 0 && row_plus < r->rows && row_minus >= 0 && row_minus < r->rows && !r->view);
+    NEVO_ASSERT(nevo_taskset_is_pair(ts, net));
+    r->backend->ops->build_pair(r->backend->ctx, r, row_plus, row_minus, ts, p, net, stream);
+}
+
+NevoWorkspace *nevo_workspace_new(NevoBackend *b, const NevoPolicy *p, int max_rows) {
+    NevoWorkspace *w = nevo_alloc(sizeof *w);
+    w->backend = b;
+    w->ws = b->ops->workspace_new(b->ctx, p, max_rows);
+    return w;
+}
+
+void nevo_workspace_free(NevoWorkspace *w) {
+    if (!w) return;
+    w->backend->ops->workspace_free(w->backend->ctx, w->ws);
+    free(w);
+}
+
+void nevo_backend_forward(NevoBackend *b, const NevoPolicy *p, const NevoRows *r, const int *which, const float *obs,
+                          int n, float *out, NevoWorkspace *w) {
+    b->ops->forward(b->ctx, p, r, which, obs, n, out, w->ws);
+}
+
+void nevo_backend_synchronize(NevoBackend *b) { b->ops->synchronize(b->ctx); }
+
+size_t nevo_backend_cache_bytes(const NevoBackend *b) { return b->ops->cache_bytes(b->ctx); }

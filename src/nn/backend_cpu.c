@@ -1,0 +1,82 @@
+/* The CPU backend: rows in host memory, nevo's kernels (nevo_policy_forward and the
+ * kernel set's perturbation) on the calling thread, nothing asynchronous. */
+#include <stdlib.h>
+
+#include "nn/backend_impl.h"
+#include "nevo/rng.h"
+#include "nn/kernels.h"
+
+static int cpu_context; /* the CPU backend keeps no state: a non-NULL context */
+
+static void *cpu_init(void) { return &cpu_context; }
+static void cpu_done(void *ctx) { (void)ctx; }
+
+static void cpu_rows_alloc(void *ctx, NevoRows *r, const float *host) {
+    (void)ctx;
+    if (host) {
+        r->data = (float *)host; /* a view: never written (nevo_rows_build asserts it) */
+        r->view = 1;
+    } else {
+        r->data = nevo_alloc_aligned(sizeof(float) * r->stride * (size_t)(r->rows > 0 ? r->rows : 1));
+    }
+}
+
+static void cpu_rows_free(void *ctx, NevoRows *r) {
+    (void)ctx;
+    if (!r->view) free(r->data);
+}
+
+static void cpu_build(void *ctx, NevoRows *r, int row, const NevoTaskSet *ts, const NevoPolicy *p, int net,
+                      int stream) {
+    (void)ctx;
+    nevo_taskset_build(ts, p, net, r->data + (size_t)row * r->stride, stream);
+}
+
+static void cpu_build_pair(void *ctx, NevoRows *r, int row_plus, int row_minus, const NevoTaskSet *ts,
+                           const NevoPolicy *p, int net, int stream) {
+    (void)ctx;
+    (void)p;
+    const NevoNet *n = &ts->nets[net];
+    const float *eps =
+        nevo_noise_slice(ts->noise, ts->nparams, ts->seed, n->purpose, n->generation, n->individual, 0);
+    nevo_perturb_rows(r->data + (size_t)row_plus * r->stride, r->data + (size_t)row_minus * r->stride,
+                      ts->bases + (size_t)n->base * ts->base_stride, n->sigma, eps, ts->nparams, stream);
+}
+
+static void *cpu_workspace_new(void *ctx, const NevoPolicy *p, int max_rows) {
+    (void)ctx;
+    return nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(p, max_rows));
+}
+
+static void cpu_workspace_free(void *ctx, void *ws) {
+    (void)ctx;
+    free(ws);
+}
+
+static void cpu_forward(void *ctx, const NevoPolicy *p, const NevoRows *r, const int *which, const float *obs, int n,
+                        float *out, void *ws) {
+    (void)ctx;
+    nevo_policy_forward(p, r->data, r->stride, which, obs, n, out, ws);
+}
+
+static void cpu_synchronize(void *ctx) { (void)ctx; }
+
+static size_t cpu_cache_bytes(void *ctx) {
+    (void)ctx;
+    return nevo_cache_l2_bytes();
+}
+
+const NevoBackendOps nevo_backend_cpu_ops = {
+    .name = "cpu",
+    .init = cpu_init,
+    .done = cpu_done,
+    .rows_alloc = cpu_rows_alloc,
+    .rows_free = cpu_rows_free,
+    .build = cpu_build,
+    .build_pair = cpu_build_pair,
+    .workspace_new = cpu_workspace_new,
+    .workspace_free = cpu_workspace_free,
+    .forward = cpu_forward,
+    .synchronize = cpu_synchronize,
+    .cache_bytes = cpu_cache_bytes,
+};

@@ -1,0 +1,48 @@
+/* What a backend implements (internal): a small table of operations over rows it
+ * owns. backend.c dispatches to it; a backend's file fills one in and adds a line to
+ * backend.c's list. */
+#ifndef NEVO_BACKEND_IMPL_H
+#define NEVO_BACKEND_IMPL_H
+
+#include "nevo/backend.h"
+
+typedef struct NevoBackendOps {
+    const char *name;
+    void *(*init)(void);        /* the backend's context, or NULL where it cannot run here */
+    void (*done)(void *ctx);
+    /* r->data for r->rows rows of r->stride floats (64-byte aligned rows), or a view of
+     * host memory (host != NULL: a device copies it) */
+    void (*rows_alloc)(void *ctx, NevoRows *r, const float *host);
+    void (*rows_free)(void *ctx, NevoRows *r);
+    void (*build)(void *ctx, NevoRows *r, int row, const NevoTaskSet *ts, const NevoPolicy *p, int net, int stream);
+    void (*build_pair)(void *ctx, NevoRows *r, int row_plus, int row_minus, const NevoTaskSet *ts,
+                       const NevoPolicy *p, int net, int stream);
+    void *(*workspace_new)(void *ctx, const NevoPolicy *p, int max_rows);
+    void (*workspace_free)(void *ctx, void *ws);
+    void (*forward)(void *ctx, const NevoPolicy *p, const NevoRows *r, const int *which, const float *obs, int n,
+                    float *out, void *ws);
+    void (*synchronize)(void *ctx);
+    size_t (*cache_bytes)(void *ctx);
+} NevoBackendOps;
+
+struct NevoBackend {
+    const NevoBackendOps *ops;
+    void *ctx;
+};
+
+struct NevoRows {
+    NevoBackend *backend;
+    float *data;    /* where the backend computes */
+    size_t stride;  /* floats from one row to the next */
+    int rows;
+    int view;       /* data is the caller's host memory */
+};
+
+struct NevoWorkspace {
+    NevoBackend *backend;
+    void *ws;
+};
+
+extern const NevoBackendOps nevo_backend_cpu_ops;
+
+#endif

@@ -1,0 +1,422 @@
+/* Evaluation tasks as data: checks, building a network from its recipe, and the
+ * serialised form that carries a task set and its results between processes. */
+#include "nevo/tasks.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nevo/rng.h"
+
+#define TASKS_MAGIC "NEVOTSK1"
+#define RESULTS_MAGIC "NEVORES1"
+#define TASKS_VERSION 1u
+
+/* The most floats a read set's bases may take once built (4 GiB): a crafted set of a
+ * few KB cannot ask for more memory than that. */
+#define MAX_BASE_FLOATS ((size_t)1 << 30)
+
+/* Structure alone: every index in range and every recipe well-formed. */
+static NevoStatus check_structure(const NevoTaskSet *ts, NevoError *err) {
+    if (ts->n_bases < 0 || ts->n_nets < 0 || ts->n_tasks < 0)
+        return nevo_error(err, NEVO_ERR_INVALID, "task set: negative count");
+    if (ts->nparams == 0) return nevo_error(err, NEVO_ERR_INVALID, "task set: networks of 0 parameters");
+    for (int j = 0; j < ts->n_nets; j++) {
+        const NevoNet *n = &ts->nets[j];
+        if (n->kind > NEVO_NET_PERTURBED)
+            return nevo_error(err, NEVO_ERR_INVALID, "task set: network %d has unknown kind %u", j, n->kind);
+        if (n->kind != NEVO_NET_INIT && (n->base < 0 || n->base >= ts->n_bases))
+            return nevo_error(err, NEVO_ERR_INVALID, "task set: network %d names base %d of %d", j, n->base,
+                              ts->n_bases);
+        if (n->kind != NEVO_NET_PERTURBED) continue;
+        if (n->purpose != NEVO_RNG_MUTATE && n->purpose != NEVO_RNG_ES_NOISE)
+            return nevo_error(err, NEVO_ERR_INVALID, "task set: network %d perturbs with noise purpose %u", j,
+                              n->purpose);
+        if (n->sign != 1 && n->sign != -1)
+            return nevo_error(err, NEVO_ERR_INVALID, "task set: network %d has sign %d (+1 or -1)", j, n->sign);
+        if (!isfinite(n->sigma))
+            return nevo_error(err, NEVO_ERR_INVALID, "task set: network %d has a non-finite sigma", j);
+    }
+    for (int t = 0; t < ts->n_tasks; t++) {
+        const NevoTask *k = &ts->tasks[t];
+        if (k->net < 0 || k->net >= ts->n_nets)
+            return nevo_error(err, NEVO_ERR_INVALID, "task set: task %d names network %d of %d", t, k->net,
+                              ts->n_nets);
+        if (k->flags & ~NEVO_TASK_RECORD_OBS)
+            return nevo_error(err, NEVO_ERR_INVALID, "task set: task %d has unknown flags 0x%x", t, k->flags);
+    }
+    if (ts->chains)
+        for (int b = 0; b < ts->n_bases; b++)
+            for (int j = 0; j < ts->chains[b].n; j++)
+                if (!isfinite(ts->chains[b].muts[j].sigma))
+                    return nevo_error(err, NEVO_ERR_INVALID, "task set: base %d has a non-finite mutation", b);
+    return NEVO_OK;
+}
+
+void nevo_taskset_for_policy(NevoTaskSet *ts, const NevoPolicy *policy, const NevoEnv *env) {
+    const NevoEnvSpec *spec = nevo_env_spec(env);
+    memset(ts, 0, sizeof *ts);
+    ts->nparams = policy->nparams;
+    snprintf(ts->env, sizeof ts->env, "%s", spec->name);
+    ts->max_steps = spec->max_steps;
+    ts->obs_dim = policy->obs_dim;
+    if (policy->obs_norm) {
+        ts->obs_mean = policy->obs_mean;
+        ts->obs_std = policy->obs_std;
+    }
+}
+
+NevoStatus nevo_taskset_check(const NevoTaskSet *ts, const NevoPolicy *policy, const NevoEnv *env,
+                              NevoError *err) {
+    NevoStatus st = check_structure(ts, err);
+    if (st) return st;
+    const NevoEnvSpec *spec = nevo_env_spec(env);
+    if (ts->nparams != policy->nparams)
+        return nevo_error(err, NEVO_ERR_INVALID, "task set is for networks of %zu parameters, the policy has %zu",
+                          ts->nparams, policy->nparams);
+    if (ts->env[0] && strcmp(ts->env, spec->name) != 0)
+        return nevo_error(err, NEVO_ERR_INVALID, "task set is for env %s, not %s", ts->env, spec->name);
+    if (ts->max_steps != spec->max_steps)
+        return nevo_error(err, NEVO_ERR_INVALID, "task set caps episodes at %d steps, the env at %d", ts->max_steps,
+                          spec->max_steps);
+    if (!policy->obs_norm != !ts->obs_mean || ts->obs_dim != policy->obs_dim)
+        return nevo_error(err, NEVO_ERR_INVALID, "task set and policy differ in observation normalisation");
+    if (ts->obs_mean && (memcmp(ts->obs_mean, policy->obs_mean, sizeof(float) * (size_t)ts->obs_dim) != 0 ||
+                         memcmp(ts->obs_std, policy->obs_std, sizeof(float) * (size_t)ts->obs_dim) != 0))
+        return nevo_error(err, NEVO_ERR_INVALID,
+                          "task set's observation normalisation is not the policy's: apply it first");
+    if (ts->n_bases > 0 && !ts->bases)
+        return nevo_error(err, NEVO_ERR_INVALID, "task set's bases are chains: materialise them first");
+    int needs_noise = 0;
+    for (int j = 0; j < ts->n_nets; j++) needs_noise |= ts->nets[j].kind != NEVO_NET_BASE;
+    if (needs_noise && (!ts->noise || ts->noise->size != ts->noise_floats || ts->noise->size <= ts->nparams))
+        return nevo_error(err, NEVO_ERR_INVALID, "task set needs a noise table of %zu floats", ts->noise_floats);
+    return NEVO_OK;
+}
+
+void nevo_taskset_build(const NevoTaskSet *ts, const NevoPolicy *policy, int net, float *theta, int stream) {
+    const NevoNet *n = &ts->nets[net];
+    const float *base = ts->bases + (size_t)n->base * ts->base_stride;
+    if (n->kind == NEVO_NET_BASE) {
+        memcpy(theta, base, sizeof(float) * ts->nparams);
+    } else if (n->kind == NEVO_NET_INIT) {
+        nevo_policy_init_params(policy, ts->noise, ts->seed, n->generation, n->individual, theta);
+    } else {
+        const float *eps = nevo_noise_slice(ts->noise, ts->nparams, ts->seed, n->purpose, n->generation,
+                                            n->individual, 0);
+        nevo_perturb_rows(n->sign > 0 ? theta : NULL, n->sign > 0 ? NULL : theta, base, n->sigma, eps, ts->nparams,
+                          stream);
+    }
+}
+
+int nevo_taskset_is_pair(const NevoTaskSet *ts, int j) {
+    if (j + 1 >= ts->n_nets) return 0;
+    const NevoNet *a = &ts->nets[j], *b = &ts->nets[j + 1];
+    return a->kind == NEVO_NET_PERTURBED && b->kind == NEVO_NET_PERTURBED && a->base == b->base &&
+           a->purpose == b->purpose && a->generation == b->generation && a->individual == b->individual &&
+           a->sigma == b->sigma && a->sign == 1 && b->sign == -1;
+}
+
+/* --- serialised form --------------------------------------------------------------- */
+
+/* A set read from bytes, owning every array its NevoTaskSet points to. */
+typedef struct OwnedTaskSet {
+    NevoTaskSet ts; /* first: nevo_taskset_free takes the NevoTaskSet */
+    float *bases, *obs_mean, *obs_std;
+    NevoChain *chains;
+    NevoMutation *muts;
+    NevoNet *nets;
+    NevoTask *tasks;
+} OwnedTaskSet;
+
+NevoStatus nevo_taskset_write(const NevoTaskSet *ts, NevoBuf *out, NevoError *err) {
+    NevoStatus st = check_structure(ts, err);
+    if (st) return st;
+    if (ts->n_bases > 0 && !ts->bases && !ts->chains)
+        return nevo_error(err, NEVO_ERR_INVALID, "task set: bases have neither floats nor chains");
+    NevoBuf p = {0};
+    nevo_buf_u64(&p, ts->seed);
+    nevo_buf_u64(&p, ts->noise_floats);
+    nevo_buf_u64(&p, ts->nparams);
+    nevo_buf_str(&p, ts->env);
+    nevo_buf_u32(&p, (uint32_t)ts->max_steps);
+    nevo_buf_u32(&p, (uint32_t)ts->obs_dim);
+    nevo_buf_u32(&p, ts->obs_mean ? 1u : 0u);
+    if (ts->obs_mean) {
+        nevo_buf_f32s(&p, ts->obs_mean, (size_t)ts->obs_dim);
+        nevo_buf_f32s(&p, ts->obs_std, (size_t)ts->obs_dim);
+    }
+    /* bases: as chains where there are any (bytes instead of nparams floats each) */
+    nevo_buf_u32(&p, (uint32_t)ts->n_bases);
+    nevo_buf_u32(&p, ts->chains ? 1u : 0u);
+    for (int b = 0; b < ts->n_bases; b++) {
+        if (ts->chains) {
+            const NevoChain *c = &ts->chains[b];
+            nevo_buf_u32(&p, c->init_generation);
+            nevo_buf_u32(&p, c->init_individual);
+            nevo_buf_u32(&p, (uint32_t)c->n);
+            for (int j = 0; j < c->n; j++) {
+                nevo_buf_u32(&p, c->muts[j].generation);
+                nevo_buf_u32(&p, c->muts[j].individual);
+                nevo_buf_put(&p, &c->muts[j].sigma, 4);
+            }
+        } else {
+            nevo_buf_f32s(&p, ts->bases + (size_t)b * ts->base_stride, ts->nparams);
+        }
+    }
+    nevo_buf_u32(&p, (uint32_t)ts->n_nets);
+    for (int j = 0; j < ts->n_nets; j++) {
+        const NevoNet *n = &ts->nets[j];
+        nevo_buf_u32(&p, n->kind);
+        nevo_buf_u32(&p, (uint32_t)n->base);
+        nevo_buf_u32(&p, n->purpose);
+        nevo_buf_u32(&p, n->generation);
+        nevo_buf_u32(&p, n->individual);
+        nevo_buf_put(&p, &n->sigma, 4);
+        nevo_buf_u32(&p, (uint32_t)n->sign);
+    }
+    nevo_buf_u32(&p, (uint32_t)ts->n_tasks);
+    for (int t = 0; t < ts->n_tasks; t++) {
+        nevo_buf_u32(&p, (uint32_t)ts->tasks[t].net);
+        nevo_buf_u32(&p, ts->tasks[t].flags);
+        nevo_buf_u64(&p, ts->tasks[t].seed);
+    }
+    nevo_container_encode(TASKS_MAGIC, TASKS_VERSION, &p, out);
+    nevo_buf_free(&p);
+    return NEVO_OK;
+}
+
+/* A count read from r, refused where its elements (at least `each` bytes apiece)
+ * could not fit in what is left of the payload: no allocation beyond the data. */
+static int read_count(NevoReader *r, size_t each, int *n) {
+    uint32_t v = nevo_read_u32(r);
+    if (r->failed || v > (uint32_t)0x7fffffff || (each && (size_t)v > (r->len - r->pos) / each)) return 0;
+    *n = (int)v;
+    return 1;
+}
+
+NevoStatus nevo_taskset_read(const uint8_t *data, size_t len, NevoTaskSet **out, NevoError *err) {
+    *out = NULL;
+    const uint8_t *payload;
+    size_t plen;
+    NevoStatus st = nevo_container_decode(data, len, "task set", TASKS_MAGIC, TASKS_VERSION, &payload, &plen, err);
+    if (st) return st;
+    OwnedTaskSet *o = nevo_alloc(sizeof *o);
+    NevoTaskSet *ts = &o->ts;
+    NevoReader r = nevo_reader(payload, plen);
+    ts->seed = nevo_read_u64(&r);
+    ts->noise_floats = (size_t)nevo_read_u64(&r);
+    ts->nparams = (size_t)nevo_read_u64(&r);
+    char *env = nevo_read_str(&r, sizeof ts->env - 1);
+    if (env) {
+        memcpy(ts->env, env, strlen(env) + 1);
+        free(env);
+    }
+    ts->max_steps = (int)nevo_read_u32(&r);
+    int chains, ok = env != NULL && ts->max_steps >= 0 && ts->nparams > 0 && ts->nparams <= NEVO_NOISE_MAX_FLOATS &&
+                     read_count(&r, 0, &ts->obs_dim);
+    uint32_t norm = nevo_read_u32(&r);
+    ok = ok && norm <= 1 && (!norm || (size_t)ts->obs_dim <= (r.len - r.pos) / 8);
+    if (ok && norm) {
+        int obs_dim = ts->obs_dim;
+        o->obs_mean = nevo_alloc(sizeof(float) * (size_t)obs_dim);
+        o->obs_std = nevo_alloc(sizeof(float) * (size_t)obs_dim);
+        nevo_read_f32s(&r, o->obs_mean, (size_t)obs_dim);
+        nevo_read_f32s(&r, o->obs_std, (size_t)obs_dim);
+        ts->obs_mean = o->obs_mean;
+        ts->obs_std = o->obs_std;
+    }
+    ok = ok && read_count(&r, 4, &ts->n_bases);
+    chains = (int)nevo_read_u32(&r);
+    ok = ok && (chains == 0 || chains == 1) && (size_t)ts->n_bases <= MAX_BASE_FLOATS / ts->nparams;
+    if (ok && chains) {
+        o->chains = nevo_alloc(sizeof(NevoChain) * (size_t)(ts->n_bases ? ts->n_bases : 1));
+        /* all mutations in one array: count them first, each 12 bytes in the payload */
+        size_t total = 0;
+        NevoReader scan = r;
+        for (int b = 0; b < ts->n_bases && ok; b++) {
+            nevo_read_u32(&scan);
+            nevo_read_u32(&scan);
+            int n = 0;
+            ok = read_count(&scan, 12, &n);
+            scan.pos += (size_t)n * 12;
+            total += (size_t)n;
+        }
+        if (ok) o->muts = nevo_alloc(sizeof(NevoMutation) * (total ? total : 1));
+        size_t used = 0;
+        for (int b = 0; b < ts->n_bases && ok; b++) {
+            NevoChain *c = &o->chains[b];
+            c->init_generation = nevo_read_u32(&r);
+            c->init_individual = nevo_read_u32(&r);
+            ok = read_count(&r, 12, &c->n);
+            c->muts = o->muts + used;
+            for (int j = 0; ok && j < c->n; j++) {
+                o->muts[used].generation = nevo_read_u32(&r);
+                o->muts[used].individual = nevo_read_u32(&r);
+                nevo_read(&r, &o->muts[used].sigma, 4);
+                used++;
+            }
+        }
+        ts->chains = o->chains;
+    } else if (ok && ts->n_bases > 0) {
+        ok = (size_t)ts->n_bases <= (r.len - r.pos) / (4 * ts->nparams);
+        if (ok) {
+            o->bases = nevo_alloc_aligned(sizeof(float) * ts->nparams * (size_t)ts->n_bases);
+            nevo_read_f32s(&r, o->bases, ts->nparams * (size_t)ts->n_bases);
+            ts->bases = o->bases;
+            ts->base_stride = ts->nparams;
+        }
+    }
+    ok = ok && read_count(&r, 28, &ts->n_nets);
+    if (ok) {
+        o->nets = nevo_alloc(sizeof(NevoNet) * (size_t)(ts->n_nets ? ts->n_nets : 1));
+        for (int j = 0; j < ts->n_nets; j++) {
+            NevoNet *n = &o->nets[j];
+            n->kind = nevo_read_u32(&r);
+            n->base = (int32_t)nevo_read_u32(&r);
+            n->purpose = nevo_read_u32(&r);
+            n->generation = nevo_read_u32(&r);
+            n->individual = nevo_read_u32(&r);
+            nevo_read(&r, &n->sigma, 4);
+            n->sign = (int32_t)nevo_read_u32(&r);
+        }
+        ts->nets = o->nets;
+    }
+    ok = ok && read_count(&r, 16, &ts->n_tasks);
+    if (ok) {
+        o->tasks = nevo_alloc(sizeof(NevoTask) * (size_t)(ts->n_tasks ? ts->n_tasks : 1));
+        for (int t = 0; t < ts->n_tasks; t++) {
+            o->tasks[t].net = (int)nevo_read_u32(&r);
+            o->tasks[t].flags = nevo_read_u32(&r);
+            o->tasks[t].seed = nevo_read_u64(&r);
+        }
+        ts->tasks = o->tasks;
+    }
+    if (!ok || !nevo_reader_ok(&r, true)) {
+        nevo_taskset_free(ts);
+        return nevo_error(err, NEVO_ERR_CORRUPT, "task set: truncated or inconsistent data");
+    }
+    if ((st = check_structure(ts, err))) {
+        nevo_taskset_free(ts);
+        err->status = NEVO_ERR_CORRUPT;
+        return NEVO_ERR_CORRUPT;
+    }
+    *out = ts;
+    return NEVO_OK;
+}
+
+NevoStatus nevo_taskset_materialise(NevoTaskSet *ts, const NevoPolicy *policy, const NevoNoise *noise,
+                                    NevoError *err) {
+    OwnedTaskSet *o = (OwnedTaskSet *)ts;
+    if (ts->nparams != policy->nparams)
+        return nevo_error(err, NEVO_ERR_INVALID, "task set is for networks of %zu parameters, the policy has %zu",
+                          ts->nparams, policy->nparams);
+    if (noise->size != ts->noise_floats)
+        return nevo_error(err, NEVO_ERR_INVALID, "task set needs a noise table of %zu floats, not %zu",
+                          ts->noise_floats, noise->size);
+    ts->noise = noise;
+    if (ts->chains && !ts->bases) {
+        o->bases = nevo_alloc_aligned(sizeof(float) * ts->nparams * (size_t)(ts->n_bases ? ts->n_bases : 1));
+        for (int b = 0; b < ts->n_bases; b++)
+            nevo_chain_build(policy, noise, ts->seed, &ts->chains[b], o->bases + (size_t)b * ts->nparams);
+        ts->bases = o->bases;
+        ts->base_stride = ts->nparams;
+    }
+    return NEVO_OK;
+}
+
+NevoStatus nevo_taskset_prepare_policy(const NevoTaskSet *ts, NevoPolicy *policy, NevoError *err) {
+    if (ts->obs_dim != policy->obs_dim || !ts->obs_mean != !policy->obs_norm)
+        return nevo_error(err, NEVO_ERR_INVALID, "task set and policy differ in observation normalisation");
+    if (ts->obs_mean) {
+        for (int i = 0; i < ts->obs_dim; i++)
+            if (!isfinite(ts->obs_mean[i]) || !(ts->obs_std[i] > 0.0f) || !isfinite(ts->obs_std[i]))
+                return nevo_error(err, NEVO_ERR_INVALID, "task set: observation normalisation %d is not usable", i);
+        memcpy(policy->obs_mean, ts->obs_mean, sizeof(float) * (size_t)ts->obs_dim);
+        memcpy(policy->obs_std, ts->obs_std, sizeof(float) * (size_t)ts->obs_dim);
+    }
+    return NEVO_OK;
+}
+
+void nevo_taskset_free(NevoTaskSet *ts) {
+    if (!ts) return;
+    OwnedTaskSet *o = (OwnedTaskSet *)ts;
+    free(o->bases);
+    free(o->obs_mean);
+    free(o->obs_std);
+    free(o->chains);
+    free(o->muts);
+    free(o->nets);
+    free(o->tasks);
+    free(o);
+}
+
+/* --- results ------------------------------------------------------------------------ */
+
+NevoStatus nevo_results_write(const NevoTaskSet *ts, const NevoEpisode *results, const NevoObsStats *task_stats,
+                              NevoBuf *out, NevoError *err) {
+    NevoBuf p = {0};
+    nevo_buf_u32(&p, (uint32_t)ts->n_tasks);
+    for (int t = 0; t < ts->n_tasks; t++) {
+        const NevoEpisode *e = &results[t];
+        nevo_buf_f64(&p, e->ret);
+        nevo_buf_u32(&p, (uint32_t)e->length);
+        nevo_buf_u32(&p, (uint32_t)e->terminated);
+        nevo_buf_f32s(&p, e->bc, NEVO_ENV_MAX_BC);
+    }
+    for (int t = 0; t < ts->n_tasks; t++) {
+        if (!(ts->tasks[t].flags & NEVO_TASK_RECORD_OBS)) continue;
+        if (!task_stats) {
+            nevo_buf_free(&p);
+            return nevo_error(err, NEVO_ERR_INVALID, "results: task %d records observations, but no stats given", t);
+        }
+        const NevoObsStats *s = &task_stats[t];
+        nevo_buf_u32(&p, (uint32_t)s->dim);
+        nevo_buf_f64(&p, s->count);
+        nevo_buf_f64s(&p, s->sum, (size_t)s->dim);
+        nevo_buf_f64s(&p, s->sumsq, (size_t)s->dim);
+    }
+    nevo_container_encode(RESULTS_MAGIC, TASKS_VERSION, &p, out);
+    nevo_buf_free(&p);
+    return NEVO_OK;
+}
+
+NevoStatus nevo_results_read(const NevoTaskSet *ts, const uint8_t *data, size_t len, NevoEpisode *results,
+                             NevoObsStats *task_stats, NevoError *err) {
+    const uint8_t *payload;
+    size_t plen;
+    NevoStatus st = nevo_container_decode(data, len, "results", RESULTS_MAGIC, TASKS_VERSION, &payload, &plen, err);
+    if (st) return st;
+    NevoReader r = nevo_reader(payload, plen);
+    if (nevo_read_u32(&r) != (uint32_t)ts->n_tasks)
+        return nevo_error(err, NEVO_ERR_CORRUPT, "results: not the results of this task set (%d tasks)", ts->n_tasks);
+    int bad = 0;
+    for (int t = 0; t < ts->n_tasks; t++) {
+        NevoEpisode *e = &results[t];
+        e->ret = nevo_read_f64(&r);
+        e->length = (int)nevo_read_u32(&r);
+        e->terminated = (int)nevo_read_u32(&r);
+        nevo_read_f32s(&r, e->bc, NEVO_ENV_MAX_BC);
+        bad |= e->length < 0 || (e->terminated != 0 && e->terminated != 1);
+    }
+    int opened = 0;
+    for (int t = 0; t < ts->n_tasks && !bad; t++) {
+        if (!(ts->tasks[t].flags & NEVO_TASK_RECORD_OBS)) continue;
+        bad = !task_stats || (int)nevo_read_u32(&r) != ts->obs_dim || ts->obs_dim <= 0 ||
+              (size_t)ts->obs_dim > (r.len - r.pos) / 16;
+        if (bad) break;
+        NevoObsStats *s = &task_stats[t];
+        nevo_obs_stats_init(s, ts->obs_dim);
+        opened = t + 1;
+        s->count = nevo_read_f64(&r);
+        nevo_read_f64s(&r, s->sum, (size_t)s->dim);
+        nevo_read_f64s(&r, s->sumsq, (size_t)s->dim);
+    }
+    if (bad || !nevo_reader_ok(&r, true)) {
+        for (int t = 0; t < opened; t++)
+            if (ts->tasks[t].flags & NEVO_TASK_RECORD_OBS) nevo_obs_stats_free(&task_stats[t]);
+        return nevo_error(err, NEVO_ERR_CORRUPT, "results: truncated or inconsistent data");
+    }
+    return NEVO_OK;
+}
