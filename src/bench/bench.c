@@ -1065,7 +1065,7 @@ static void emit_train(const char *algo, const char *env, const NevoBenchTrainRe
              100.0 * tr->forward_s / tw, 100.0 * tr->env_s / tw, 100.0 * outside);
     emit_row(emit, ctx, &r);
     if (tr->build_s <= 0.0) return;
-    /* networks built inside the evaluator (nevo_evaluate_built): that is evaluation work
+    /* networks built inside the evaluator (as their episodes start): that is evaluation work
      * too, and what is left of threads x wall is queue handling, waiting and the
      * algorithm's own steps */
     result_init(&r, "ga", "% busy");

@@ -57,7 +57,7 @@ unsigned nevo_bench_group_bit(const char *name);
 /* One measured number, a line of the report. */
 typedef struct NevoBenchResult {
     const char *group;     /* "peak", "memory", ... (static) */
-    char name[96];
+    char name[128];
     char unit[16];         /* "GFLOP/s", "GB/s", "Msteps/s", "kframes/s", "Melem/s" */
     double value;          /* best repetition */
     double median;         /* median repetition */

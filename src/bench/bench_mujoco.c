@@ -74,6 +74,9 @@ typedef struct Loop {
     float *obs;            /* (n, odim) */
     /* bare */
     mjData **d;            /* (n) */
+    int *len;              /* (n) the replayed episode's recorded length, fixed as it
+                              starts; 0 where the env had not finished it then (cut at
+                              the time limit, not compared) */
     bool rne;
     long long mismatches;  /* replayed episodes whose final qpos[0] differs */
 } Loop;
@@ -95,6 +98,7 @@ static void loop_init(Loop *l, const NevoEnv *env, const float *actions, int n, 
     l->t = nevo_alloc(sizeof(int) * (size_t)n);
     if (bare) {
         l->d = nevo_alloc(sizeof(mjData *) * (size_t)n);
+        l->len = nevo_alloc(sizeof(int) * (size_t)n);
     } else {
         l->isz = nevo_env_instance_size(env);
         l->insts = nevo_alloc_aligned(l->isz * (size_t)n);
@@ -115,6 +119,7 @@ static void loop_free(Loop *l) {
     }
     free(l->seed);
     free(l->t);
+    free(l->len);
     memset(l, 0, sizeof *l);
 }
 
@@ -140,6 +145,9 @@ static void start_episode(Loop *l, int i) {
     l->t[i] = 0;
     if (l->d) {
         nevo_mj_reset_sim(l->p, l->d[i], seed);
+        /* the length as recorded now: the env loop may finish this seed later, and an
+         * episode must not change its end while it runs */
+        l->len[i] = seed - 1 < MAX_RECORDED ? l->rec->length[seed - 1] : 0;
     } else {
         nevo_env_reset(l->env, l->insts + (size_t)i * l->isz, seed, l->obs + (size_t)i * l->odim);
         if (l->rec && seed > l->rec->started) l->rec->started = seed;
@@ -196,9 +204,9 @@ static double bare_sweeps(void *vctx, long iters) {
             for (int k = 0; k < fs; k++) mj_step(m, d);
             if (l->rne) mj_rnePostConstraint(m, d);
             uint64_t k = l->seed[i] - 1;
-            int len = k < MAX_RECORDED && rec->length[k] > 0 ? rec->length[k] : l->max_steps;
+            int len = l->len[i] > 0 ? l->len[i] : l->max_steps;
             if (++l->t[i] >= len) {
-                if (k < MAX_RECORDED && rec->length[k] > 0 && d->qpos[0] != rec->final_x[k]) l->mismatches++;
+                if (l->len[i] > 0 && d->qpos[0] != rec->final_x[k]) l->mismatches++;
                 l->episodes++;
                 start_episode(l, i);
             }
