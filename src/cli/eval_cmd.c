@@ -85,10 +85,11 @@ static NevoStatus eval_reference(const NevoEnv *env, RefKind kind, const float *
             eps[e].ret += r.reward;
             eps[e].length++;
             if (!isfinite(r.reward)) {
+                int step = eps[e].length;
                 nevo_env_instance_free(env, inst);
                 free(inst), free(obs), free(eps);
                 return nevo_error(err, NEVO_ERR_NUMERIC, "%s returned a non-finite reward at step %d of episode %d",
-                                  s->name, eps[e].length, e);
+                                  s->name, step, e);
             }
             if (s->max_steps == 0 && eps[e].length >= 100000000) {
                 nevo_env_instance_free(env, inst);
