@@ -382,49 +382,16 @@ NevoStatus nevo_container_read(const char *path, const char magic[8], uint32_t v
     size_t n;
     NevoStatus st = nevo_read_all(path, &data, &n, err);
     if (st != NEVO_OK) return st;
-    char want[9], got[9];
-    printable_magic(magic, want);
-    if (n < 8 || memcmp(data, magic, 8) != 0) {
-        if (n >= 8) printable_magic((const char *)data, got);
-        free(data);
-        if (n < 8)
-            return nevo_error(err, NEVO_ERR_CORRUPT, "%s: truncated (%zu bytes), not a %s file", path, n, want);
-        return nevo_error(err, NEVO_ERR_CORRUPT, "%s: not a %s file (its magic is '%s')", path, want, got);
+    const uint8_t *body;
+    size_t plen;
+    st = nevo_container_decode(data, n, path, magic, version, &body, &plen, err);
+    if (st == NEVO_OK) {
+        *payload = nevo_alloc(plen ? plen : 1);
+        memcpy(*payload, body, plen);
+        *len = plen;
     }
-    if (n < HEADER_SIZE + 4) {
-        free(data);
-        return nevo_error(err, NEVO_ERR_CORRUPT, "%s: truncated: %zu bytes, shorter than the header", path, n);
-    }
-    NevoReader r = nevo_reader(data, n);
-    r.pos = 8;
-    uint32_t file_version = nevo_read_u32(&r);
-    nevo_read_u32(&r);
-    uint64_t plen = nevo_read_u64(&r);
-    if (plen != n - HEADER_SIZE - 4) {
-        free(data);
-        return nevo_error(err, NEVO_ERR_CORRUPT,
-                          "%s: truncated or padded: header says %llu payload bytes, file holds %zu",
-                          path, (unsigned long long)plen, n - HEADER_SIZE - 4);
-    }
-    /* the checksum first: a damaged version field is corruption, not a new format */
-    uint32_t stored;
-    memcpy(&stored, data + n - 4, 4);
-    if (stored != nevo_crc32(data, n - 4)) {
-        free(data);
-        return nevo_error(err, NEVO_ERR_CORRUPT, "%s: checksum mismatch: the file is corrupt", path);
-    }
-    if (file_version != version) {
-        free(data);
-        return nevo_error(err, NEVO_ERR_VERSION,
-                          "%s: format version %u, but this nevo reads version %u of %s files", path,
-                          file_version, version, want);
-    }
-    uint8_t *out = nevo_alloc(plen ? plen : 1);
-    memcpy(out, data + HEADER_SIZE, plen);
     free(data);
-    *payload = out;
-    *len = plen;
-    return NEVO_OK;
+    return st;
 }
 
 NevoStatus nevo_file_magic(const char *path, char magic[8], NevoError *err) {
@@ -471,9 +438,9 @@ NevoStatus nevo_container_decode(const uint8_t *data, size_t n, const char *name
     uint32_t stored;
     memcpy(&stored, data + n - 4, 4);
     if (stored != nevo_crc32(data, n - 4))
-        return nevo_error(err, NEVO_ERR_CORRUPT, "%s: checksum mismatch: the data is corrupt", name);
+        return nevo_error(err, NEVO_ERR_CORRUPT, "%s: checksum mismatch: corrupt", name);
     if (file_version != version)
-        return nevo_error(err, NEVO_ERR_VERSION, "%s: format version %u, but this nevo reads version %u of %s data",
+        return nevo_error(err, NEVO_ERR_VERSION, "%s: format version %u, but this nevo reads version %u of %s",
                           name, file_version, version, want);
     *payload = data + HEADER_SIZE;
     *len = (size_t)plen;
