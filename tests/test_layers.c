@@ -158,7 +158,7 @@ TEST(layers_includes_follow_the_layers) {
     int files = 0, includes = 0;
     for (int l = 0; l < N_LAYERS + 1; l++) {
         const char *dir = l < N_LAYERS ? layers[l].dir : "bench";
-        char path[256];
+        char path[400];
         snprintf(path, sizeof path, "src/%s", dir);
         DIR *d = opendir(path);
         CHECK_MSG(d, "cannot list %s (tests run in the repository root)", path);

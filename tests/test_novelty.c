@@ -1,4 +1,4 @@
-/* Novelty search (include/nevo/novelty.h, src/algo/archive.c, GA-NS in ga.c, the NS-ES
+/* Novelty search (include/nevo/novelty.h, src/algo/novelty.c, GA-NS in ga.c, the NS-ES
  * family in es.c), checked against references written here rather than against what
  * the code printed:
  *  - k-NN novelty against a naive double-precision brute force (ties, duplicates,
@@ -217,7 +217,7 @@ TEST(novelty_knn_population_and_self_exclusion) {
     nevo_pool_free(pool);
 }
 
-/* The sum of the k distances is formed in ascending order (archive.c), so novelty does
+/* The sum of the k distances is formed in ascending order (novelty.c), so novelty does
  * not depend on the order of the candidates nor on whether a point sits in the archive
  * or among the extra points: bit-identical results. */
 TEST(novelty_knn_order_independent) {
