@@ -2,8 +2,9 @@
 # Regenerates the seed corpus of the policy and checkpoint fuzz targets from tiny runs
 # of the committed configs (a few KB each): CartPole GA, Pendulum ES (observation
 # normalisation, continuous actions), hard-maze GA-NS and NSRA-ES (novelty archives,
-# ES meta-population) and MinAtar Breakout GA (a conv layer). Run from the repository
-# root after a change of the file formats: fuzz/make_corpus.sh [path/to/nevo]
+# ES meta-population) and MinAtar Breakout GA (a conv layer), and of the task-set
+# target. Run from the repository root after a change of the file formats:
+# fuzz/make_corpus.sh [path/to/nevo] [path/to/fuzz_tasks]
 set -e
 nevo=$(realpath "${1:-build/nevo}")
 root=$(pwd)
@@ -24,3 +25,8 @@ run maze_ga_ns maze_ga_ns.json population=6 $ga
 run maze_nsra_es maze_nsra_es.json population=4 ns.meta_population=2 es.center_episodes=1
 run breakout_conv_ga minatar_breakout_ga.json population=4 'policy.hidden=[2]' 'policy.conv_filters=[1]' \
     max_episode_steps=50 $ga
+# task sets: the fuzz target writes its own (a GA's and an ES's first rounds) where it
+# is built (fuzz/fuzz.mk: make fuzz-build)
+tasks=$(realpath "${2:-build-fuzz/fuzz_tasks}")
+mkdir -p "$root/fuzz/corpus/tasks"
+NEVO_FUZZ_WRITE_CORPUS="$root/fuzz/corpus/tasks" "$tasks" >/dev/null

@@ -4,6 +4,7 @@
  * random policy clearly, ES reaches better than -300 on Pendulum-v1; and tasks that
  * travel: generations whose evaluations run in another process from bytes alone end
  * where the in-process ones do, bit for bit. */
+#include <math.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -422,6 +423,63 @@ TEST(algo_task_bytes_checked) {
     CHECK(nevo_results_read(ts, r.data, r.len, res, NULL, &err) == NEVO_ERR_CORRUPT);
     nevo_buf_free(&r);
     nevo_buf_free(&b);
+    rig_close(&rig);
+}
+
+/* One elite candidate: it is the best child (the previous elite alone would be crowned
+ * every generation), so without validation the elite's score is the best fitness. */
+TEST(algo_ga_one_candidate_is_the_best_child) {
+    for (int elitism = 0; elitism <= 1; elitism++) {
+        char json[512];
+        snprintf(json, sizeof json,
+                 "{\"env\": \"CartPole-v1\", \"algo\": \"ga\", \"seed\": 5, \"population\": 10,"
+                 " \"policy\": {\"hidden\": [4]}, \"ga\": {\"truncation\": 3, \"elitism\": %s,"
+                 " \"validation_candidates\": 1, \"validation_episodes\": 0}}",
+                 elitism ? "true" : "false");
+        AlgoRig rig;
+        rig_open(&rig, json);
+        NevoError err = {0};
+        for (int g = 0; g < 4; g++) {
+            NevoGenStats gs;
+            CHECK_MSG(nevo_train_generation(rig.algo, rig.ev, &gs, &err) == NEVO_OK, "%s", err.msg);
+            CHECK_MSG(gs.elite_mean == gs.best, "elitism %d, generation %d: elite %g, best child %g", elitism, g,
+                      gs.elite_mean, gs.best);
+        }
+        rig_close(&rig);
+    }
+}
+
+/* tell refuses results that cannot answer the set: statistics missing for a task that
+ * records observations, an episode of negative length. */
+TEST(algo_tell_checks_the_results) {
+    AlgoRig rig;
+    rig_open(&rig, "{\"env\": \"Pendulum-v1\", \"algo\": \"es\", \"seed\": 2, \"population\": 6,"
+                   " \"max_episode_steps\": 20, \"policy\": {\"hidden\": [4], \"init\": \"normc\"},"
+                   " \"es\": {\"obs_norm\": true, \"obs_norm_prob\": 1.0}}");
+    NevoError err = {0};
+    const NevoTaskSet *ts = nevo_algo_ask(rig.algo);
+    CHECK(ts->n_tasks == 6 && (ts->tasks[0].flags & NEVO_TASK_RECORD_OBS));
+    NevoEpisode res[6];
+    memset(res, 0, sizeof res);
+    NevoGenStats gs;
+    int done = 7;
+    CHECK(nevo_algo_tell(rig.algo, res, NULL, &gs, &done, &err) == NEVO_ERR_INVALID && done == 0);
+    CHECK_MSG(strstr(err.msg, "statistics are missing"), "%s", err.msg);
+    res[3].length = -1;
+    NevoObsStats stats[6];
+    for (int t = 0; t < 6; t++) nevo_obs_stats_init(&stats[t], ts->obs_dim);
+    CHECK(nevo_algo_tell(rig.algo, res, stats, &gs, &done, &err) == NEVO_ERR_INVALID);
+    CHECK(nevo_algo_ask(rig.algo) == ts); /* still asking for the same set */
+    /* results whose statistics are not what an evaluation gives are refused on reading */
+    res[3].length = 5;
+    stats[2].count = NAN;
+    NevoBuf b = {0};
+    CHECK(nevo_results_write(ts, res, stats, &b, &err) == NEVO_OK);
+    NevoObsStats back[6];
+    memset(back, 0, sizeof back);
+    CHECK(nevo_results_read(ts, b.data, b.len, res, back, &err) == NEVO_ERR_CORRUPT);
+    nevo_buf_free(&b);
+    for (int t = 0; t < 6; t++) nevo_obs_stats_free(&stats[t]), nevo_obs_stats_free(&back[t]);
     rig_close(&rig);
 }
 

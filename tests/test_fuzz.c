@@ -43,3 +43,4 @@ static void run_target(const char *target, int runs) {
 TEST(fuzz_config_briefly) { run_target("config", 20000); }
 TEST(fuzz_policy_briefly) { run_target("policy", 5000); }
 TEST(fuzz_checkpoint_briefly) { run_target("checkpoint", 500); }
+TEST(fuzz_tasks_briefly) { run_target("tasks", 3000); }

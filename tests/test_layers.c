@@ -24,7 +24,7 @@ static const struct {
     {"core", "status rng noise threads config io version"},
     {"envs", "env"},
     {"nn", "policy params tasks backend"},
-    {"io", "policy_file files"},
+    {"io", "policy_file"},
     {"algo", "algo novelty"},
     {"engine", "eval train checkpoint"},
     {"cli", ""},
@@ -126,7 +126,7 @@ static void declared_functions(const char *path, char *names, size_t size) {
             continue;
         if (p[-1] != ' ' && p[-1] != '*') continue;
         size_t n = strspn(p, "abcdefghijklmnopqrstuvwxyz0123456789_");
-        if (p[n] != '(' || strchr(names, '(')) continue;
+        if (p[n] != '(') continue;
         size_t used = strlen(names);
         snprintf(names + used, size - used, "%.*s ", (int)n, p);
     }
@@ -199,7 +199,7 @@ TEST(layers_public_headers_are_their_modules) {
         struct dirent *f;
         while ((f = readdir(sd)) && n_sources < 16) {
             size_t m = strlen(f->d_name), k = strlen(name);
-            if (strcmp(f->d_name + m - 2, ".c") != 0 || strncmp(f->d_name, name, k) != 0) continue;
+            if (m < 3 || strcmp(f->d_name + m - 2, ".c") != 0 || strncmp(f->d_name, name, k) != 0) continue;
             if (f->d_name[k] != '.' && f->d_name[k] != '_') continue;
             char *src = malloc(400);
             snprintf(src, 400, "%s/%s", dirpath, f->d_name);

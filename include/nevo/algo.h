@@ -7,7 +7,7 @@
  *     ... run ts's episodes anywhere (nevo_evaluate_tasks, another process) ...
  *     nevo_algo_tell(a, results, task_stats, &stats, &done);
  * until done (the GA evaluates its children, then its elite candidates; ES its
- * perturbations, then its updated mean). nevo_train_generation (train.h) is that loop
+ * perturbations, then its updated mean; the NS family first evaluates its agents once). nevo_train_generation (train.h) is that loop
  * over an evaluator. An algorithm's whole state serialises into a checkpoint, from
  * which a resumed run continues bit-identically. */
 #ifndef NEVO_ALGO_H
@@ -91,8 +91,9 @@ NevoStatus nevo_algo_tell(NevoAlgo *a, const NevoEpisode *results, const NevoObs
 
 /* Generations completed so far. */
 int nevo_algo_generations_done(const NevoAlgo *a);
-/* Parameters of the current best policy (GA elite, ES mean), nparams floats. Also
- * sets the policy's observation normalisation to match (ES). */
+/* Parameters of the current best policy, nparams floats: the GA's elite, ES's mean (the
+ * NS family's: the mean of the agent with the best last reward). With observation
+ * normalisation the policy holds the run's statistics already. */
 void nevo_algo_best(const NevoAlgo *a, float *theta);
 
 /* Behaviours (bc_dim floats each) of the last generation's population and of the

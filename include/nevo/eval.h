@@ -34,11 +34,8 @@ void nevo_evaluator_free(NevoEvaluator *ev);
 /* The backend the networks are computed on: the CPU's unless set (borrowed; it must
  * outlive the evaluator). */
 void nevo_evaluator_set_backend(NevoEvaluator *ev, NevoBackend *backend);
-NevoBackend *nevo_evaluator_backend(const NevoEvaluator *ev);
 /* Live episodes per worker (the slots given, or the default chosen). */
 int nevo_evaluator_slots(const NevoEvaluator *ev);
-/* The pool the evaluator runs on (for other parallel work of the same run). */
-NevoPool *nevo_evaluator_pool(const NevoEvaluator *ev);
 
 /* Pipeline depth: 1 (default) = fused, each worker runs forward and env steps on its
  * own slots; D >= 2 = D batches of slots alternate between thread 0, which runs every
@@ -52,7 +49,7 @@ void nevo_evaluator_set_pipeline(NevoEvaluator *ev, int depth);
 typedef void (*NevoProgressFn)(void *ctx, long long frames_done);
 void nevo_evaluator_set_progress(NevoEvaluator *ev, NevoProgressFn fn, void *ctx);
 
-/* Where evaluation time goes, summed over every nevo_evaluate call since timing was
+/* Where evaluation time goes, summed over every nevo_evaluate_tasks call since timing was
  * switched on: wall seconds of the calls, and thread-seconds inside the batched policy
  * forward (with action selection) and inside env stepping and resets; the rest of
  * threads x wall is queue handling, bookkeeping and waiting for the slowest worker.

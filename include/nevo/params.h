@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nevo/io.h"
 #include "nevo/noise.h"
 #include "nevo/policy.h"
 
@@ -53,13 +54,18 @@ void nevo_adam_step(float *theta, double *m, double *v, const double *grad, size
 void nevo_sgd_step(float *theta, double *m, const double *grad, size_t n, double scale, double l2, double momentum,
                    double lr);
 
-/* The GA's mutation step: dst = src + sigma * eps(mutation), dst may be src. */
-void nevo_mutate(const NevoPolicy *p, const NevoNoise *noise, uint64_t seed, NevoMutation m, float *dst,
-                 const float *src, int stream);
-
 /* Rebuilds a chain's vector into theta (p->nparams floats): init, then each mutation in
  * place, the same operations as the live run that made it. */
 void nevo_chain_build(const NevoPolicy *p, const NevoNoise *noise, uint64_t seed, const NevoChain *chain,
                       float *theta);
+
+/* A chain as bytes (checkpoints and task sets): init_generation u32, init_individual
+ * u32, n u32, then n x (generation u32, individual u32, sigma f32). */
+void nevo_chain_write(NevoBuf *b, const NevoChain *chain);
+/* Reads one into the caller's muts (room for max_muts), refusing (0) a count beyond
+ * max_muts or beyond the bytes left, a non-finite sigma, or a truncated read. */
+int nevo_chain_read(NevoReader *r, NevoChain *chain, NevoMutation *muts, size_t max_muts);
+/* The count a chain at r's position says it holds (r unmoved; 0 where unreadable). */
+uint32_t nevo_chain_peek_count(const NevoReader *r);
 
 #endif

@@ -64,10 +64,10 @@ typedef struct NevoEpisode {
 
 typedef struct NevoTaskSet {
     uint64_t seed;          /* the run's seed */
-    size_t noise_floats;    /* the noise table's size */
+    size_t noise_floats;    /* the noise table's size; 0: none (every network a base) */
     const NevoNoise *noise; /* that table in this process (not carried) */
     size_t nparams;         /* parameters per network */
-    char env[64];           /* the env's name, and its episode cap (0: the env's own) */
+    char env[64];           /* the env's name, and its episode cap (the spec's max_steps) */
     int max_steps;
     int obs_dim;             /* observation size; obs_mean and obs_std (obs_dim floats each): */
     const float *obs_mean;   /* normalised as the policy does; NULL: not normalised */
@@ -80,6 +80,7 @@ typedef struct NevoTaskSet {
     const NevoNet *nets;
     int n_tasks;
     const NevoTask *tasks;
+    const void *owner;       /* a set nevo_taskset_read made: its memory (not carried) */
 } NevoTaskSet;
 
 /* A set with no networks or tasks whose context is this policy's and env's: nparams,
@@ -98,9 +99,12 @@ void nevo_taskset_build(const NevoTaskSet *ts, const NevoPolicy *policy, int net
 /* A pair: nets j and j + 1 are the same slice from the same base with opposite signs
  * (an ES antithetic pair), built in one pass over the slice. */
 int nevo_taskset_is_pair(const NevoTaskSet *ts, int j);
+/* Builds the pair j, j + 1 into plus and minus in that one pass. */
+void nevo_taskset_build_pair(const NevoTaskSet *ts, int net, float *plus, float *minus, int stream);
 
 /* Serialised task sets. A read set owns its memory (nevo_taskset_free); its bases are
- * floats (chains rebuilt by nevo_taskset_materialise) and its noise pointer NULL. */
+ * floats (chains rebuilt by nevo_taskset_materialise) and its noise pointer NULL. Only
+ * a read set may be materialised or freed. */
 NevoStatus nevo_taskset_write(const NevoTaskSet *ts, NevoBuf *out, NevoError *err);
 NevoStatus nevo_taskset_read(const uint8_t *data, size_t len, NevoTaskSet **out, NevoError *err);
 /* Makes a read set runnable here: the noise table (of ts->noise_floats; the caller

@@ -19,7 +19,7 @@
 NevoStatus nevo_train_generation(NevoAlgo *algo, NevoEvaluator *ev, NevoGenStats *stats, NevoError *err);
 
 /* Observers of a run (all optional). on_frames is called from worker threads with the
- * frames finished so far in the current generation. */
+ * frames finished so far in the current evaluation (a generation runs one or more). */
 typedef struct NevoTrainHooks {
     void (*on_start)(void *ctx, const NevoConfig *cfg, const NevoRunTotals *resumed_from);
     void (*on_generation)(void *ctx, const NevoGenStats *gen, const NevoRunTotals *totals,

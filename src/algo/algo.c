@@ -56,6 +56,10 @@ const NevoAlgoInfo *nevo_algo_find(const char *name) {
 }
 
 NevoStatus nevo_algo_check(const NevoConfig *cfg, const NevoEnvSpec *spec, NevoError *err) {
+    /* a generation's tasks are counted in int: the population's episodes must fit */
+    if ((double)cfg->population * cfg->episodes > (double)INT32_MAX / 2)
+        return nevo_error(err, NEVO_ERR_INVALID, "population x episodes (%d x %d) is more episodes than a generation "
+                          "can hold (2^30)", cfg->population, cfg->episodes);
     const Entry *e = find(cfg->algo);
     if (!e) {
         char names[256] = "";
@@ -88,6 +92,7 @@ double nevo_algo_memory_bytes(const NevoConfig *cfg, size_t nparams) {
     bytes += threads * 16 * row;             /* the evaluator: a built row per episode slot */
     bytes += 64 * P;                         /* fitness, order, genomes, ... per individual */
     if (cfg->episodes > 1) bytes += P * row; /* the evaluator's networks built first */
+    bytes += P * cfg->episodes * (double)(sizeof(NevoTask) + sizeof(NevoEpisode)); /* tasks, results */
     return bytes + (e ? e->state_bytes(cfg, e->variant, nparams) : 0.0);
 }
 
@@ -148,10 +153,13 @@ NevoStatus nevo_algo_tell(NevoAlgo *a, const NevoEpisode *results, const NevoObs
                           NevoGenStats *stats, int *done, NevoError *err) {
     *done = 0;
     if (!a->asked) return nevo_error(err, NEVO_ERR_INVALID, "nevo_algo_tell without an evaluation asked for");
-    for (int t = 0; t < a->ts.n_tasks; t++)
+    for (int t = 0; t < a->ts.n_tasks; t++) {
         if (results[t].length < 0 || !isfinite(results[t].ret))
             return nevo_error(err, NEVO_ERR_INVALID, "result of task %d is not an episode's (length %d, return %g)",
                               t, results[t].length, results[t].ret);
+        if ((a->ts.tasks[t].flags & NEVO_TASK_RECORD_OBS) && (!task_stats || task_stats[t].dim != a->ts.obs_dim))
+            return nevo_error(err, NEVO_ERR_INVALID, "task %d records observations: its statistics are missing", t);
+    }
     a->asked = 0;
     if (!a->ops->tell(a, results, task_stats)) return NEVO_OK;
     *stats = a->stats;

@@ -52,8 +52,8 @@ enum { NEVO_ES_PLAIN, NEVO_ES_NS, NEVO_ES_NSR, NEVO_ES_NSRA };
 
 /* --- task sets --------------------------------------------------------------------- */
 
-/* Starts a->ts over n_nets networks (returned, to be filled in) built from n_bases
- * bases (rows at base_stride, or chains, as the set says), with `episodes` tasks per
+/* Starts a->ts over n_nets networks (returned, to be filled in; the caller sets the
+ * set's bases), with the policy's and env's context and `episodes` tasks per
  * network: network i's episode e at task i * episodes + e, its seed named (seed,
  * ENV_SEED, generation, ids[i] (i where ids is NULL), e), so networks given one id
  * face the same episodes. */

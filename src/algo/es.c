@@ -47,6 +47,7 @@ enum { PHASE_SEED, PHASE_PERTURB, PHASE_CENTER };
 typedef struct ES {
     NevoAlgo base;
     int mode;           /* NEVO_ES_PLAIN, _NS, _NSR, _NSRA */
+    int obs_norm;       /* the policy normalises its observations (nevo_algo_obs_norm) */
     int n_pairs, M, bc_dim;
     int phase;
     uint32_t gen;       /* the generation in progress */
@@ -178,20 +179,20 @@ static void es_ask(NevoAlgo *a) {
         es->chosen = pick_agent(es, es->gen);
         NevoNet *nets = nevo_algo_tasks(a, 2 * es->n_pairs, cfg->episodes, es->gen, es->pair_ids);
         for (int j = 0; j < 2 * es->n_pairs; j++)
-            nets[j] = (NevoNet){.kind = NEVO_NET_PERTURBED, .base = es->chosen, .purpose = NEVO_RNG_ES_NOISE,
+            nets[j] = (NevoNet){.kind = NEVO_NET_PERTURBED, .base = 0, .purpose = NEVO_RNG_ES_NOISE,
                                 .generation = es->gen, .individual = (uint32_t)(j / 2),
                                 .sigma = (float)cfg->es.sigma, .sign = j % 2 ? -1 : 1};
-        if (cfg->es.obs_norm) nevo_algo_record_obs(a, es->gen, cfg->es.obs_norm_prob);
+        if (es->obs_norm) nevo_algo_record_obs(a, es->gen, cfg->es.obs_norm_prob);
     } else {
         /* the M agents (seed) or the updated one (center) on the common episodes */
         es->gen = (uint32_t)a->generation;
         int n = es->phase == PHASE_SEED ? es->M : 1;
         NevoNet *nets = nevo_algo_tasks(a, n, cfg->es.center_episodes, es->gen, es->center_ids);
-        for (int m = 0; m < n; m++)
-            nets[m] = (NevoNet){.kind = NEVO_NET_BASE, .base = es->phase == PHASE_SEED ? m : es->chosen};
+        for (int m = 0; m < n; m++) nets[m] = (NevoNet){.kind = NEVO_NET_BASE, .base = m};
     }
-    ts->n_bases = es->M;
-    ts->bases = es->thetas;
+    /* the bases: every agent to seed, else only the chosen one (what travels is its mean) */
+    ts->n_bases = es->phase == PHASE_SEED ? es->M : 1;
+    ts->bases = es->phase == PHASE_SEED ? es->thetas : es->agents[es->chosen].theta;
     ts->base_stride = es->np;
 }
 
@@ -240,7 +241,6 @@ static double es_weigh(ES *es, const double *train) {
  * statistics gathered by the rollouts (merged in task order) applied to the policy */
 static void es_step(ES *es, const NevoObsStats *task_stats) {
     NevoAlgo *a = &es->base;
-    const NevoConfig *cfg = a->cfg;
     GradJob gj = {es, es->grad_rows, es->grad_w, 0};
     for (int i = 0; i < es->n_pairs; i++) {
         double wi = es->weights[2 * i] - es->weights[2 * i + 1];
@@ -250,7 +250,7 @@ static void es_step(ES *es, const NevoObsStats *task_stats) {
     }
     nevo_pool_run(a->pool, (int)((es->np + GRAD_CHUNK - 1) / GRAD_CHUNK), grad_chunk, &gj);
     optimiser_step(es, &es->agents[es->chosen]);
-    if (cfg->es.obs_norm) {
+    if (es->obs_norm) {
         NevoObsStats gathered;
         nevo_obs_stats_init(&gathered, es->obs.dim);
         for (int k = 0; k < a->ts.n_tasks; k++)
@@ -408,7 +408,7 @@ static NevoStatus es_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
     if (es->mode != NEVO_ES_PLAIN && !nevo_archive_load(&es->archive, r))
         return nevo_error(err, NEVO_ERR_CORRUPT, "novelty archive is truncated or holds non-finite points");
     if (!nevo_reader_ok(r, false)) return nevo_error(err, NEVO_ERR_CORRUPT, "ES state is truncated");
-    if (a->cfg->es.obs_norm) nevo_obs_stats_apply(&es->obs, a->policy);
+    if (es->obs_norm) nevo_obs_stats_apply(&es->obs, a->policy);
     es->phase = es->mode != NEVO_ES_PLAIN && !es->initialised ? PHASE_SEED : PHASE_PERTURB;
     return NEVO_OK;
 }
@@ -487,6 +487,7 @@ NevoStatus nevo_es_new(const NevoAlgo *base, int variant, NevoAlgo **out, NevoEr
     es->base = *base;
     es->base.ops = &es_ops;
     es->mode = variant;
+    es->obs_norm = nevo_algo_obs_norm(cfg);
     es->M = es->mode == NEVO_ES_PLAIN ? 1 : cfg->ns.meta_population;
     es->bc_dim = base->bc_dim;
     es->n_pairs = cfg->population / 2;

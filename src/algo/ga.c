@@ -20,8 +20,8 @@
  *   commit     GA-NS: `ns.archive_add` random children join the archive; the top T by
  *              the selection score become the parents, the elite always among them
  *              (outside GA-NS), and their vectors are built for the next generation.
- * Nothing of the state changes before commit, so a generation that fails leaves it as
- * it was. */
+ * The elite, the parents and the archive change only in commit, so a generation whose
+ * evaluation fails leaves them as they were. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,12 +175,14 @@ static void ga_score(GA *ga, const NevoEpisode *results) {
 }
 
 /* candidates: the top k children by fitness; the previous elite (P) takes the last
- * place unless it is already among them (as child 0 under elitism). */
+ * place unless it is already among them (as child 0 under elitism). With one place it
+ * goes to the best child: the previous elite alone would be crowned every generation. */
 static void ga_candidates(GA *ga) {
     const NevoConfig *cfg = ga->base.cfg;
     int k = ga->k;
     for (int c = 0; c < k; c++) ga->cand[c] = ga->order[c];
     int elite_in_pop = cfg->ga.elitism && ga->has_elite && ga->variant != NEVO_GA_RS && ga->n_parents > 0;
+    if (k < 2) return;
     if (ga->has_elite && !elite_in_pop) {
         ga->cand[k - 1] = ga->P;
     } else if (elite_in_pop) {
@@ -274,32 +276,13 @@ static void ga_best(const NevoAlgo *a, float *theta) {
     memcpy(theta, ga->rows, sizeof(float) * ga->np);
 }
 
-static void save_genome(NevoBuf *b, const Genome *g) {
-    nevo_buf_u32(b, g->c.init_generation);
-    nevo_buf_u32(b, g->c.init_individual);
-    nevo_buf_u32(b, (uint32_t)g->c.n);
-    for (int j = 0; j < g->c.n; j++) {
-        nevo_buf_u32(b, g->muts[j].generation);
-        nevo_buf_u32(b, g->muts[j].individual);
-        nevo_buf_put(b, &g->muts[j].sigma, 4);
-    }
-}
+static void save_genome(NevoBuf *b, const Genome *g) { nevo_chain_write(b, &g->c); }
 
 static int load_genome(NevoReader *r, Genome *g) {
-    g->c.init_generation = nevo_read_u32(r);
-    g->c.init_individual = nevo_read_u32(r);
-    uint32_t n = nevo_read_u32(r);
-    if (n > (r->len - r->pos) / 12) return 0;
-    g->c.n = 0;
-    for (uint32_t j = 0; j < n; j++) {
-        NevoMutation m;
-        m.generation = nevo_read_u32(r);
-        m.individual = nevo_read_u32(r);
-        nevo_read(r, &m.sigma, 4);
-        if (!isfinite(m.sigma)) return 0;
-        genome_push(g, m);
-    }
-    return nevo_reader_ok(r, false);
+    uint32_t n = nevo_chain_peek_count(r);
+    if (n > (r->len - r->pos) / 12) return 0; /* room only for what the bytes can hold */
+    genome_reserve(g, (int)n);
+    return nevo_chain_read(r, &g->c, g->muts, (size_t)g->cap);
 }
 
 /* Only genomes are saved: the elite's and parents' vectors are rebuilt on load. */

@@ -82,7 +82,7 @@ static const Key schema[] = {
     {"es.beta1", T_DOUBLE, OFF(es.beta1), 0, 0.999999, NULL, 0, 0, "Adam beta1"},
     {"es.beta2", T_DOUBLE, OFF(es.beta2), 0, 0.999999999, NULL, 0, 0, "Adam beta2"},
     {"es.momentum", T_DOUBLE, OFF(es.momentum), 0, 0.999999, NULL, 0, 0, "SGD momentum"},
-    {"es.obs_norm", T_BOOL, OFF(es.obs_norm), 0, 1, NULL, 0, 0, "normalise observations by running mean/std"},
+    {"es.obs_norm", T_BOOL, OFF(es.obs_norm), 0, 1, NULL, 0, 0, "normalise observations by running mean/std (algo es)"},
     {"es.obs_norm_prob", T_DOUBLE, OFF(es.obs_norm_prob), 0, 1, NULL, 0, 0,
      "fraction of rollouts that update the observation statistics"},
     {"es.shaping", T_STRING, OFF(es.shaping), 0, 0, "ranks|reward_std", sizeof(((NevoConfig *)0)->es.shaping), 0,

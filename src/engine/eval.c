@@ -191,6 +191,7 @@ void nevo_evaluator_set_pipeline(NevoEvaluator *ev, int depth) {
 }
 
 void nevo_evaluator_set_backend(NevoEvaluator *ev, NevoBackend *backend) {
+    if (backend == ev->backend) return;
     batches_free(ev); /* their rows and workspaces belong to the old backend */
     nevo_rows_free(ev->pop);
     ev->pop = NULL;
@@ -198,10 +199,9 @@ void nevo_evaluator_set_backend(NevoEvaluator *ev, NevoBackend *backend) {
     if (ev->own_backend) nevo_backend_free(ev->backend);
     ev->backend = backend;
     ev->own_backend = 0;
+    if (!ev->slots_asked && ev->depth == 1) ev->slots = default_slots(ev); /* its cache, its slots */
     batches_make(ev, ev->depth == 1 ? nevo_pool_threads(ev->pool) : ev->depth);
 }
-
-NevoBackend *nevo_evaluator_backend(const NevoEvaluator *ev) { return ev->backend; }
 
 void nevo_evaluator_free(NevoEvaluator *ev) {
     if (!ev) return;
@@ -216,8 +216,6 @@ void nevo_evaluator_free(NevoEvaluator *ev) {
     pthread_cond_destroy(&ev->changed);
     free(ev);
 }
-
-NevoPool *nevo_evaluator_pool(const NevoEvaluator *ev) { return ev->pool; }
 
 int nevo_evaluator_slots(const NevoEvaluator *ev) { return ev->slots; }
 

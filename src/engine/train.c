@@ -138,11 +138,10 @@ NevoStatus nevo_train_generation(NevoAlgo *algo, NevoEvaluator *ev, NevoGenStats
             if (!task_stats) task_stats = nevo_alloc(sizeof(NevoObsStats) * (size_t)ts->n_tasks);
             nevo_obs_stats_init(&task_stats[t], ts->obs_dim);
         }
+        int n_tasks = ts->n_tasks; /* ts is the algorithm's until tell */
         NevoStatus st = nevo_evaluate_tasks(ev, ts, results, task_stats, err);
         if (st == NEVO_OK) st = nevo_algo_tell(algo, results, task_stats, stats, &done, err);
-        if (task_stats)
-            for (int t = 0; t < ts->n_tasks; t++)
-                if (ts->tasks[t].flags & NEVO_TASK_RECORD_OBS) nevo_obs_stats_free(&task_stats[t]);
+        for (int t = 0; task_stats && t < n_tasks; t++) nevo_obs_stats_free(&task_stats[t]); /* NULL: none */
         free(task_stats);
         free(results);
         if (st) return st;

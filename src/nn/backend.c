@@ -1,6 +1,7 @@
 /* Backend dispatch and the list of backends built in. */
 #include "nn/backend_impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,7 +9,15 @@
 static const NevoBackendOps *const backends[] = {&nevo_backend_cpu_ops};
 #define N_BACKENDS ((int)(sizeof backends / sizeof backends[0]))
 
-const char *nevo_backend_names(void) { return "cpu"; }
+const char *nevo_backend_names(void) {
+    static char names[256];
+    if (!names[0])
+        for (int i = 0; i < N_BACKENDS; i++) {
+            size_t used = strlen(names);
+            snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "", backends[i]->name);
+        }
+    return names;
+}
 
 NevoStatus nevo_backend_new(const char *name, NevoBackend **out, NevoError *err) {
     *out = NULL;

@@ -36,11 +36,8 @@ static void cpu_build_pair(void *ctx, NevoRows *r, int row_plus, int row_minus, 
                            const NevoPolicy *p, int net, int stream) {
     (void)ctx;
     (void)p;
-    const NevoNet *n = &ts->nets[net];
-    const float *eps =
-        nevo_noise_slice(ts->noise, ts->nparams, ts->seed, n->purpose, n->generation, n->individual, 0);
-    nevo_perturb_rows(r->data + (size_t)row_plus * r->stride, r->data + (size_t)row_minus * r->stride,
-                      ts->bases + (size_t)n->base * ts->base_stride, n->sigma, eps, ts->nparams, stream);
+    nevo_taskset_build_pair(ts, net, r->data + (size_t)row_plus * r->stride, r->data + (size_t)row_minus * r->stride,
+                            stream);
 }
 
 static void *cpu_workspace_new(void *ctx, const NevoPolicy *p, int max_rows) {

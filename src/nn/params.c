@@ -38,7 +38,8 @@ void nevo_sgd_step(float *theta, double *m, const double *grad, size_t n, double
     }
 }
 
-void nevo_mutate(const NevoPolicy *p, const NevoNoise *noise, uint64_t seed, NevoMutation m, float *dst,
+/* The GA's mutation step: dst = src + sigma * eps(mutation), dst may be src. */
+static void mutate(const NevoPolicy *p, const NevoNoise *noise, uint64_t seed, NevoMutation m, float *dst,
                  const float *src, int stream) {
     const float *eps = nevo_noise_slice(noise, p->nparams, seed, NEVO_RNG_MUTATE, m.generation, m.individual, 0);
     nevo_perturb_rows(dst, NULL, src, m.sigma, eps, p->nparams, stream);
@@ -47,5 +48,41 @@ void nevo_mutate(const NevoPolicy *p, const NevoNoise *noise, uint64_t seed, Nev
 void nevo_chain_build(const NevoPolicy *p, const NevoNoise *noise, uint64_t seed, const NevoChain *chain,
                       float *theta) {
     nevo_policy_init_params(p, noise, seed, chain->init_generation, chain->init_individual, theta);
-    for (int j = 0; j < chain->n; j++) nevo_mutate(p, noise, seed, chain->muts[j], theta, theta, 0);
+    for (int j = 0; j < chain->n; j++) mutate(p, noise, seed, chain->muts[j], theta, theta, 0);
+}
+
+void nevo_chain_write(NevoBuf *b, const NevoChain *chain) {
+    nevo_buf_u32(b, chain->init_generation);
+    nevo_buf_u32(b, chain->init_individual);
+    nevo_buf_u32(b, (uint32_t)chain->n);
+    for (int j = 0; j < chain->n; j++) {
+        nevo_buf_u32(b, chain->muts[j].generation);
+        nevo_buf_u32(b, chain->muts[j].individual);
+        nevo_buf_put(b, &chain->muts[j].sigma, 4);
+    }
+}
+
+uint32_t nevo_chain_peek_count(const NevoReader *r) {
+    NevoReader peek = *r;
+    nevo_read_u32(&peek);
+    nevo_read_u32(&peek);
+    uint32_t n = nevo_read_u32(&peek);
+    return peek.failed ? 0 : n;
+}
+
+int nevo_chain_read(NevoReader *r, NevoChain *chain, NevoMutation *muts, size_t max_muts) {
+    chain->init_generation = nevo_read_u32(r);
+    chain->init_individual = nevo_read_u32(r);
+    uint32_t n = nevo_read_u32(r);
+    chain->n = 0;
+    chain->muts = muts;
+    if (r->failed || n > max_muts || n > (r->len - r->pos) / 12) return 0;
+    for (uint32_t j = 0; j < n; j++) {
+        muts[j].generation = nevo_read_u32(r);
+        muts[j].individual = nevo_read_u32(r);
+        nevo_read(r, &muts[j].sigma, 4);
+        if (!isfinite(muts[j].sigma)) return 0;
+    }
+    chain->n = (int)n;
+    return nevo_reader_ok(r, false);
 }

@@ -22,6 +22,11 @@ static NevoStatus check_structure(const NevoTaskSet *ts, NevoError *err) {
     if (ts->n_bases < 0 || ts->n_nets < 0 || ts->n_tasks < 0)
         return nevo_error(err, NEVO_ERR_INVALID, "task set: negative count");
     if (ts->nparams == 0) return nevo_error(err, NEVO_ERR_INVALID, "task set: networks of 0 parameters");
+    if (ts->noise_floats != 0 && (ts->noise_floats <= ts->nparams || ts->noise_floats > NEVO_NOISE_MAX_FLOATS))
+        return nevo_error(err, NEVO_ERR_INVALID, "task set: a noise table of %zu floats for networks of %zu",
+                          ts->noise_floats, ts->nparams);
+    if (ts->noise_floats == 0 && ts->chains)
+        return nevo_error(err, NEVO_ERR_INVALID, "task set: seed chains without a noise table");
     for (int j = 0; j < ts->n_nets; j++) {
         const NevoNet *n = &ts->nets[j];
         if (n->kind > NEVO_NET_PERTURBED)
@@ -29,6 +34,8 @@ static NevoStatus check_structure(const NevoTaskSet *ts, NevoError *err) {
         if (n->kind != NEVO_NET_INIT && (n->base < 0 || n->base >= ts->n_bases))
             return nevo_error(err, NEVO_ERR_INVALID, "task set: network %d names base %d of %d", j, n->base,
                               ts->n_bases);
+        if (n->kind != NEVO_NET_BASE && ts->noise_floats == 0)
+            return nevo_error(err, NEVO_ERR_INVALID, "task set: network %d needs noise, the set has none", j);
         if (n->kind != NEVO_NET_PERTURBED) continue;
         if (n->purpose != NEVO_RNG_MUTATE && n->purpose != NEVO_RNG_ES_NOISE)
             return nevo_error(err, NEVO_ERR_INVALID, "task set: network %d perturbs with noise purpose %u", j,
@@ -75,7 +82,7 @@ NevoStatus nevo_taskset_check(const NevoTaskSet *ts, const NevoPolicy *policy, c
     if (ts->nparams != policy->nparams)
         return nevo_error(err, NEVO_ERR_INVALID, "task set is for networks of %zu parameters, the policy has %zu",
                           ts->nparams, policy->nparams);
-    if (ts->env[0] && strcmp(ts->env, spec->name) != 0)
+    if (strcmp(ts->env, spec->name) != 0)
         return nevo_error(err, NEVO_ERR_INVALID, "task set is for env %s, not %s", ts->env, spec->name);
     if (ts->max_steps != spec->max_steps)
         return nevo_error(err, NEVO_ERR_INVALID, "task set caps episodes at %d steps, the env at %d", ts->max_steps,
@@ -88,6 +95,9 @@ NevoStatus nevo_taskset_check(const NevoTaskSet *ts, const NevoPolicy *policy, c
                           "task set's observation normalisation is not the policy's: apply it first");
     if (ts->n_bases > 0 && !ts->bases)
         return nevo_error(err, NEVO_ERR_INVALID, "task set's bases are chains: materialise them first");
+    if (ts->n_bases > 0 && ts->base_stride < ts->nparams)
+        return nevo_error(err, NEVO_ERR_INVALID, "task set's bases are %zu floats apart, closer than a network",
+                          ts->base_stride);
     int needs_noise = 0;
     for (int j = 0; j < ts->n_nets; j++) needs_noise |= ts->nets[j].kind != NEVO_NET_BASE;
     if (needs_noise && (!ts->noise || ts->noise->size != ts->noise_floats || ts->noise->size <= ts->nparams))
@@ -95,19 +105,28 @@ NevoStatus nevo_taskset_check(const NevoTaskSet *ts, const NevoPolicy *policy, c
     return NEVO_OK;
 }
 
+static const float *base_of(const NevoTaskSet *ts, const NevoNet *n) {
+    return ts->bases + (size_t)n->base * ts->base_stride;
+}
+
+static const float *slice_of(const NevoTaskSet *ts, const NevoNet *n) {
+    return nevo_noise_slice(ts->noise, ts->nparams, ts->seed, n->purpose, n->generation, n->individual, 0);
+}
+
 void nevo_taskset_build(const NevoTaskSet *ts, const NevoPolicy *policy, int net, float *theta, int stream) {
     const NevoNet *n = &ts->nets[net];
-    const float *base = ts->bases + (size_t)n->base * ts->base_stride;
-    if (n->kind == NEVO_NET_BASE) {
-        memcpy(theta, base, sizeof(float) * ts->nparams);
-    } else if (n->kind == NEVO_NET_INIT) {
+    if (n->kind == NEVO_NET_BASE)
+        memcpy(theta, base_of(ts, n), sizeof(float) * ts->nparams);
+    else if (n->kind == NEVO_NET_INIT)
         nevo_policy_init_params(policy, ts->noise, ts->seed, n->generation, n->individual, theta);
-    } else {
-        const float *eps = nevo_noise_slice(ts->noise, ts->nparams, ts->seed, n->purpose, n->generation,
-                                            n->individual, 0);
-        nevo_perturb_rows(n->sign > 0 ? theta : NULL, n->sign > 0 ? NULL : theta, base, n->sigma, eps, ts->nparams,
-                          stream);
-    }
+    else
+        nevo_perturb_rows(n->sign > 0 ? theta : NULL, n->sign > 0 ? NULL : theta, base_of(ts, n), n->sigma,
+                          slice_of(ts, n), ts->nparams, stream);
+}
+
+void nevo_taskset_build_pair(const NevoTaskSet *ts, int net, float *plus, float *minus, int stream) {
+    const NevoNet *n = &ts->nets[net];
+    nevo_perturb_rows(plus, minus, base_of(ts, n), n->sigma, slice_of(ts, n), ts->nparams, stream);
 }
 
 int nevo_taskset_is_pair(const NevoTaskSet *ts, int j) {
@@ -152,15 +171,7 @@ NevoStatus nevo_taskset_write(const NevoTaskSet *ts, NevoBuf *out, NevoError *er
     nevo_buf_u32(&p, ts->chains ? 1u : 0u);
     for (int b = 0; b < ts->n_bases; b++) {
         if (ts->chains) {
-            const NevoChain *c = &ts->chains[b];
-            nevo_buf_u32(&p, c->init_generation);
-            nevo_buf_u32(&p, c->init_individual);
-            nevo_buf_u32(&p, (uint32_t)c->n);
-            for (int j = 0; j < c->n; j++) {
-                nevo_buf_u32(&p, c->muts[j].generation);
-                nevo_buf_u32(&p, c->muts[j].individual);
-                nevo_buf_put(&p, &c->muts[j].sigma, 4);
-            }
+            nevo_chain_write(&p, &ts->chains[b]);
         } else {
             nevo_buf_f32s(&p, ts->bases + (size_t)b * ts->base_stride, ts->nparams);
         }
@@ -208,13 +219,11 @@ NevoStatus nevo_taskset_read(const uint8_t *data, size_t len, NevoTaskSet **out,
     ts->seed = nevo_read_u64(&r);
     ts->noise_floats = (size_t)nevo_read_u64(&r);
     ts->nparams = (size_t)nevo_read_u64(&r);
-    char *env = nevo_read_str(&r, sizeof ts->env - 1);
-    if (env) {
-        memcpy(ts->env, env, strlen(env) + 1);
-        free(env);
-    }
+    char *env = nevo_read_str(&r, sizeof ts->env - 1); /* "" where it does not fit */
+    memcpy(ts->env, env, strlen(env) + 1);
+    free(env);
     ts->max_steps = (int)nevo_read_u32(&r);
-    int chains, ok = env != NULL && ts->max_steps >= 0 && ts->nparams > 0 && ts->nparams <= NEVO_NOISE_MAX_FLOATS &&
+    int chains, ok = ts->max_steps >= 0 && ts->nparams > 0 && ts->nparams < NEVO_NOISE_MAX_FLOATS &&
                      read_count(&r, 0, &ts->obs_dim);
     uint32_t norm = nevo_read_u32(&r);
     ok = ok && norm <= 1 && (!norm || (size_t)ts->obs_dim <= (r.len - r.pos) / 8);
@@ -236,27 +245,17 @@ NevoStatus nevo_taskset_read(const uint8_t *data, size_t len, NevoTaskSet **out,
         size_t total = 0;
         NevoReader scan = r;
         for (int b = 0; b < ts->n_bases && ok; b++) {
-            nevo_read_u32(&scan);
-            nevo_read_u32(&scan);
-            int n = 0;
-            ok = read_count(&scan, 12, &n);
-            scan.pos += (size_t)n * 12;
-            total += (size_t)n;
+            uint32_t n = nevo_chain_peek_count(&scan);
+            size_t left = scan.len - scan.pos;
+            ok = left >= 12 && n <= (left - 12) / 12;
+            scan.pos += 12 + (size_t)n * 12;
+            total += n;
         }
         if (ok) o->muts = nevo_alloc(sizeof(NevoMutation) * (total ? total : 1));
         size_t used = 0;
         for (int b = 0; b < ts->n_bases && ok; b++) {
-            NevoChain *c = &o->chains[b];
-            c->init_generation = nevo_read_u32(&r);
-            c->init_individual = nevo_read_u32(&r);
-            ok = read_count(&r, 12, &c->n);
-            c->muts = o->muts + used;
-            for (int j = 0; ok && j < c->n; j++) {
-                o->muts[used].generation = nevo_read_u32(&r);
-                o->muts[used].individual = nevo_read_u32(&r);
-                nevo_read(&r, &o->muts[used].sigma, 4);
-                used++;
-            }
+            ok = nevo_chain_read(&r, &o->chains[b], o->muts + used, total - used);
+            used += (size_t)o->chains[b].n;
         }
         ts->chains = o->chains;
     } else if (ok && ts->n_bases > 0) {
@@ -268,7 +267,8 @@ NevoStatus nevo_taskset_read(const uint8_t *data, size_t len, NevoTaskSet **out,
             ts->base_stride = ts->nparams;
         }
     }
-    ok = ok && read_count(&r, 28, &ts->n_nets);
+    /* the evaluator may build every network once (a row each): bounded as the bases */
+    ok = ok && read_count(&r, 28, &ts->n_nets) && (size_t)ts->n_nets <= MAX_BASE_FLOATS / ts->nparams;
     if (ok) {
         o->nets = nevo_alloc(sizeof(NevoNet) * (size_t)(ts->n_nets ? ts->n_nets : 1));
         for (int j = 0; j < ts->n_nets; j++) {
@@ -299,23 +299,25 @@ NevoStatus nevo_taskset_read(const uint8_t *data, size_t len, NevoTaskSet **out,
     }
     if ((st = check_structure(ts, err))) {
         nevo_taskset_free(ts);
-        err->status = NEVO_ERR_CORRUPT;
+        if (err) err->status = NEVO_ERR_CORRUPT;
         return NEVO_ERR_CORRUPT;
     }
+    ts->owner = o;
     *out = ts;
     return NEVO_OK;
 }
 
 NevoStatus nevo_taskset_materialise(NevoTaskSet *ts, const NevoPolicy *policy, const NevoNoise *noise,
                                     NevoError *err) {
+    NEVO_ASSERT(ts->owner == (const void *)ts); /* a set nevo_taskset_read made */
     OwnedTaskSet *o = (OwnedTaskSet *)ts;
     if (ts->nparams != policy->nparams)
         return nevo_error(err, NEVO_ERR_INVALID, "task set is for networks of %zu parameters, the policy has %zu",
                           ts->nparams, policy->nparams);
-    if (noise->size != ts->noise_floats)
+    if (ts->noise_floats > 0 && (!noise || noise->size != ts->noise_floats))
         return nevo_error(err, NEVO_ERR_INVALID, "task set needs a noise table of %zu floats, not %zu",
-                          ts->noise_floats, noise->size);
-    ts->noise = noise;
+                          ts->noise_floats, noise ? noise->size : 0);
+    ts->noise = ts->noise_floats > 0 ? noise : NULL;
     if (ts->chains && !ts->bases) {
         o->bases = nevo_alloc_aligned(sizeof(float) * ts->nparams * (size_t)(ts->n_bases ? ts->n_bases : 1));
         for (int b = 0; b < ts->n_bases; b++)
@@ -341,6 +343,7 @@ NevoStatus nevo_taskset_prepare_policy(const NevoTaskSet *ts, NevoPolicy *policy
 
 void nevo_taskset_free(NevoTaskSet *ts) {
     if (!ts) return;
+    NEVO_ASSERT(!ts->owner || ts->owner == (const void *)ts); /* a set nevo_taskset_read made */
     OwnedTaskSet *o = (OwnedTaskSet *)ts;
     free(o->bases);
     free(o->obs_mean);
@@ -398,7 +401,8 @@ NevoStatus nevo_results_read(const NevoTaskSet *ts, const uint8_t *data, size_t 
         e->length = (int)nevo_read_u32(&r);
         e->terminated = (int)nevo_read_u32(&r);
         nevo_read_f32s(&r, e->bc, NEVO_ENV_MAX_BC);
-        bad |= e->length < 0 || (e->terminated != 0 && e->terminated != 1);
+        bad |= e->length < 0 || (e->terminated != 0 && e->terminated != 1) || !isfinite(e->ret);
+        for (int c = 0; c < NEVO_ENV_MAX_BC; c++) bad |= !isfinite(e->bc[c]);
     }
     int opened = 0;
     for (int t = 0; t < ts->n_tasks && !bad; t++) {
@@ -412,6 +416,10 @@ NevoStatus nevo_results_read(const NevoTaskSet *ts, const uint8_t *data, size_t 
         s->count = nevo_read_f64(&r);
         nevo_read_f64s(&r, s->sum, (size_t)s->dim);
         nevo_read_f64s(&r, s->sumsq, (size_t)s->dim);
+        /* what an evaluation can give: a finite count of observations, finite sums */
+        bad = !(s->count >= 0.0) || !isfinite(s->count);
+        for (int i = 0; i < s->dim && !bad; i++)
+            bad = !isfinite(s->sum[i]) || !isfinite(s->sumsq[i]) || !(s->sumsq[i] >= 0.0);
     }
     if (bad || !nevo_reader_ok(&r, true)) {
         for (int t = 0; t < opened; t++)
