@@ -25,7 +25,7 @@ FUZZ_TARGETS := config policy checkpoint tasks
 FUZZ_BINS := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 # the library's own flags, minus optimisation, sanitizers and -Werror (clang warns
 # about other things than gcc: the fuzz build must not fail CI on them)
-FUZZ_CFLAGS = $(filter-out -O% -fsanitize=% -fno-sanitize-recover=% -Werror,$(CFLAGS_BASE)) -O1 -g \
+FUZZ_CFLAGS = $(filter-out -O% -fsanitize=% -fno-sanitize-recover=% -Werror,$(CFLAGS_BASE)) -O1 -g -Werror=implicit-function-declaration \
               -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o)
 # where clang keeps libFuzzer (one quick query); empty when it is not installed

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "fuzz_check.h"
+#include "nevo/algo.h"
 #include "nevo/config.h"
 #include "nevo/env.h"
 #include "nevo/policy.h"
@@ -50,11 +51,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_REQUIRE(strcmp(j1, j2) == 0);
         free(j1);
         free(j2);
-        /* what a run builds before anything else: env, network, memory bound */
+        /* what a run builds before anything else: env, the algorithm's checks, network,
+         * memory bound */
         NevoEnv *env = NULL;
         NevoPolicy *policy = NULL;
         st = nevo_env_new(cfg.env, cfg.env_options, cfg.n_env_options, &env, &err);
         fuzz_check_error(st, &err);
+        if (st == NEVO_OK) {
+            st = nevo_algo_check(&cfg, nevo_env_spec(env), &err);
+            fuzz_check_error(st, &err);
+        }
         if (st == NEVO_OK) {
             st = nevo_policy_new(nevo_env_spec(env), &cfg.policy, 0, &policy, &err);
             fuzz_check_error(st, &err);

@@ -70,12 +70,7 @@ static void fuzz_run_policy(const NevoLoadedPolicy *lp) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint8_t *file = malloc(size ? size : 1);
     memcpy(file, data, size);
-    if (size >= 28 && !(file[12] & 1)) {
-        uint64_t plen = size - 28;
-        memcpy(file + 16, &plen, 8);
-        uint32_t crc = nevo_crc32(file, size - 4);
-        memcpy(file + size - 4, &crc, 4);
-    }
+    fuzz_repair_container(file, size);
     FUZZ_REQUIRE(ftruncate(fuzz_fd, 0) == 0);
     FUZZ_REQUIRE(pwrite(fuzz_fd, file, size, 0) == (ssize_t)size);
     free(file);

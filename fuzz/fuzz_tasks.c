@@ -143,12 +143,7 @@ static void evaluate(NevoTaskSet *ts) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint8_t *bytes = malloc(size ? size : 1);
     memcpy(bytes, data, size);
-    if (size >= 28 && !(bytes[12] & 1)) {
-        uint64_t plen = size - 28;
-        memcpy(bytes + 16, &plen, 8);
-        uint32_t crc = nevo_crc32(bytes, size - 4);
-        memcpy(bytes + size - 4, &crc, 4);
-    }
+    fuzz_repair_container(bytes, size);
     NevoTaskSet *ts = NULL;
     NevoError err = {0};
     NevoStatus st = nevo_taskset_read(bytes, size, &ts, &err);
