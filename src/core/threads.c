@@ -2,16 +2,14 @@
  * themselves. Between jobs a worker first spins on the job counter for up to SPIN_NS,
  * then sleeps on a condition variable; the caller likewise spins, then sleeps, waiting
  * for the last worker. A job published while nobody sleeps costs no system call. Why:
- * a training generation runs three jobs with serial steps of 20-70 us between them,
- * and waking sleeping workers took 0.1-0.2 ms a job on the VMs measured, up to a tenth
- * of a 16-thread MinAtar generation (docs/BENCHMARKS.md, ninth session).
+ * a generation runs a few jobs with short serial steps between them, and waking a
+ * sleeping worker costs more than those steps.
  *
- * Spinning only pays while every thread has a core to itself. A pool with more threads
- * than nevo_cpu_count() does not spin: 5 threads on 2 cores ran a job about 3x slower
- * spinning. The spin is short because beside another CPU-bound program a spinning
- * thread holds a core they share (200 us made jobs up to 1.8x slower there, 50 us did
- * not). It does not yield: with both cores taken by other programs, sched_yield gave
- * them whole time slices, and jobs ran 20x slower. */
+ * Spinning only pays while every thread has a core to itself, so a pool with more
+ * threads than nevo_cpu_count() does not spin. The spin is short because beside another
+ * CPU-bound program a spinning thread holds a core they share, and it does not yield:
+ * sched_yield hands such a program whole time slices (docs/BENCHMARKS.md, "Kernel
+ * variants" and "Variants tried and not kept", has the measurements). */
 #include "nevo/threads.h"
 
 #include <pthread.h>
