@@ -234,8 +234,16 @@ TEST(config_out_of_range) {
     CHECK_CONTAINS(m, "es.obs_norm_prob = 2 is out of range: it must be between 0 and 1");
     m = apply_fails("{\"policy\": {\"hidden\": [8, 0]}}");
     CHECK_CONTAINS(m, "policy.hidden[1] = 0 is out of range");
-    m = apply_fails("{\"policy\": {\"hidden\": [1,1,1,1,1,1,1,1,1]}}");
-    CHECK_CONTAINS(m, "policy.hidden has 9 entries, at most 8 allowed");
+    {
+        char doc[600] = "{\"policy\": {\"hidden\": [1";
+        for (int i = 1; i <= NEVO_MAX_LAYERS; i++) strcat(doc, ",1");
+        strcat(doc, "]}}");
+        m = apply_fails(doc);
+        char want[80];
+        snprintf(want, sizeof want, "policy.hidden has %d entries, at most %d allowed", NEVO_MAX_LAYERS + 1,
+                 NEVO_MAX_LAYERS);
+        CHECK_CONTAINS(m, want);
+    }
     m = apply_fails("{\"threads\": -1}");
     CHECK_CONTAINS(m, "threads = -1 is out of range");
     /* the range ends are inclusive */
@@ -575,7 +583,7 @@ TEST(config_check_revalidates_every_key) {
     EXPECT_REFUSED(c.algo[0] = '\0', "algo must be a non-empty string");
     EXPECT_REFUSED(memset(c.env, 'A', sizeof c.env), "env must be a non-empty string");
     EXPECT_REFUSED(c.env[0] = '\0', "env must be a non-empty string");
-    EXPECT_REFUSED(c.policy.n_hidden = 9, "policy.hidden has 9 entries");
+    EXPECT_REFUSED(c.policy.n_hidden = NEVO_MAX_LAYERS + 1, "policy.hidden has 129 entries");
     EXPECT_REFUSED(c.policy.n_hidden = -1, "policy.hidden has -1 entries");
     EXPECT_REFUSED(c.policy.hidden[1] = 0, "policy.hidden[1] = 0");
     EXPECT_REFUSED((c.policy.n_conv = 2, c.policy.conv_filters[0] = c.policy.conv_filters[1] = 4,

@@ -12,7 +12,9 @@
 
 #include "nevo/status.h"
 
-#define NEVO_MAX_LAYERS 8
+/* hidden or conv layers of a policy: deep enough for the 100+-layer networks of the
+ * safe-mutation experiments */
+#define NEVO_MAX_LAYERS 128
 #define NEVO_ENV_MAX_OPTIONS 16
 
 /* A named numeric option of the env, from the config's env_options ("sticky_prob":
@@ -40,6 +42,10 @@ typedef struct NevoGAConfig {
     int elitism;               /* 1: copy the elite unmodified into the next generation */
     int validation_candidates; /* top-k re-evaluated to choose the elite */
     int validation_episodes;   /* episodes per candidate */
+    char mutation[12];         /* "plain", "sm-g-sum", "sm-g-abs", "sm-g-so" or "sm-r" (safe
+                                * mutations, Lehman et al. 2018) */
+    int sm_states;             /* safe mutations: states of the parent's own episodes kept
+                                * for its output gradients */
 } NevoGAConfig;
 
 typedef struct NevoESConfig {
@@ -59,6 +65,27 @@ typedef struct NevoESConfig {
                            * alive bonus of Hopper, Walker2d, Ant, Humanoid); 0 = none */
 } NevoESConfig;
 
+/* Gradient optimiser (optim.h): algo sgd, and the learners built on gradients. */
+typedef struct NevoOptimConfig {
+    char name[12];        /* "sgd", "adam" or "rmsprop" */
+    double lr;
+    double momentum;      /* sgd (heavy ball) and rmsprop */
+    double beta1, beta2;  /* adam */
+    double decay;         /* rmsprop: decay of the mean square */
+    double eps;           /* adam, rmsprop: added to the denominator */
+    double weight_decay;  /* L2 coefficient added to the gradient */
+    double clip_norm;     /* global gradient-norm clip (0 = none) */
+} NevoOptimConfig;
+
+/* Supervised data (config key `dataset`): what a run trains and tests on. */
+typedef struct NevoDataConfig {
+    int train_samples;   /* the first N training samples (0 = all) */
+    int test_samples;    /* the first N test samples (0 = all) */
+    int batch;           /* algo sgd: mini-batch size */
+    int fitness_batch;   /* evolution: samples behind each generation's fitness, the same for
+                          * every member (0 = the whole training set) */
+} NevoDataConfig;
+
 typedef struct NevoNSConfig {
     int k;               /* nearest neighbours in the novelty score */
     int archive_add;     /* GA-NS: random individuals whose BC joins the archive per generation */
@@ -70,7 +97,9 @@ typedef struct NevoNSConfig {
 
 typedef struct NevoConfig {
     char env[64];
-    char algo[16];         /* ga, es, rs, ga-ns, ns-es, nsr-es, nsra-es */
+    char dataset[256];     /* supervised data instead of an env: "fashion-mnist", or a
+                            * directory of IDX files ("" = reinforcement learning on env) */
+    char algo[16];         /* ga, es, rs, ga-ns, ns-es, nsr-es, nsra-es, sgd */
     uint64_t seed;
     int population;        /* individuals evaluated per generation */
     int generations;
@@ -88,6 +117,8 @@ typedef struct NevoConfig {
     NevoGAConfig ga;
     NevoESConfig es;
     NevoNSConfig ns;
+    NevoOptimConfig optim;
+    NevoDataConfig data;
 } NevoConfig;
 
 /* Fills every key with its default. */

@@ -20,7 +20,8 @@ typedef struct Key {
     const char *name;
     KeyType type;
     size_t offset;
-    double min, max;         /* numeric range (inclusive); list elements for T_INT_LIST */
+    double min, max;         /* numeric range (inclusive); list elements for T_INT_LIST;
+                              * T_STRING: min = MAY_BE_EMPTY allows "" */
     const char *choices;     /* T_STRING: "a|b|c" */
     size_t size;             /* T_STRING: buffer size; T_INT_LIST: capacity */
     size_t count_offset;     /* T_INT_LIST: offset of its int count */
@@ -28,11 +29,15 @@ typedef struct Key {
 } Key;
 
 #define OFF(field) offsetof(NevoConfig, field)
+#define MAY_BE_EMPTY 1
 #define BIG 1e18
 
 static const Key schema[] = {
     {"env", T_STRING, OFF(env), 0, 0, NULL, sizeof(((NevoConfig *)0)->env), 0,
      "environment name (`nevo envs` lists them)"},
+    {"dataset", T_STRING, OFF(dataset), MAY_BE_EMPTY, 0, NULL, sizeof(((NevoConfig *)0)->dataset), 0,
+     "supervised data instead of an env: fashion-mnist (Debian's dataset-fashion-mnist), or a directory "
+     "holding IDX files train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-... (each may be .gz)"},
     {"algo", T_STRING, OFF(algo), 0, 0, NULL, sizeof(((NevoConfig *)0)->algo), 0,
      "training algorithm (listed above; checked by the algorithm registry)"},
     {"seed", T_U64, OFF(seed), 0, 9.2e18, NULL, 0, 0, "master seed of every random stream (0 .. 2^63-1)"},
@@ -74,6 +79,12 @@ static const Key schema[] = {
      "top individuals re-evaluated to choose the elite"},
     {"ga.validation_episodes", T_INT, OFF(ga.validation_episodes), 0, 1e6, NULL, 0, 0,
      "extra episodes per elite candidate (0 = choose by training fitness)"},
+    {"ga.mutation", T_STRING, OFF(ga.mutation), 0, 0, "plain|sm-g-sum|sm-g-abs|sm-g-so|sm-r",
+     sizeof(((NevoConfig *)0)->ga.mutation), 0,
+     "plain Gaussian mutation, or a safe mutation scaled by the parent's output gradients (sm-g-*) or "
+     "rescaled by a line search to an output change of ga.sigma (sm-r)"},
+    {"ga.sm_states", T_INT, OFF(ga.sm_states), 1, 1e6, NULL, 0, 0,
+     "safe mutations: states from the parent's own episodes behind its output gradients"},
     {"es.sigma", T_DOUBLE, OFF(es.sigma), 1e-8, 1e6, NULL, 0, 0, "perturbation std"},
     {"es.optimizer", T_STRING, OFF(es.optimizer), 0, 0, "adam|sgd", sizeof(((NevoConfig *)0)->es.optimizer),
      0, "update rule"},
@@ -95,6 +106,26 @@ static const Key schema[] = {
     {"es.center_episodes", T_INT, OFF(es.center_episodes), 0, 1e6, NULL, 0, 0,
      "episodes evaluating the current mean parameters each generation (reporting; for the NS-ES "
      "family also the agent's behaviour)"},
+    {"optim.name", T_STRING, OFF(optim.name), 0, 0, "sgd|adam|rmsprop", sizeof(((NevoConfig *)0)->optim.name),
+     0, "gradient optimiser (algo sgd)"},
+    {"optim.lr", T_DOUBLE, OFF(optim.lr), 1e-12, 1e6, NULL, 0, 0, "learning rate"},
+    {"optim.momentum", T_DOUBLE, OFF(optim.momentum), 0, 0.999999, NULL, 0, 0, "sgd and rmsprop momentum"},
+    {"optim.beta1", T_DOUBLE, OFF(optim.beta1), 0, 0.999999, NULL, 0, 0, "Adam beta1"},
+    {"optim.beta2", T_DOUBLE, OFF(optim.beta2), 0, 0.999999999, NULL, 0, 0, "Adam beta2"},
+    {"optim.decay", T_DOUBLE, OFF(optim.decay), 0, 0.999999999, NULL, 0, 0, "RMSProp decay of the mean square"},
+    {"optim.eps", T_DOUBLE, OFF(optim.eps), 1e-12, 10, NULL, 0, 0, "Adam and RMSProp denominator epsilon"},
+    {"optim.weight_decay", T_DOUBLE, OFF(optim.weight_decay), 0, 1e6, NULL, 0, 0,
+     "L2 coefficient added to the gradient"},
+    {"optim.clip_norm", T_DOUBLE, OFF(optim.clip_norm), 0, 1e12, NULL, 0, 0,
+     "clip the gradient to this global L2 norm (0 = no clipping)"},
+    {"data.train_samples", T_INT, OFF(data.train_samples), 0, 1e9, NULL, 0, 0,
+     "train on the first N training samples (0 = all)"},
+    {"data.test_samples", T_INT, OFF(data.test_samples), 0, 1e9, NULL, 0, 0,
+     "test on the first N test samples (0 = all)"},
+    {"data.batch", T_INT, OFF(data.batch), 1, 1e7, NULL, 0, 0, "algo sgd: mini-batch size"},
+    {"data.fitness_batch", T_INT, OFF(data.fitness_batch), 0, 1e9, NULL, 0, 0,
+     "evolution on a dataset: samples behind each generation's fitness, drawn per generation and the same "
+     "for every member (0 = the whole training set: no-mini-batch ES)"},
     {"ns.k", T_INT, OFF(ns.k), 1, 64, NULL, 0, 0, "nearest neighbours in the novelty score"},
     {"ns.archive_add", T_INT, OFF(ns.archive_add), 0, 1e6, NULL, 0, 0,
      "GA-NS: random individuals added to the archive per generation"},
@@ -130,6 +161,8 @@ void nevo_config_defaults(NevoConfig *cfg) {
     cfg->ga.elitism = 1;
     cfg->ga.validation_candidates = 10;
     cfg->ga.validation_episodes = 30;
+    strcpy(cfg->ga.mutation, "plain");
+    cfg->ga.sm_states = 100;
     cfg->es.sigma = 0.02;
     strcpy(cfg->es.optimizer, "adam");
     cfg->es.lr = 0.01;
@@ -148,6 +181,14 @@ void nevo_config_defaults(NevoConfig *cfg) {
     cfg->ns.weight = 1.0;
     cfg->ns.weight_delta = 0.05;
     cfg->ns.patience = 10;
+    strcpy(cfg->optim.name, "adam");
+    cfg->optim.lr = 1e-3;
+    cfg->optim.momentum = 0.9;
+    cfg->optim.beta1 = 0.9;
+    cfg->optim.beta2 = 0.999;
+    cfg->optim.decay = 0.99;
+    cfg->optim.eps = 1e-8;
+    cfg->data.batch = 64;
 }
 
 static const Key *find_key(const char *name) {
@@ -270,7 +311,7 @@ static NevoStatus set_value(NevoConfig *cfg, const Key *k, const json_t *v, cons
                 return nevo_error(err, NEVO_ERR_INVALID, "%s: %s = '%s' is not one of %s", source,
                                   k->name, s, k->choices);
         }
-        if (strlen(s) == 0)
+        if (strlen(s) == 0 && k->min != MAY_BE_EMPTY)
             return nevo_error(err, NEVO_ERR_INVALID, "%s: %s must not be empty", source, k->name);
         if (nevo_strlcpy(base + k->offset, s, k->size) != 0)
             return nevo_error(err, NEVO_ERR_INVALID, "%s: %s = '%s' is too long (at most %zu characters)",
@@ -456,7 +497,7 @@ static NevoStatus check_stored(const NevoConfig *cfg, const Key *k, NevoError *e
     }
     case T_STRING: {
         const char *s = base + k->offset;
-        if (!memchr(s, '\0', k->size) || s[0] == '\0')
+        if (!memchr(s, '\0', k->size) || (s[0] == '\0' && k->min != MAY_BE_EMPTY))
             return nevo_error(err, NEVO_ERR_INVALID, "%s must be a non-empty string of at most %zu characters",
                               k->name, k->size - 1);
         if (!k->choices) return NEVO_OK;
