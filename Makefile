@@ -60,7 +60,7 @@ CFLAGS += $(CFLAGS_BASE)
 # plain -lcairo where pkg-config cannot say.
 CAIRO_CFLAGS = $(shell pkg-config --cflags cairo 2>/dev/null)
 CAIRO_LIBS = $(shell pkg-config --libs cairo 2>/dev/null || echo -lcairo)
-LIB_LIBS = -ljansson -lmujoco -lm -pthread
+LIB_LIBS = -ljansson -lmujoco -lz -lm -pthread
 # the command's pictures: GIFs of episodes (giflib), PNGs (libpng), figures (cairo)
 LIBS = -lgif -lpng $(CAIRO_LIBS) $(LIB_LIBS)
 

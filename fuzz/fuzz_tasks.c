@@ -72,7 +72,8 @@ static void write_corpus(const char *dir, const char *algo_json, const char *nam
             if (ts->tasks[t].flags & NEVO_TASK_RECORD_OBS) nevo_obs_stats_init(&stats[t], ts->obs_dim);
         int n = ts->n_tasks, done;
         NevoGenStats gs;
-        if (nevo_evaluate_tasks(ev, ts, res, stats, &err) || nevo_algo_tell(a, res, stats, &gs, &done, &err)) exit(1);
+        if (nevo_evaluate_tasks(ev, ts, res, stats, NULL, &err) || nevo_algo_tell(a, res, stats, NULL, &gs, &done, &err))
+            exit(1);
         for (int t = 0; t < n; t++) nevo_obs_stats_free(&stats[t]);
     }
     nevo_algo_free(a);
@@ -120,12 +121,12 @@ static void evaluate(NevoTaskSet *ts) {
     memset(stats_back, 0, sizeof stats_back);
     for (int t = 0; t < ts->n_tasks; t++)
         if (ts->tasks[t].flags & NEVO_TASK_RECORD_OBS) nevo_obs_stats_init(&stats[t], ts->obs_dim);
-    st = nevo_evaluate_tasks(ev, ts, res, stats, &err);
+    st = nevo_evaluate_tasks(ev, ts, res, stats, NULL, &err);
     fuzz_check_error(st, &err);
     if (st == NEVO_OK) {
         NevoBuf b = {0};
-        FUZZ_REQUIRE(nevo_results_write(ts, res, stats, &b, &err) == NEVO_OK);
-        st = nevo_results_read(ts, b.data, b.len, back, stats_back, &err);
+        FUZZ_REQUIRE(nevo_results_write(ts, res, stats, NULL, &b, &err) == NEVO_OK);
+        st = nevo_results_read(ts, b.data, b.len, back, stats_back, NULL, &err);
         fuzz_check_error(st, &err);
         FUZZ_REQUIRE(st == NEVO_OK);
         for (int t = 0; t < ts->n_tasks; t++) {

@@ -2,9 +2,9 @@
 # Regenerates the seed corpus of the policy and checkpoint fuzz targets from tiny runs
 # of the committed configs (a few KB each): CartPole GA, Pendulum ES (observation
 # normalisation, continuous actions), hard-maze GA-NS and NSRA-ES (novelty archives,
-# ES meta-population) and MinAtar Breakout GA (a conv layer), and of the task-set
-# target. Run from the repository root after a change of the file formats:
-# fuzz/make_corpus.sh [path/to/nevo] [path/to/fuzz_tasks]
+# ES meta-population) and MinAtar Breakout GA (a conv layer), and of the task-set and
+# IDX targets. Run from the repository root after a change of the file formats:
+# fuzz/make_corpus.sh [path/to/nevo] [path/to/fuzz_tasks] [path/to/fuzz_idx]
 set -e
 nevo=$(realpath "${1:-build/nevo}")
 root=$(pwd)
@@ -30,3 +30,8 @@ run breakout_conv_ga minatar_breakout_ga.json population=4 'policy.hidden=[2]' '
 tasks=$(realpath "${2:-build-fuzz/fuzz_tasks}")
 mkdir -p "$root/fuzz/corpus/tasks"
 NEVO_FUZZ_WRITE_CORPUS="$root/fuzz/corpus/tasks" "$tasks" >/dev/null
+# IDX dataset files: the IDX target writes its own (small images and labels, plain and
+# gzipped)
+idx=$(realpath "${3:-build-fuzz/fuzz_idx}")
+mkdir -p "$root/fuzz/corpus/idx"
+NEVO_FUZZ_WRITE_CORPUS="$root/fuzz/corpus/idx" "$idx" >/dev/null

@@ -18,8 +18,11 @@
 #   clang            the libFuzzer targets in fuzz/ (fuzz/fuzz.mk; the test suite runs
 #                    each briefly)
 #   libclang-rt-14-dev  clang's libFuzzer, ASan and UBSan runtimes for them
+#   zlib1g-dev       zlib: reads gzip-compressed IDX dataset files (src/io/dataset.c)
+#   dataset-fashion-mnist  the Fashion-MNIST images and labels (IDX files in
+#                    /usr/share/datasets/fashion-mnist): `dataset=fashion-mnist`
 set -eu
-PKGS="build-essential pkg-config libjansson-dev libpng-dev libgif-dev libmujoco-dev libqhull-dev libcairo2-dev libegl-dev libgl1-mesa-dri clang libclang-rt-14-dev"
+PKGS="build-essential pkg-config libjansson-dev libpng-dev libgif-dev libmujoco-dev libqhull-dev libcairo2-dev libegl-dev libgl1-mesa-dri clang libclang-rt-14-dev zlib1g-dev dataset-fashion-mnist"
 [ -n "${NEVO_EXTRA_PKGS:-}" ] && PKGS="$PKGS $NEVO_EXTRA_PKGS"
 missing=""
 for p in $PKGS; do

@@ -275,25 +275,36 @@ static _Noreturn void worker_main(const char *json, int in, int out) {
             worker_fail(&err, 5);
         NevoEpisode *res = nevo_alloc(sizeof(NevoEpisode) * (size_t)(ts->n_tasks + 1));
         NevoObsStats *stats = nevo_alloc(sizeof(NevoObsStats) * (size_t)(ts->n_tasks + 1));
-        for (int t = 0; t < ts->n_tasks; t++)
+        NevoStates *states = nevo_alloc(sizeof(NevoStates) * (size_t)(ts->n_tasks + 1));
+        for (int t = 0; t < ts->n_tasks; t++) {
             if (ts->tasks[t].flags & NEVO_TASK_RECORD_OBS) nevo_obs_stats_init(&stats[t], ts->obs_dim);
+            if (ts->tasks[t].flags & NEVO_TASK_RECORD_STATES) nevo_states_init(&states[t], ts->obs_dim, ts->states_cap);
+        }
         NevoBuf b = {0};
-        if (nevo_evaluate_tasks(ev, ts, res, stats, &err) || nevo_results_write(ts, res, stats, &b, &err))
+        if (nevo_evaluate_tasks(ev, ts, res, stats, states, &err) || nevo_results_write(ts, res, stats, states, &b, &err))
             worker_fail(&err, 6);
         if (!send_bytes(out, &b)) worker_fail(&err, 7);
-        for (int t = 0; t < ts->n_tasks; t++)
+        for (int t = 0; t < ts->n_tasks; t++) {
             if (ts->tasks[t].flags & NEVO_TASK_RECORD_OBS) nevo_obs_stats_free(&stats[t]);
+            nevo_states_free(&states[t]);
+        }
         nevo_buf_free(&b);
         free(res);
         free(stats);
+        free(states);
         nevo_taskset_free(ts);
     }
     _exit(0);
 }
 
+/* What went through the bytes in the last check_tasks_travel: children built by a
+ * scaled recipe, and states kept. */
+static long long travelled_scaled, travelled_states;
+
 /* `gens` generations of the config in process, and again with every evaluation in a
  * worker process: the same reports and the same state, bit for bit. */
 static void check_tasks_travel(const char *json, int gens) {
+    travelled_scaled = travelled_states = 0;
     int to_worker[2], from_worker[2];
     CHECK(pipe(to_worker) == 0 && pipe(from_worker) == 0);
     pid_t pid = fork(); /* before any thread: the worker starts its own */
@@ -317,6 +328,7 @@ static void check_tasks_travel(const char *json, int gens) {
             const NevoTaskSet *ts = nevo_algo_ask(there.algo);
             NevoBuf b = {0};
             CHECK_MSG(nevo_taskset_write(ts, &b, &err) == NEVO_OK, "%s", err.msg);
+            for (int j = 0; j < ts->n_nets; j++) travelled_scaled += ts->nets[j].kind == NEVO_NET_SCALED;
             CHECK(send_bytes(to_worker[1], &b));
             nevo_buf_free(&b);
             size_t len;
@@ -324,16 +336,21 @@ static void check_tasks_travel(const char *json, int gens) {
             CHECK_MSG(bytes, "the worker died on generation %d", g);
             NevoEpisode *res = nevo_alloc(sizeof(NevoEpisode) * (size_t)(ts->n_tasks + 1));
             NevoObsStats *stats = nevo_alloc(sizeof(NevoObsStats) * (size_t)(ts->n_tasks + 1));
-            CHECK_MSG(nevo_results_read(ts, bytes, len, res, stats, &err) == NEVO_OK, "%s", err.msg);
+            NevoStates *states = nevo_alloc(sizeof(NevoStates) * (size_t)(ts->n_tasks + 1));
+            CHECK_MSG(nevo_results_read(ts, bytes, len, res, stats, states, &err) == NEVO_OK, "%s", err.msg);
             int n_tasks = ts->n_tasks; /* ts is the algorithm's until tell */
             uint32_t flags[4096];
             CHECK(n_tasks <= 4096);
             for (int t = 0; t < n_tasks; t++) flags[t] = ts->tasks[t].flags;
-            CHECK_MSG(nevo_algo_tell(there.algo, res, stats, &got, &done, &err) == NEVO_OK, "%s", err.msg);
-            for (int t = 0; t < n_tasks; t++)
+            for (int t = 0; t < n_tasks; t++) travelled_states += (flags[t] & NEVO_TASK_RECORD_STATES) ? states[t].n : 0;
+            CHECK_MSG(nevo_algo_tell(there.algo, res, stats, states, &got, &done, &err) == NEVO_OK, "%s", err.msg);
+            for (int t = 0; t < n_tasks; t++) {
                 if (flags[t] & NEVO_TASK_RECORD_OBS) nevo_obs_stats_free(&stats[t]);
+                nevo_states_free(&states[t]);
+            }
             free(res);
             free(stats);
+            free(states);
             free(bytes);
         }
         CHECK_MSG(memcmp(&want, &got, sizeof want) == 0, "generation %d reports differ after travelling", g);
@@ -361,6 +378,26 @@ TEST(algo_ga_tasks_travel) {
                        " \"policy\": {\"hidden\": [8]}, \"ga\": {\"sigma\": 0.1, \"truncation\": 3,"
                        " \"validation_candidates\": 3, \"validation_episodes\": 2}}",
                        4);
+}
+
+/* GA with safe mutations: the children's states travel back; SM-G-SUM's parents travel
+ * as floats with their scale rows and the children as scaled recipes, SM-G-SO's
+ * children as floats, SM-R's as recipes with their own sigma. Two episodes per child
+ * (states split over them), validation rounds (which keep none). */
+TEST(algo_ga_safe_mutation_tasks_travel) {
+    static const char *const modes[] = {"sm-g-sum", "sm-g-so", "sm-r"};
+    for (int m = 0; m < 3; m++) {
+        char json[1024];
+        snprintf(json, sizeof json,
+                 "{\"env\": \"CartPole-v1\", \"algo\": \"ga\", \"seed\": 8, \"population\": 10, \"episodes\": 2,"
+                 " \"policy\": {\"hidden\": [8, 8]}, \"ga\": {\"sigma\": 0.05, \"truncation\": 3,"
+                 " \"validation_candidates\": 3, \"validation_episodes\": 2, \"mutation\": \"%s\","
+                 " \"sm_states\": 15}}",
+                 modes[m]);
+        check_tasks_travel(json, 3);
+        CHECK_MSG(travelled_states > 0, "%s: no states travelled", modes[m]);
+        CHECK_MSG((travelled_scaled > 0) == (m == 0), "%s: %lld scaled recipes travelled", modes[m], travelled_scaled);
+    }
 }
 
 /* ES with observation normalisation (the statistics travel back, the normalisation
@@ -415,12 +452,12 @@ TEST(algo_task_bytes_checked) {
     memset(res, 0, sizeof res);
     CHECK(ts->n_tasks <= 64);
     NevoBuf r = {0};
-    CHECK(nevo_results_write(ts, res, NULL, &r, &err) == NEVO_OK);
+    CHECK(nevo_results_write(ts, res, NULL, NULL, &r, &err) == NEVO_OK);
     NevoTaskSet other = *ts;
     other.n_tasks = ts->n_tasks - 1;
-    CHECK(nevo_results_read(&other, r.data, r.len, res, NULL, &err) == NEVO_ERR_CORRUPT);
+    CHECK(nevo_results_read(&other, r.data, r.len, res, NULL, NULL, &err) == NEVO_ERR_CORRUPT);
     r.data[30] ^= 1;
-    CHECK(nevo_results_read(ts, r.data, r.len, res, NULL, &err) == NEVO_ERR_CORRUPT);
+    CHECK(nevo_results_read(ts, r.data, r.len, res, NULL, NULL, &err) == NEVO_ERR_CORRUPT);
     nevo_buf_free(&r);
     nevo_buf_free(&b);
     rig_close(&rig);
@@ -463,21 +500,21 @@ TEST(algo_tell_checks_the_results) {
     memset(res, 0, sizeof res);
     NevoGenStats gs;
     int done = 7;
-    CHECK(nevo_algo_tell(rig.algo, res, NULL, &gs, &done, &err) == NEVO_ERR_INVALID && done == 0);
+    CHECK(nevo_algo_tell(rig.algo, res, NULL, NULL, &gs, &done, &err) == NEVO_ERR_INVALID && done == 0);
     CHECK_MSG(strstr(err.msg, "statistics are missing"), "%s", err.msg);
     res[3].length = -1;
     NevoObsStats stats[6];
     for (int t = 0; t < 6; t++) nevo_obs_stats_init(&stats[t], ts->obs_dim);
-    CHECK(nevo_algo_tell(rig.algo, res, stats, &gs, &done, &err) == NEVO_ERR_INVALID);
+    CHECK(nevo_algo_tell(rig.algo, res, stats, NULL, &gs, &done, &err) == NEVO_ERR_INVALID);
     CHECK(nevo_algo_ask(rig.algo) == ts); /* still asking for the same set */
     /* results whose statistics are not what an evaluation gives are refused on reading */
     res[3].length = 5;
     stats[2].count = NAN;
     NevoBuf b = {0};
-    CHECK(nevo_results_write(ts, res, stats, &b, &err) == NEVO_OK);
+    CHECK(nevo_results_write(ts, res, stats, NULL, &b, &err) == NEVO_OK);
     NevoObsStats back[6];
     memset(back, 0, sizeof back);
-    CHECK(nevo_results_read(ts, b.data, b.len, res, back, &err) == NEVO_ERR_CORRUPT);
+    CHECK(nevo_results_read(ts, b.data, b.len, res, back, NULL, &err) == NEVO_ERR_CORRUPT);
     nevo_buf_free(&b);
     for (int t = 0; t < 6; t++) nevo_obs_stats_free(&stats[t]), nevo_obs_stats_free(&back[t]);
     rig_close(&rig);

@@ -522,3 +522,61 @@ TEST(bench_mujoco_group) {
     CHECK_EQ_INT(r.replay_mismatches, 0);
     CHECK(nevo_bench_mujoco(&o, "CartPole-v1", &r, &err) == NEVO_ERR_INVALID);
 }
+
+/* The backward group's rows: for each case the forward, the forward with a tape and the
+ * backward against the peak, the backward against the forward, and per layer its
+ * forward against the peak and its backward against that forward. */
+typedef struct GradRows {
+    int n;
+    char names[32][128];
+    double value[32], limit[32];
+    int bad;
+} GradRows;
+
+static void collect_grad(void *ctx, const NevoBenchResult *r) {
+    GradRows *g = ctx;
+    if (g->n == 32 || strcmp(r->group, "backward") != 0 || !(r->value > 0) || !isfinite(r->limit)) {
+        g->bad = 1;
+        return;
+    }
+    snprintf(g->names[g->n], sizeof g->names[0], "%s", r->name);
+    g->value[g->n] = r->value, g->limit[g->n] = r->limit;
+    g->n++;
+}
+
+static int grad_row(const GradRows *g, const char *name) {
+    for (int i = 0; i < g->n; i++)
+        if (strcmp(g->names[i], name) == 0) return i;
+    test_fail(__FILE__, __LINE__, "no row named '%s'", name);
+}
+
+TEST(bench_backward_group_rows) {
+    CHECK(nevo_bench_group_bit("backward") == NEVO_BENCH_BACKWARD);
+    NevoBenchOptions o = quick_options();
+    NevoBenchLimits lim = {0};
+    lim.isa = nevo_bench_isa_best();
+    lim.peak_1c = 1000.0; /* a stand-in: the rows only divide by it */
+    GradRows g = {0};
+    NevoError err = {0};
+    CHECK_MSG(nevo_bench_backward(&o, &lim, collect_grad, &g, &err) == NEVO_OK, "%s", err.msg);
+    CHECK(!g.bad);
+    CHECK_EQ_INT(g.n, 2 * (4 + 2 * 3)); /* two nets of three layers each */
+    static const char *const nets[2] = {"MinAtar net B=64", "64-64 MLP B=64"};
+    static const char *const layers[2][3] = {{"conv 10x10x4 k3 f16", "dense 1024x128", "dense 128x6"},
+                                             {"dense 17x64", "dense 64x64", "dense 64x6"}};
+    char name[160];
+    for (int k = 0; k < 2; k++) {
+        snprintf(name, sizeof name, "%s, forward", nets[k]);
+        int fwd = grad_row(&g, name);
+        CHECK(g.limit[fwd] == lim.peak_1c);
+        snprintf(name, sizeof name, "%s, backward against forward", nets[k]);
+        CHECK(g.limit[grad_row(&g, name)] == g.value[fwd]);
+        for (int l = 0; l < 3; l++) {
+            snprintf(name, sizeof name, "%s, %s, forward", nets[k], layers[k][l]);
+            int lf = grad_row(&g, name);
+            snprintf(name, sizeof name, "%s, %s, backward%s against forward", nets[k], layers[k][l],
+                     l == 0 ? " (no dX)" : "");
+            CHECK(g.limit[grad_row(&g, name)] == g.value[lf]);
+        }
+    }
+}

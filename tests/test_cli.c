@@ -70,7 +70,8 @@ TEST(cli_wrong_type_and_out_of_range) {
     expect_bad("train ok.json population=0 --out run", "population", "run");
     expect_bad("train ok.json ga.sigma=-0.5 --out run", "ga.sigma", "run");
     expect_bad("train ok.json ga.elitism=1 --out run", "true or false", "run");
-    expect_bad("train ok.json algo=sgd --out run", "not one of", "run");
+    expect_bad("train ok.json algo=adam --out run", "not one of", "run");
+    expect_bad("train ok.json algo=sgd --out run", "algo sgd trains on a dataset", "run");
     expect_bad("train ok.json policy.hidden=[64,-1] --out run", "policy.hidden[1]", "run");
     expect_bad("train ok.json es.obs_norm_prob=2 --out run", "es.obs_norm_prob", "run");
     expect_bad("train ok.json population=10 ga.truncation=20 --out run", "truncation", "run");

@@ -70,10 +70,11 @@ static void make_tasks(NevoTask *tasks, uint32_t flags_every) {
     }
 }
 
-/* The reference: one episode, one row at a time. stats (may be NULL) receives the
- * observations the policy was fed: the reset observation and every non-final one. */
-static void ref_episode(const NevoEnv *env, const NevoPolicy *p, const float *params,
-                        size_t stride, const NevoTask *t, NevoEpisode *r, NevoObsStats *stats) {
+/* The reference: one episode, one row at a time. stats and states (either may be NULL)
+ * receive the observations the policy was fed: the reset observation and every
+ * non-final one. */
+static void ref_episode_states(const NevoEnv *env, const NevoPolicy *p, const float *params, size_t stride,
+                               const NevoTask *t, NevoEpisode *r, NevoObsStats *stats, NevoStates *states) {
     const NevoEnvSpec *spec = nevo_env_spec(env);
     void *inst = calloc(1, nevo_env_instance_size(env));
     float *obs = calloc((size_t)spec->obs_dim, sizeof(float));
@@ -83,6 +84,7 @@ static void ref_episode(const NevoEnv *env, const NevoPolicy *p, const float *pa
     memset(r, 0, sizeof *r);
     nevo_env_reset(env, inst, t->seed, obs);
     if (stats) nevo_obs_stats_add(stats, obs);
+    if (states) nevo_states_add(states, obs);
     for (;;) {
         nevo_policy_forward(p, params, stride, &t->net, obs, 1, out, scratch);
         nevo_policy_actions(p, out, 1, act);
@@ -96,8 +98,14 @@ static void ref_episode(const NevoEnv *env, const NevoPolicy *p, const float *pa
             break;
         }
         if (stats) nevo_obs_stats_add(stats, obs);
+        if (states) nevo_states_add(states, obs);
     }
     free(inst), free(obs), free(out), free(act), free(scratch);
+}
+
+static void ref_episode(const NevoEnv *env, const NevoPolicy *p, const float *params, size_t stride,
+                        const NevoTask *t, NevoEpisode *r, NevoObsStats *stats) {
+    ref_episode_states(env, p, params, stride, t, r, stats, NULL);
 }
 
 static void check_same_episode(const NevoEpisode *got, const NevoEpisode *want, int i, const char *what) {
@@ -265,14 +273,14 @@ static void check_env_against_reference(const char *name, int max_steps, int wan
                     for (int i = 0; i < N_TASKS; i++) check_same_episode(&res[i], &ref[i], i, what);
                     CHECK_EQ_INT(atomic_load(&build_log.n), 0); /* read in place */
                     memset(res, 0xCD, sizeof res);
-                    CHECK_MSG(nevo_evaluate_tasks(ev, &all, res, NULL, &err) == NEVO_OK, "%s, recipes: %s", what,
+                    CHECK_MSG(nevo_evaluate_tasks(ev, &all, res, NULL, NULL, &err) == NEVO_OK, "%s, recipes: %s", what,
                               err.msg);
                     for (int i = 0; i < N_TASKS; i++) check_same_episode(&res[i], &ref[i], i, what);
                     CHECK_EQ_INT(atomic_load(&build_log.n), N_NETS); /* once per network */
                     CHECK_EQ_INT(atomic_load(&build_log.pairs), N_NETS / 4);
                     log_reset();
                     memset(res, 0xCD, sizeof res);
-                    CHECK_MSG(nevo_evaluate_tasks(ev, &one, res, NULL, &err) == NEVO_OK, "%s, one each: %s", what,
+                    CHECK_MSG(nevo_evaluate_tasks(ev, &one, res, NULL, NULL, &err) == NEVO_OK, "%s, one each: %s", what,
                               err.msg);
                     for (int i = 0; i < N_NETS; i++) check_same_episode(&res[i], &ref_firsts[i], i, what);
                     CHECK_EQ_INT(atomic_load(&build_log.builds), N_NETS); /* as each episode starts */
@@ -336,7 +344,7 @@ TEST(eval_pairs_run_on_the_same_worker) {
             NevoEpisode res[N_NETS];
             memset(res, 0xCD, sizeof res);
             NevoError err = {0};
-            CHECK_MSG(nevo_evaluate_tasks(ev, &rc.ts, res, NULL, &err) == NEVO_OK, "%s", err.msg);
+            CHECK_MSG(nevo_evaluate_tasks(ev, &rc.ts, res, NULL, NULL, &err) == NEVO_OK, "%s", err.msg);
             char what[96];
             snprintf(what, sizeof what, "pairs, %d threads, %d slots", threads[a], slots[b]);
             for (int i = 0; i < N_NETS; i++) check_same_episode(&res[i], &ref[i], i, what);
@@ -674,6 +682,74 @@ TEST(eval_record_obs) {
     nevo_env_free(env);
 }
 
+/* Tasks flagged NEVO_TASK_RECORD_STATES keep the observations the reference fed its
+ * policy, thinned as nevo_states_add does (by hand: 11 offered to a cap of 4 keep steps
+ * 0, 4 and 8), whatever the threads and slots, a slot's earlier episode forgotten. */
+TEST(eval_record_states) {
+    NevoStates h;
+    nevo_states_init(&h, 1, 4);
+    for (int t = 0; t < 11; t++) {
+        float x = (float)t;
+        nevo_states_add(&h, &x);
+    }
+    CHECK(h.n == 3 && h.obs[0] == 0.0f && h.obs[1] == 4.0f && h.obs[2] == 8.0f && h.stride == 4);
+    nevo_states_free(&h);
+    NevoEnv *env = open_env("CartPole-v1");
+    NevoPolicy *p = small_policy(env);
+    int D = nevo_env_spec(env)->obs_dim, cap = 7;
+    size_t stride;
+    float *params = population(p, &stride);
+    NevoTask tasks[N_TASKS];
+    make_tasks(tasks, 0);
+    for (int i = 0; i < N_TASKS; i++) tasks[i].flags = i % 2 ? NEVO_TASK_RECORD_STATES : 0;
+    NevoEpisode ref[N_TASKS];
+    NevoStates ref_states[N_TASKS];
+    for (int i = 0; i < N_TASKS; i++) {
+        nevo_states_init(&ref_states[i], D, cap);
+        ref_episode_states(env, p, params, stride, &tasks[i], &ref[i], NULL, &ref_states[i]);
+    }
+    NevoNet nets[N_NETS];
+    for (int j = 0; j < N_NETS; j++) nets[j] = (NevoNet){.kind = NEVO_NET_BASE, .base = j};
+    NevoTaskSet ts;
+    nevo_taskset_for_policy(&ts, p, env);
+    ts.n_bases = ts.n_nets = N_NETS;
+    ts.bases = params;
+    ts.base_stride = stride;
+    ts.nets = nets;
+    ts.n_tasks = N_TASKS;
+    ts.tasks = tasks;
+    ts.states_cap = cap;
+    static const int threads[2] = {1, 3}, slots[2] = {1, 5};
+    for (int a = 0; a < 2; a++) {
+        NevoPool *pool = nevo_pool_new(threads[a]);
+        NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, slots[a]);
+        NevoStates states[N_TASKS];
+        memset(states, 0, sizeof states);
+        NevoEpisode res[N_TASKS];
+        NevoError err = {0};
+        CHECK(nevo_evaluate_tasks(ev, &ts, res, NULL, states, &err) == NEVO_ERR_INVALID); /* no room */
+        CHECK_CONTAINS(err.msg, "keeps states");
+        for (int i = 0; i < N_TASKS; i++)
+            if (tasks[i].flags) nevo_states_init(&states[i], D, cap);
+        for (int round = 0; round < 2; round++) /* the second over states the first filled */
+            CHECK_MSG(nevo_evaluate_tasks(ev, &ts, res, NULL, states, &err) == NEVO_OK, "%s", err.msg);
+        for (int i = 0; i < N_TASKS; i++) {
+            check_same_episode(&res[i], &ref[i], i, "record_states");
+            if (!tasks[i].flags) continue;
+            CHECK(states[i].n == ref_states[i].n && states[i].n >= (cap + 1) / 2 && states[i].n <= cap);
+            CHECK_MSG(memcmp(states[i].obs, ref_states[i].obs, sizeof(float) * (size_t)(states[i].n * D)) == 0,
+                      "task %d: the states kept are not the reference's", i);
+        }
+        for (int i = 0; i < N_TASKS; i++) nevo_states_free(&states[i]);
+        nevo_evaluator_free(ev);
+        nevo_pool_free(pool);
+    }
+    for (int i = 0; i < N_TASKS; i++) nevo_states_free(&ref_states[i]);
+    free(params);
+    nevo_policy_free(p);
+    nevo_env_free(env);
+}
+
 /* MinAtar keeps the last action across reset (sticky repeats, as the reference does);
  * the evaluator forgets it before every task, so a slot that ran another episode
  * before gives the same episode as a fresh instance. */
@@ -762,7 +838,7 @@ TEST(eval_timing_sums_and_changes_nothing) {
         rc.ts.n_tasks = N_NETS, rc.ts.tasks = firsts;
         CHECK(nevo_evaluate(ev, rc.built, p->nparams, firsts, N_NETS, plain, NULL, &err) == NEVO_OK);
         nevo_evaluator_set_timing(ev, 1); /* zeroes */
-        CHECK(nevo_evaluate_tasks(ev, &rc.ts, timed, NULL, &err) == NEVO_OK);
+        CHECK(nevo_evaluate_tasks(ev, &rc.ts, timed, NULL, NULL, &err) == NEVO_OK);
         for (int i = 0; i < N_NETS; i++) check_same_episode(&timed[i], &plain[i], i, "built, timing on");
         recipes_close(&rc);
         nevo_evaluator_times(ev, &t);

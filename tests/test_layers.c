@@ -25,8 +25,8 @@ static const struct {
     {"envs", "env"},
     {"nn", "policy params tasks backend grad optim lstm"},
     {"io", "policy_file dataset"},
-    {"algo", "algo novelty"},
-    {"engine", "eval train checkpoint supervised"},
+    {"algo", "algo novelty supervised"},
+    {"engine", "eval train checkpoint"},
     {"cli", ""},
 };
 #define N_LAYERS ((int)(sizeof layers / sizeof layers[0]))

@@ -5,7 +5,7 @@
  * results. A generation is one or more rounds of
  *     ts = nevo_algo_ask(a);                        what to evaluate (tasks.h: plain data)
  *     ... run ts's episodes anywhere (nevo_evaluate_tasks, another process) ...
- *     nevo_algo_tell(a, results, task_stats, &stats, &done);
+ *     nevo_algo_tell(a, results, task_stats, task_states, &stats, &done);
  * until done (the GA evaluates its children, then its elite candidates; ES its
  * perturbations, then its updated mean; the NS family first evaluates its agents once). nevo_train_generation (train.h) is that loop
  * over an evaluator. An algorithm's whole state serialises into a checkpoint, from
@@ -18,6 +18,7 @@
 #include "nevo/io.h"
 #include "nevo/noise.h"
 #include "nevo/policy.h"
+#include "nevo/supervised.h"
 #include "nevo/tasks.h"
 #include "nevo/threads.h"
 
@@ -33,6 +34,8 @@ typedef struct NevoGenStats {
     double reward_weight;  /* NSRA-ES: current reward weight w */
     int bc_dim;            /* > 0 when bc holds the behaviour of the reported policy: */
     float bc[NEVO_ENV_MAX_BC]; /* ES the updated mean's, GA the fittest child's */
+    int on_data;           /* a run on a dataset: data holds its best policy's scores */
+    NevoDataScores data;
 } NevoGenStats;
 
 /* --- the registry ---------------------------------------------------------------- */
@@ -40,6 +43,8 @@ typedef struct NevoGenStats {
 #define NEVO_ALGO_NOVELTY 1u  /* scores behaviours: needs an env with a behaviour
                                  characterisation, reports archive and novelty */
 #define NEVO_ALGO_OBS_NORM 2u /* honours es.obs_norm (observation normalisation) */
+#define NEVO_ALGO_GRADIENT 4u /* runs its own generations (nevo_algo_train), no tasks */
+#define NEVO_ALGO_DATASET 8u  /* needs a dataset (config key `dataset`) */
 
 typedef struct NevoAlgoInfo {
     const char *name;     /* the config's `algo` */
@@ -76,18 +81,29 @@ typedef struct NevoAlgo NevoAlgo;
  * parallel work runs on (building parents, novelty, the ES gradient). */
 NevoStatus nevo_algo_new(const NevoConfig *cfg, const NevoEnv *env, NevoPolicy *policy, const NevoNoise *noise,
                          NevoPool *pool, NevoAlgo **out, NevoError *err);
+/* The same on a dataset (cfg->dataset names it; train is its training split, borrowed):
+ * an ask/tell algorithm's tasks are then scored by nevo_supervised_tasks, and a
+ * gradient algorithm trains on train. */
+NevoStatus nevo_algo_new_on_data(const NevoConfig *cfg, const NevoDataView *train, NevoPolicy *policy,
+                                 const NevoNoise *noise, NevoPool *pool, NevoAlgo **out, NevoError *err);
 void nevo_algo_free(NevoAlgo *a);
+
+/* Whether the algorithm runs its generations itself (NEVO_ALGO_GRADIENT): then a
+ * generation is nevo_algo_train, which fills stats like a completed tell. */
+int nevo_algo_trains_itself(const NevoAlgo *a);
+NevoStatus nevo_algo_train(NevoAlgo *a, NevoGenStats *stats, NevoError *err);
 
 /* The evaluation the current generation needs next. The set and what it points to
  * stay valid, unchanged, until the nevo_algo_tell that answers it; asking again
  * before that gives the same set. */
 const NevoTaskSet *nevo_algo_ask(NevoAlgo *a);
 /* The results of the last set asked for (results[i] for task i; task_stats: those of
- * tasks flagged NEVO_TASK_RECORD_OBS, else NULL). Sets *done when the generation is
+ * tasks flagged NEVO_TASK_RECORD_OBS, else NULL; task_states: those of tasks flagged
+ * NEVO_TASK_RECORD_STATES, else NULL). Sets *done when the generation is
  * complete, and then fills stats. NEVO_ERR_INVALID where the results cannot be this
  * set's (a negative length, a non-finite return). */
 NevoStatus nevo_algo_tell(NevoAlgo *a, const NevoEpisode *results, const NevoObsStats *task_stats,
-                          NevoGenStats *stats, int *done, NevoError *err);
+                          const NevoStates *task_states, NevoGenStats *stats, int *done, NevoError *err);
 
 /* Generations completed so far. */
 int nevo_algo_generations_done(const NevoAlgo *a);

@@ -66,14 +66,17 @@ void nevo_evaluator_times(const NevoEvaluator *ev, NevoEvalTimes *out);
 
 /* Runs the set's tasks and writes results[i] for task i. task_stats: NULL, or an array
  * of n_tasks stats of which those of tasks flagged NEVO_TASK_RECORD_OBS, initialised by
- * the caller, gain their episode's observations. Fails with NEVO_ERR_INVALID where the
+ * the caller, gain their episode's observations. task_states: NULL, or an array of
+ * n_tasks of which those of tasks flagged NEVO_TASK_RECORD_STATES, initialised by the
+ * caller (nevo_states_init(obs_dim, ts->states_cap)), keep some of their episode's
+ * observations (cleared as it starts). Fails with NEVO_ERR_INVALID where the
  * set does not fit the policy and env (nevo_taskset_check), and with NEVO_ERR_NUMERIC
  * (naming env, network, seed and step) if an env or the policy produces NaN or infinity.
  * Every network is read where it is (the set's bases), built as its one episode starts
  * in the row its slot keeps (into the cache the episode's steps read it from), or, with
  * several episodes, built once first: the evaluator chooses, no result depends on it. */
 NevoStatus nevo_evaluate_tasks(NevoEvaluator *ev, const NevoTaskSet *ts, NevoEpisode *results,
-                               NevoObsStats *task_stats, NevoError *err);
+                               NevoObsStats *task_stats, NevoStates *task_states, NevoError *err);
 
 /* nevo_evaluate_tasks over a parameter matrix: task i runs network row tasks[i].net,
  * at params + net * stride. */

@@ -44,16 +44,6 @@ void nevo_perturb_rows(float *plus, float *minus, const float *theta, float sigm
  * once), so the bits do not depend on the kernel set or on how [0, n) is split. */
 void nevo_weighted_sum(double *g, const float *const *rows, const double *w, int m, size_t k0, size_t k1);
 
-/* Optimiser steps on theta against the ascent direction grad (scaled by scale), with
- * L2 decay, in double, as OpenAI ES writes them: g = -grad[k] scale + l2 theta[k]; Adam:
- * m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2, theta -= step m / (sqrt(v) + 1e-8),
- * step the bias-corrected rate; SGD: m = momentum m + (1 - momentum) g, theta -= lr m.
- * Each element's operations are fixed, so vectorising them changes no bit. */
-void nevo_adam_step(float *theta, double *m, double *v, const double *grad, size_t n, double scale, double l2,
-                    double b1, double b2, double step);
-void nevo_sgd_step(float *theta, double *m, const double *grad, size_t n, double scale, double l2, double momentum,
-                   double lr);
-
 /* Rebuilds a chain's vector into theta (p->nparams floats): init, then each mutation in
  * place, the same operations as the live run that made it. */
 void nevo_chain_build(const NevoPolicy *p, const NevoNoise *noise, uint64_t seed, const NevoChain *chain,

@@ -7,6 +7,7 @@
 #define NEVO_POLICY_FILE_H
 
 #include "nevo/config.h"
+#include "nevo/dataset.h"
 #include "nevo/env.h"
 #include "nevo/policy.h"
 
@@ -17,7 +18,8 @@
  * parameters. */
 typedef struct NevoLoadedPolicy {
     NevoConfig cfg;
-    NevoEnv *env;
+    NevoEnv *env;       /* NULL for a classifier trained on a dataset: */
+    NevoDataset *data;  /* its dataset's shape (one sample per split loaded) */
     NevoPolicy *policy;
     float *theta; /* (policy->nparams) */
 } NevoLoadedPolicy;
@@ -28,5 +30,8 @@ NevoStatus nevo_policy_file_save(const char *path, const NevoConfig *cfg, const 
  * for it, and every parameter and statistic (finite, a positive std). */
 NevoStatus nevo_policy_file_load(const char *path, NevoLoadedPolicy *out, NevoError *err);
 void nevo_loaded_policy_free(NevoLoadedPolicy *p);
+/* Builds lp's env (or, for a config with a dataset, loads the dataset's shape) and its
+ * network from lp->cfg; obs_norm as nevo_policy_new takes it. */
+NevoStatus nevo_loaded_policy_network(NevoLoadedPolicy *lp, int obs_norm, NevoError *err);
 
 #endif

@@ -26,6 +26,7 @@ typedef enum NevoRngPurpose {
     NEVO_RNG_POLICY = 8,     /* stochastic policies (random policy, action noise) */
     NEVO_RNG_ARCHIVE = 9,    /* novelty-archive sampling */
     NEVO_RNG_NOISE_TABLE = 10, /* the shared noise table's blocks */
+    NEVO_RNG_DATA = 11,      /* supervised data: epoch orders, fitness batches */
     NEVO_RNG_USER = 64,      /* first value free for other modules */
 } NevoRngPurpose;
 

@@ -3,11 +3,13 @@
  *
  * A task set names everything its episodes depend on:
  *   - the networks, each a recipe over the set's base vectors: a base as it is, a
- *     fresh network from its init stream, or a base plus or minus sigma times a named
- *     noise slice (a GA child, an ES perturbation);
+ *     fresh network from its init stream, a base plus or minus sigma times a named
+ *     noise slice (a GA child, an ES perturbation), or a base plus that slice divided
+ *     by a per-parameter scale row of the base (a GA child of a safe mutation);
  *   - the base vectors themselves, as floats in this process or as seed chains (GA
  *     genomes, a few bytes each), rebuilt where the set is run;
- *   - the episodes (tasks): which network, the episode's seed, flags;
+ *   - the episodes (tasks): which network, the episode's seed, flags (whether its
+ *     observations feed statistics, whether some are kept as states);
  *   - the context: the run's seed (it names every stream), the noise table's size (the
  *     table is a function of it), the network's size, the env and its episode cap, and
  *     the observation normalisation.
@@ -35,18 +37,31 @@ typedef enum NevoNetKind {
     NEVO_NET_BASE = 0,      /* base vector `base` as it is */
     NEVO_NET_INIT = 1,      /* the init stream (generation, individual) (nevo_policy_init_params) */
     NEVO_NET_PERTURBED = 2, /* base `base` + sign * sigma * noise slice (purpose, generation, individual) */
+    NEVO_NET_SCALED = 3,    /* base `base` + sign * clip(sigma * slice / scale row `base`, +-NEVO_SCALED_CLIP)
+                             * (nevo_perturb_scaled): a safe mutation's child (Lehman et al. 2018) */
 } NevoNetKind;
+
+/* A NEVO_NET_SCALED change of one parameter is clipped to +-this (the safe mutations'
+ * bound on any weight's step). */
+#define NEVO_SCALED_CLIP 10.0f
+
+/* out[k] = theta[k] + sign * clip(d, +-NEVO_SCALED_CLIP) with d = (sigma * eps[k]) / scale[k],
+ * each operation rounded to float in that order (plain IEEE operations: every CPU and
+ * vector width gives the same bits). out may be theta. The NEVO_NET_SCALED recipe. */
+void nevo_perturb_scaled(float *out, const float *theta, float sigma, const float *eps, const float *scale,
+                         int sign, size_t n);
 
 typedef struct NevoNet {
     uint32_t kind;                   /* NevoNetKind */
     int32_t base;                    /* BASE, PERTURBED: index into the set's bases */
     uint32_t purpose;                /* PERTURBED: NEVO_RNG_MUTATE or NEVO_RNG_ES_NOISE */
     uint32_t generation, individual; /* INIT: the init stream; PERTURBED: the slice */
-    float sigma;                     /* PERTURBED */
-    int32_t sign;                    /* PERTURBED: +1 or -1 */
+    float sigma;                     /* PERTURBED, SCALED */
+    int32_t sign;                    /* PERTURBED, SCALED: +1 or -1 */
 } NevoNet;
 
-#define NEVO_TASK_RECORD_OBS 1u /* add this episode's observations to its NevoObsStats */
+#define NEVO_TASK_RECORD_OBS 1u    /* add this episode's observations to its NevoObsStats */
+#define NEVO_TASK_RECORD_STATES 2u /* keep some of this episode's observations (NevoStates) */
 
 /* One episode: network `net` of its set, from this env seed. */
 typedef struct NevoTask {
@@ -76,19 +91,25 @@ typedef struct NevoTaskSet {
     const float *bases;      /* (n_bases, base_stride) in this process, or NULL: chains */
     size_t base_stride;
     const NevoChain *chains; /* (n_bases) the bases as seed chains, or NULL */
+    const float *scales;     /* (n_bases, base_stride) the divisors of NEVO_NET_SCALED recipes, each
+                              * finite and > 0, or NULL (no such recipe); always floats */
     int n_nets;
     const NevoNet *nets;
     int n_tasks;
     const NevoTask *tasks;
+    int states_cap;          /* observations each NEVO_TASK_RECORD_STATES task keeps (>= 1 where any
+                              * task is so flagged) */
     const void *owner;       /* a set nevo_taskset_read made: its memory (not carried) */
 } NevoTaskSet;
 
 /* A set with no networks or tasks whose context is this policy's and env's: nparams,
- * env name and cap, observation size and normalisation (the policy's own arrays). */
+ * env name and cap, observation size and normalisation (the policy's own arrays). env
+ * NULL: a set on a dataset (supervised.h), which names no env and caps nothing; its
+ * evaluator holds the data. */
 void nevo_taskset_for_policy(NevoTaskSet *ts, const NevoPolicy *policy, const NevoEnv *env);
 
-/* Checks a set against the policy and env it is to run on, and every index and
- * recipe in it: NEVO_ERR_INVALID naming the first problem. */
+/* Checks a set against the policy and env it is to run on (NULL: a dataset), and every
+ * index and recipe in it: NEVO_ERR_INVALID naming the first problem. */
 NevoStatus nevo_taskset_check(const NevoTaskSet *ts, const NevoPolicy *policy, const NevoEnv *env,
                               NevoError *err);
 
@@ -116,13 +137,37 @@ void nevo_taskset_free(NevoTaskSet *ts);
  * a process receiving the set must before evaluating it. */
 NevoStatus nevo_taskset_prepare_policy(const NevoTaskSet *ts, NevoPolicy *policy, NevoError *err);
 
-/* A set's results: every episode, and the observation statistics of the tasks
- * flagged NEVO_TASK_RECORD_OBS (task_stats NULL when none is). */
+/* The observations a task flagged NEVO_TASK_RECORD_STATES keeps of its episode (the
+ * states behind a safe mutation's output gradients): at most cap of those the policy
+ * saw, spread evenly over the episode without randomness. Every one is kept until cap
+ * are; then every second kept one is dropped and from there on only every second step
+ * is offered, and so on (strides 1, 2, 4, ...): the kept ones are the steps at
+ * multiples of the final stride, between cap / 2 and cap of them. */
+typedef struct NevoStates {
+    int dim, cap;
+    int n;       /* kept */
+    int stride;  /* steps between kept observations */
+    int seen;    /* observations offered since the episode started */
+    float *obs;  /* (cap, dim), the first n in step order */
+} NevoStates;
+
+/* Room for cap observations of dim floats; nothing kept. */
+void nevo_states_init(NevoStates *s, int dim, int cap);
+void nevo_states_free(NevoStates *s); /* of one initialised, or zeroed */
+/* Forgets what was kept (a new episode). */
+void nevo_states_clear(NevoStates *s);
+/* Offers the episode's next observation (dim floats). */
+void nevo_states_add(NevoStates *s, const float *obs);
+
+/* A set's results: every episode, the observation statistics of the tasks flagged
+ * NEVO_TASK_RECORD_OBS (task_stats NULL when none is), and the states of those flagged
+ * NEVO_TASK_RECORD_STATES (task_states NULL when none is). */
 NevoStatus nevo_results_write(const NevoTaskSet *ts, const NevoEpisode *results, const NevoObsStats *task_stats,
-                              NevoBuf *out, NevoError *err);
-/* Reads into caller arrays of ts->n_tasks; the flagged tasks' stats are initialised
- * here (free them with nevo_obs_stats_free). */
+                              const NevoStates *task_states, NevoBuf *out, NevoError *err);
+/* Reads into caller arrays of ts->n_tasks; the flagged tasks' stats and states are
+ * initialised here (free them with nevo_obs_stats_free and nevo_states_free; states read
+ * hold exactly what was kept: cap = n, at most ts->states_cap). */
 NevoStatus nevo_results_read(const NevoTaskSet *ts, const uint8_t *data, size_t len, NevoEpisode *results,
-                             NevoObsStats *task_stats, NevoError *err);
+                             NevoObsStats *task_stats, NevoStates *task_states, NevoError *err);
 
 #endif

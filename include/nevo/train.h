@@ -5,7 +5,8 @@
  * object per generation), checkpoint.bin (the latest checkpoint), policy.nevo (the
  * best policy so far, a standalone file) and, at the end, summary.json and (envs with
  * a behaviour characterisation) behaviours.json: the last generation's behaviours and
- * the novelty archive. */
+ * the novelty archive. A run on a dataset (config key `dataset`) reports its policy's
+ * train_loss, test_loss and test_accuracy in each metrics line and in the summary. */
 #ifndef NEVO_TRAIN_H
 #define NEVO_TRAIN_H
 
@@ -14,7 +15,8 @@
 #include "nevo/checkpoint.h"
 
 /* One generation of algo, its evaluations run on ev: ask, evaluate, tell until the
- * algorithm has its generation. After an error the generation is not complete: free
+ * algorithm has its generation (an algorithm that trains itself, NEVO_ALGO_GRADIENT:
+ * nevo_algo_train; ev may then be NULL). After an error the generation is not complete: free
  * the algorithm, or restore its last checkpoint, rather than going on or saving it. */
 NevoStatus nevo_train_generation(NevoAlgo *algo, NevoEvaluator *ev, NevoGenStats *stats, NevoError *err);
 
@@ -30,7 +32,9 @@ typedef struct NevoTrainHooks {
 
 typedef struct NevoTrainSummary {
     NevoRunTotals totals;
-    NevoEvalSummary eval;  /* final evaluation of the best policy */
+    NevoEvalSummary eval;  /* final evaluation of the best policy (a run on an env) */
+    int on_data;           /* a run on a dataset: its final policy's figures instead */
+    NevoDataScores data;
     char policy_path[4096];
 } NevoTrainSummary;
 

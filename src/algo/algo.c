@@ -37,6 +37,9 @@ static const Entry registry[] = {
      nevo_es_new, nevo_es_state_bytes, "agents (ns.meta_population)", NEVO_ES_NSR},
     {{"nsra-es", "ES agents following an adaptive mix of novelty and reward", "es ns", NEVO_ALGO_NOVELTY},
      nevo_es_check, nevo_es_new, nevo_es_state_bytes, "agents (ns.meta_population)", NEVO_ES_NSRA},
+    {{"sgd", "mini-batch gradient descent on a dataset's cross-entropy (optim: sgd, adam or rmsprop)", "optim data",
+      NEVO_ALGO_GRADIENT | NEVO_ALGO_DATASET},
+     nevo_sgd_check, nevo_sgd_algo_new, nevo_sgd_state_bytes, "parameters and optimiser moments", 0},
 };
 #define N_ALGOS ((int)(sizeof registry / sizeof registry[0]))
 
@@ -77,6 +80,12 @@ NevoStatus nevo_algo_check(const NevoConfig *cfg, const NevoEnvSpec *spec, NevoE
     }
     NevoStatus st = e->check(cfg, e->variant, err);
     if (st) return st;
+    if ((e->info.flags & NEVO_ALGO_DATASET) && !cfg->dataset[0])
+        return nevo_error(err, NEVO_ERR_INVALID, "algo %s trains on a dataset: set dataset (e.g. fashion-mnist)",
+                          cfg->algo);
+    if (cfg->dataset[0] && (e->info.flags & NEVO_ALGO_NOVELTY))
+        return nevo_error(err, NEVO_ERR_INVALID, "algo %s scores behaviours, which a dataset (%s) has none of",
+                          cfg->algo, cfg->dataset);
     if (spec && (e->info.flags & NEVO_ALGO_NOVELTY) && (spec->bc_dim < 1 || spec->bc_dim > NEVO_ENV_MAX_BC))
         return nevo_error(err, NEVO_ERR_INVALID, "%s needs a behaviour characterisation, but %s declares none",
                           cfg->algo, spec->name);
@@ -108,13 +117,14 @@ NevoStatus nevo_algo_check_memory(const NevoConfig *cfg, size_t nparams, NevoErr
 
 int nevo_algo_obs_norm(const NevoConfig *cfg) {
     const Entry *e = find(cfg->algo);
-    return e && (e->info.flags & NEVO_ALGO_OBS_NORM) && cfg->es.obs_norm;
+    /* a dataset's inputs are fixed pixel values, scaled to [0, 1] already */
+    return e && (e->info.flags & NEVO_ALGO_OBS_NORM) && cfg->es.obs_norm && !cfg->dataset[0];
 }
 
-NevoStatus nevo_algo_new(const NevoConfig *cfg, const NevoEnv *env, NevoPolicy *policy, const NevoNoise *noise,
-                         NevoPool *pool, NevoAlgo **out, NevoError *err) {
+static NevoStatus algo_new(const NevoConfig *cfg, const NevoEnv *env, const NevoDataView *data, NevoPolicy *policy,
+                           const NevoNoise *noise, NevoPool *pool, NevoAlgo **out, NevoError *err) {
     *out = NULL;
-    const NevoEnvSpec *spec = nevo_env_spec(env);
+    const NevoEnvSpec *spec = env ? nevo_env_spec(env) : NULL;
     NevoStatus st = nevo_algo_check(cfg, spec, err);
     if (st) return st;
     if (noise->size <= policy->nparams)
@@ -127,11 +137,41 @@ NevoStatus nevo_algo_new(const NevoConfig *cfg, const NevoEnv *env, NevoPolicy *
     base.info = &e->info;
     base.cfg = cfg;
     base.env = env;
-    base.bc_dim = spec->bc_dim;
+    base.data = data;
+    base.bc_dim = spec ? spec->bc_dim : 0;
     base.policy = policy;
     base.noise = noise;
     base.pool = pool;
     return e->create(&base, e->variant, out, err);
+}
+
+NevoStatus nevo_algo_new(const NevoConfig *cfg, const NevoEnv *env, NevoPolicy *policy, const NevoNoise *noise,
+                         NevoPool *pool, NevoAlgo **out, NevoError *err) {
+    if (cfg->dataset[0] || (find(cfg->algo) && (find(cfg->algo)->info.flags & NEVO_ALGO_DATASET)))
+        return nevo_error(err, NEVO_ERR_INVALID, "algo %s on dataset '%s': a run on a dataset is made with "
+                          "nevo_algo_new_on_data", cfg->algo, cfg->dataset);
+    return algo_new(cfg, env, NULL, policy, noise, pool, out, err);
+}
+
+NevoStatus nevo_algo_new_on_data(const NevoConfig *cfg, const NevoDataView *train, NevoPolicy *policy,
+                                 const NevoNoise *noise, NevoPool *pool, NevoAlgo **out, NevoError *err) {
+    *out = NULL;
+    if (!cfg->dataset[0]) return nevo_error(err, NEVO_ERR_INVALID, "nevo_algo_new_on_data: the config names no dataset");
+    return algo_new(cfg, NULL, train, policy, noise, pool, out, err);
+}
+
+int nevo_algo_trains_itself(const NevoAlgo *a) { return a->ops->train != NULL; }
+
+NevoStatus nevo_algo_train(NevoAlgo *a, NevoGenStats *stats, NevoError *err) {
+    if (!a->ops->train) return nevo_error(err, NEVO_ERR_INVALID, "algo %s is run by ask and tell", a->info->name);
+    memset(&a->stats, 0, sizeof a->stats);
+    a->stats.generation = a->generation;
+    NevoStatus st = a->ops->train(a, &a->stats, err);
+    if (st) return st;
+    *stats = a->stats;
+    a->generation++;
+    memset(&a->stats, 0, sizeof a->stats);
+    return NEVO_OK;
 }
 
 void nevo_algo_free(NevoAlgo *a) {
@@ -150,7 +190,7 @@ const NevoTaskSet *nevo_algo_ask(NevoAlgo *a) {
 }
 
 NevoStatus nevo_algo_tell(NevoAlgo *a, const NevoEpisode *results, const NevoObsStats *task_stats,
-                          NevoGenStats *stats, int *done, NevoError *err) {
+                          const NevoStates *task_states, NevoGenStats *stats, int *done, NevoError *err) {
     *done = 0;
     if (!a->asked) return nevo_error(err, NEVO_ERR_INVALID, "nevo_algo_tell without an evaluation asked for");
     for (int t = 0; t < a->ts.n_tasks; t++) {
@@ -159,9 +199,13 @@ NevoStatus nevo_algo_tell(NevoAlgo *a, const NevoEpisode *results, const NevoObs
                               t, results[t].length, results[t].ret);
         if ((a->ts.tasks[t].flags & NEVO_TASK_RECORD_OBS) && (!task_stats || task_stats[t].dim != a->ts.obs_dim))
             return nevo_error(err, NEVO_ERR_INVALID, "task %d records observations: its statistics are missing", t);
+        if ((a->ts.tasks[t].flags & NEVO_TASK_RECORD_STATES) &&
+            (!task_states || task_states[t].dim != a->ts.obs_dim || task_states[t].n < 0 ||
+             task_states[t].n > a->ts.states_cap || task_states[t].n > task_states[t].cap))
+            return nevo_error(err, NEVO_ERR_INVALID, "task %d keeps states: they are missing", t);
     }
     a->asked = 0;
-    if (!a->ops->tell(a, results, task_stats)) return NEVO_OK;
+    if (!a->ops->tell(a, results, task_stats, task_states)) return NEVO_OK;
     *stats = a->stats;
     a->generation++;
     memset(&a->stats, 0, sizeof a->stats);
@@ -208,7 +252,7 @@ NevoNet *nevo_algo_tasks(NevoAlgo *a, int n_nets, int episodes, uint32_t generat
     }
     memset(a->nets, 0, sizeof(NevoNet) * (size_t)n_nets);
     for (int i = 0; i < n_nets; i++) {
-        uint32_t id = ids ? ids[i] : (uint32_t)i;
+        uint32_t id = a->data ? (ids ? ids[0] : 0) : ids ? ids[i] : (uint32_t)i;
         for (int e = 0; e < episodes; e++) {
             NevoTask *t = &a->tasks[i * episodes + e];
             t->net = i;

@@ -4,19 +4,24 @@
 #define NEVO_ALGO_INTERNAL_H
 
 #include "nevo/algo.h"
+#include "nevo/supervised.h"
 
 typedef struct NevoAlgoOps {
     /* fills a->ts (nevo_algo_tasks and the nets) for the evaluation the generation
      * needs next */
     void (*ask)(NevoAlgo *a);
     /* takes the results of a->ts; returns 1 once the generation is complete */
-    int (*tell)(NevoAlgo *a, const NevoEpisode *results, const NevoObsStats *task_stats);
+    int (*tell)(NevoAlgo *a, const NevoEpisode *results, const NevoObsStats *task_stats,
+                const NevoStates *task_states);
     void (*best)(const NevoAlgo *a, float *theta);
     void (*save)(const NevoAlgo *a, NevoBuf *buf);
     NevoStatus (*load)(NevoAlgo *a, NevoReader *r, NevoError *err);
     void (*free)(NevoAlgo *a);
     const float *(*behaviours)(const NevoAlgo *a, int *n);
     const float *(*archive)(const NevoAlgo *a, int *n);
+    /* a whole generation by the algorithm itself, no tasks (gradient algorithms, flag
+     * NEVO_ALGO_GRADIENT; ask and tell are then NULL): fills stats, returns its status */
+    NevoStatus (*train)(NevoAlgo *a, NevoGenStats *stats, NevoError *err);
 } NevoAlgoOps;
 
 /* Every algorithm struct begins with this. */
@@ -24,7 +29,8 @@ struct NevoAlgo {
     const NevoAlgoOps *ops;
     const NevoAlgoInfo *info;
     const NevoConfig *cfg;
-    const NevoEnv *env;
+    const NevoEnv *env;   /* NULL on a dataset */
+    const NevoDataView *data; /* the training split on a dataset, else NULL */
     int bc_dim;           /* the env's behaviour size (0: none) */
     NevoPolicy *policy;
     const NevoNoise *noise;
@@ -47,6 +53,9 @@ NevoStatus nevo_es_check(const NevoConfig *cfg, int variant, NevoError *err);
 /* The bytes of the algorithm's own state for a network of nparams parameters. */
 double nevo_ga_state_bytes(const NevoConfig *cfg, int variant, size_t nparams);
 double nevo_es_state_bytes(const NevoConfig *cfg, int variant, size_t nparams);
+NevoStatus nevo_sgd_algo_new(const NevoAlgo *base, int variant, NevoAlgo **out, NevoError *err);
+NevoStatus nevo_sgd_check(const NevoConfig *cfg, int variant, NevoError *err);
+double nevo_sgd_state_bytes(const NevoConfig *cfg, int variant, size_t nparams);
 enum { NEVO_GA_PLAIN, NEVO_GA_RS, NEVO_GA_NS };
 enum { NEVO_ES_PLAIN, NEVO_ES_NS, NEVO_ES_NSR, NEVO_ES_NSRA };
 
@@ -56,7 +65,8 @@ enum { NEVO_ES_PLAIN, NEVO_ES_NS, NEVO_ES_NSR, NEVO_ES_NSRA };
  * set's bases), with the policy's and env's context and `episodes` tasks per
  * network: network i's episode e at task i * episodes + e, its seed named (seed,
  * ENV_SEED, generation, ids[i] (i where ids is NULL), e), so networks given one id
- * face the same episodes. */
+ * face the same episodes. On a dataset every network of the call takes the first's id
+ * (ids[0], or 0): all face the same batches, as no-mini-batch ES scores its members. */
 NevoNet *nevo_algo_tasks(NevoAlgo *a, int n_nets, int episodes, uint32_t generation, const uint32_t *ids);
 /* Flags the tasks whose observations feed the statistics: each with probability prob,
  * by the stream (seed, OBS_NORM, generation, task). */

@@ -26,18 +26,19 @@
  * (gradient, optimiser, observation statistics), -> evaluate the updated mean on the
  * center episodes, adapt (archive, NSRA-ES's weight, the best agent). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "algo/algo_internal.h"
 #include "nevo/novelty.h"
+#include "nevo/optim.h"
 #include "nevo/params.h"
 #include "nevo/rng.h"
 
 typedef struct Agent {
     float *theta;    /* (np) mean parameters: row m of the agents' matrix */
-    double *m, *v;   /* (np) optimiser moments (v unused by SGD) */
-    long long t;     /* optimiser steps */
+    NevoOptim *opt;  /* its optimiser and moments */
     double reward;   /* return of the last evaluation of theta */
     float bc[NEVO_ENV_MAX_BC];
 } Agent;
@@ -100,17 +101,28 @@ static int pick_agent(ES *es, uint32_t gen) {
     return es->M - 1;
 }
 
+/* es->grad is an ascent direction: the optimiser descends along it times -scale
+ * ((-a) b and a (-b) round alike, so this is OpenAI's -grad scale to the bit). */
 static void optimiser_step(ES *es, Agent *ag) {
-    const NevoConfig *cfg = es->base.cfg;
-    double scale = 1.0 / (es->used_pairs * cfg->es.sigma);
-    ag->t++;
-    if (strcmp(cfg->es.optimizer, "adam") == 0) {
-        double b1 = cfg->es.beta1, b2 = cfg->es.beta2;
-        double step = cfg->es.lr * sqrt(1.0 - pow(b2, (double)ag->t)) / (1.0 - pow(b1, (double)ag->t));
-        nevo_adam_step(ag->theta, ag->m, ag->v, es->grad, es->np, scale, cfg->es.l2, b1, b2, step);
-    } else {
-        nevo_sgd_step(ag->theta, ag->m, es->grad, es->np, scale, cfg->es.l2, cfg->es.momentum, cfg->es.lr);
-    }
+    double scale = 1.0 / (es->used_pairs * es->base.cfg->es.sigma);
+    nevo_optim_step(ag->opt, ag->theta, es->grad, -scale);
+}
+
+/* An agent's optimiser: es.optimizer with es.l2 as weight decay; SGD's momentum is
+ * OpenAI's moving average (dampening = momentum), Adam's eps OpenAI's 1e-8. */
+static NevoStatus new_optimiser(const NevoConfig *cfg, size_t np, NevoOptim **out, NevoError *err) {
+    NevoOptimConfig oc = {0};
+    snprintf(oc.name, sizeof oc.name, "%s", cfg->es.optimizer);
+    oc.lr = cfg->es.lr;
+    oc.momentum = cfg->es.momentum;
+    oc.beta1 = cfg->es.beta1;
+    oc.beta2 = cfg->es.beta2;
+    oc.eps = 1e-8;
+    oc.weight_decay = cfg->es.l2;
+    NevoStatus st = nevo_optim_new(&oc, np, out, err);
+    if (st != NEVO_OK) return st;
+    (*out)->dampening = (*out)->momentum;
+    return NEVO_OK;
 }
 
 static void update_best(ES *es) {
@@ -285,8 +297,10 @@ static void es_adapt(ES *es) {
     update_best(es);
 }
 
-static int es_tell(NevoAlgo *a, const NevoEpisode *results, const NevoObsStats *task_stats) {
+static int es_tell(NevoAlgo *a, const NevoEpisode *results, const NevoObsStats *task_stats,
+                   const NevoStates *task_states) {
     ES *es = (ES *)a;
+    (void)task_states; /* ES keeps no states */
     const NevoConfig *cfg = a->cfg;
     if (es->phase == PHASE_SEED) {
         es_seed(es, results);
@@ -335,9 +349,7 @@ static void es_save(const NevoAlgo *a, NevoBuf *b) {
     for (int m = 0; m < es->M; m++) {
         const Agent *ag = &es->agents[m];
         nevo_buf_f32s(b, ag->theta, es->np);
-        nevo_buf_f64s(b, ag->m, es->np);
-        nevo_buf_f64s(b, ag->v, es->np);
-        nevo_buf_u64(b, (uint64_t)ag->t);
+        nevo_optim_write_state(ag->opt, b); /* m, v (np f64 each), t u64 */
         nevo_buf_f64(b, ag->reward);
         nevo_buf_f32s(b, ag->bc, NEVO_ENV_MAX_BC);
     }
@@ -377,15 +389,10 @@ static NevoStatus es_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
     for (int m = 0; m < es->M; m++) {
         Agent *ag = &es->agents[m];
         nevo_read_f32s(r, ag->theta, es->np);
-        nevo_read_f64s(r, ag->m, es->np);
-        nevo_read_f64s(r, ag->v, es->np);
-        uint64_t t = nevo_read_u64(r);
-        ag->t = (long long)t;
+        bad |= !nevo_optim_read_state(ag->opt, r) && !r->failed; /* truncation: reported below */
         ag->reward = nevo_read_f64(r);
         nevo_read_f32s(r, ag->bc, NEVO_ENV_MAX_BC);
-        bad |= t > (uint64_t)INT64_MAX || !all_finite_f(ag->theta, es->np) || !all_finite(ag->m, es->np) ||
-               !all_finite(ag->v, es->np) || !isfinite(ag->reward) || !all_finite_f(ag->bc, NEVO_ENV_MAX_BC);
-        for (size_t k = 0; k < es->np && !bad; k++) bad = ag->v[k] < 0.0;
+        bad |= !all_finite_f(ag->theta, es->np) || !isfinite(ag->reward) || !all_finite_f(ag->bc, NEVO_ENV_MAX_BC);
     }
     uint32_t initialised = nevo_read_u32(r), best_agent = nevo_read_u32(r);
     es->w = nevo_read_f64(r);
@@ -415,10 +422,7 @@ static NevoStatus es_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
 
 static void es_free(NevoAlgo *a) {
     ES *es = (ES *)a;
-    for (int m = 0; m < es->M; m++) {
-        free(es->agents[m].m);
-        free(es->agents[m].v);
-    }
+    for (int m = 0; m < es->M; m++) nevo_optim_free(es->agents[m].opt);
     free(es->agents);
     free(es->thetas);
     free(es->pair_ids);
@@ -452,8 +456,16 @@ static const float *es_archive(const NevoAlgo *a, int *n) {
     return *n ? es->archive.points : NULL;
 }
 
-static const NevoAlgoOps es_ops = {es_ask,  es_tell, es_best,       es_save,
-                                   es_load, es_free, es_behaviours, es_archive};
+static const NevoAlgoOps es_ops = {
+    .ask = es_ask,
+    .tell = es_tell,
+    .best = es_best,
+    .save = es_save,
+    .load = es_load,
+    .free = es_free,
+    .behaviours = es_behaviours,
+    .archive = es_archive,
+};
 
 NevoStatus nevo_es_check(const NevoConfig *cfg, int variant, NevoError *err) {
     if (variant != NEVO_ES_PLAIN && cfg->es.center_episodes < 1)
@@ -499,8 +511,11 @@ NevoStatus nevo_es_new(const NevoAlgo *base, int variant, NevoAlgo **out, NevoEr
         Agent *ag = &es->agents[m];
         ag->theta = es->thetas + (size_t)m * es->np;
         nevo_policy_init_params(policy, base->noise, cfg->seed, 0, (uint32_t)m, ag->theta);
-        ag->m = nevo_alloc(sizeof(double) * es->np);
-        ag->v = nevo_alloc(sizeof(double) * es->np);
+        NevoStatus st = new_optimiser(cfg, es->np, &ag->opt, err);
+        if (st != NEVO_OK) {
+            es_free(&es->base);
+            return st;
+        }
     }
     es->w = cfg->ns.weight;
     int n2 = 2 * es->n_pairs, rows = n2 > es->M ? n2 : es->M; /* rollouts, or the agents (seed) */
@@ -523,7 +538,6 @@ NevoStatus nevo_es_new(const NevoAlgo *base, int variant, NevoAlgo **out, NevoEr
     es->used_pairs = es->n_pairs;
     nevo_archive_init(&es->archive, es->bc_dim);
     nevo_obs_stats_init(&es->obs, policy->obs_dim);
-    (void)err;
     *out = &es->base;
     return NEVO_OK;
 }

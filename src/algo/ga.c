@@ -21,12 +21,27 @@
  *              the selection score become the parents, the elite always among them
  *              (outside GA-NS), and their vectors are built for the next generation.
  * The elite, the parents and the archive change only in commit, so a generation whose
- * evaluation fails leaves them as they were. */
+ * evaluation fails leaves them as they were.
+ *
+ * Safe mutations (ga.mutation other than plain; smg.h): each child's episodes keep up to
+ * ga.sm_states of its observations (NEVO_TASK_RECORD_STATES, split evenly over its
+ * episodes), and the children that become the elite and the parents keep theirs: the
+ * states behind their output gradients. A child's step then depends on those states,
+ * which a seed chain cannot name, so the elite and the parents are vectors (the task
+ * set's float bases) and a checkpoint keeps them as floats, with their states. Breeding
+ * gains a stage before the evaluation:
+ *   scale      SM-G-SUM, SM-G-ABS: each parent's divisors, one row per parent that the
+ *              task set carries (the children travel as NEVO_NET_SCALED recipes);
+ *              SM-G-SO: each child's divisors along its own noise, and the child built
+ *              (the task set's bases are then the elite and the children);
+ *              SM-R: each child's step size by line search (a PERTURBED recipe with it)
+ * Plain mutation is as it was, chains and all. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "algo/algo_internal.h"
+#include "algo/smg.h"
 #include "nevo/novelty.h"
 #include "nevo/params.h"
 #include "nevo/rng.h"
@@ -69,6 +84,18 @@ typedef struct GA {
     double *novelty;            /* (P) */
     int *self;                  /* (P) 0..P-1: each child excludes itself from its neighbours */
     int *sel_order;             /* children by novelty, best first */
+    /* safe mutations (sm != NEVO_SM_PLAIN) */
+    NevoSafeMutation sm;
+    int obs_dim, sm_cap;           /* states kept per base: ga.sm_states */
+    float *states, *states_next;   /* (1 + T, sm_cap, obs_dim) the bases' states, with rows */
+    int *n_states, *n_states_next; /* (1 + T) */
+    float *kid_states;             /* (P, sm_cap, obs_dim) the children's, from their episodes */
+    int *n_kid_states;             /* (P) */
+    int *parent_of;                /* (P) each mutated child's base, else -1 */
+    float *scales;                 /* (1 + T, np) SM-G-SUM/ABS: the bases' divisors (row 0 unused: 1) */
+    float *kids;                   /* (1 + P, np) SM-G-SO: the elite, then the children */
+    float *tmp;                    /* (threads, np) SM-G-SO: a child's divisors */
+    NevoSmWork **work;             /* (threads) */
 } GA;
 
 static void genome_reserve(Genome *g, int n) {
@@ -97,43 +124,103 @@ static void genome_push(Genome *g, NevoMutation m) {
 
 static int n_bases(const GA *ga) { return ga->has_elite ? 1 + ga->n_parents : 0; }
 
-/* The task set's bases: the elite and the parents, as vectors and as chains. */
+/* The task set's bases: the elite and the parents, as vectors and as chains; with safe
+ * mutations as vectors alone, with their scale rows (SM-G-SUM/ABS), or the elite and the
+ * children built (SM-G-SO). */
 static void set_bases(GA *ga) {
     NevoTaskSet *ts = &ga->base.ts;
     ts->n_bases = n_bases(ga);
     ts->bases = ga->rows;
     ts->base_stride = ga->np;
-    for (int b = 0; b < ts->n_bases; b++) ga->chains[b] = ga->base_genomes[b].c;
-    ts->chains = ts->n_bases ? ga->chains : NULL;
+    ts->chains = NULL;
+    ts->scales = NULL;
+    if (ga->sm == NEVO_SM_PLAIN) {
+        for (int b = 0; b < ts->n_bases; b++) ga->chains[b] = ga->base_genomes[b].c;
+        ts->chains = ts->n_bases ? ga->chains : NULL;
+    } else if (ga->sm == NEVO_SM_G_SO && ts->n_bases) {
+        ts->n_bases = 1 + ga->P;
+        ts->bases = ga->kids;
+    } else if ((ga->sm == NEVO_SM_G_SUM || ga->sm == NEVO_SM_G_ABS) && ts->n_bases) {
+        ts->scales = ga->scales;
+    }
+}
+
+static float *states_of(const GA *ga, float *all, int b) {
+    return all + (size_t)b * (size_t)ga->sm_cap * (size_t)ga->obs_dim;
 }
 
 /* breed: each child's genome and recipe. */
 static void ga_breed(GA *ga) {
     const NevoConfig *cfg = ga->base.cfg;
+    int plain = ga->sm == NEVO_SM_PLAIN;
     for (int i = 0; i < ga->P; i++) {
         Genome *g = &ga->genomes[i];
         NevoNet *n = &ga->recipes[i];
+        if (ga->parent_of) ga->parent_of[i] = -1;
         if (ga->n_parents == 0 || ga->variant == NEVO_GA_RS) {
             g->c.init_generation = ga->gen;
             g->c.init_individual = (uint32_t)i;
             g->c.n = 0;
             *n = (NevoNet){.kind = NEVO_NET_INIT, .generation = ga->gen, .individual = (uint32_t)i};
         } else if (cfg->ga.elitism && i == 0 && ga->has_elite) {
-            genome_copy(g, &ga->base_genomes[0]);
+            if (plain) genome_copy(g, &ga->base_genomes[0]);
             *n = (NevoNet){.kind = NEVO_NET_BASE, .base = 0};
         } else {
             NevoRng rng;
             nevo_rng_init(&rng, cfg->seed, NEVO_RNG_SELECT, ga->gen, (uint32_t)i, 0);
             int p = (int)nevo_rng_below(&rng, (uint32_t)ga->n_parents);
             NevoMutation m = {ga->gen, (uint32_t)i, (float)cfg->ga.sigma};
-            genome_copy(g, &ga->base_genomes[1 + p]);
-            genome_push(g, m);
+            if (plain) {
+                genome_copy(g, &ga->base_genomes[1 + p]);
+                genome_push(g, m);
+            } else {
+                ga->parent_of[i] = 1 + p;
+            }
+            /* SM-R's sigma and SM-G-SO's child are filled in by the scale stage */
             *n = (NevoNet){.kind = NEVO_NET_PERTURBED, .base = 1 + p, .purpose = NEVO_RNG_MUTATE,
                            .generation = m.generation, .individual = m.individual, .sigma = m.sigma, .sign = 1};
+            if (ga->sm == NEVO_SM_G_SUM || ga->sm == NEVO_SM_G_ABS) n->kind = NEVO_NET_SCALED;
+            if (ga->sm == NEVO_SM_G_SO) *n = (NevoNet){.kind = NEVO_NET_BASE, .base = 1 + i};
         }
     }
     /* the previous elite, a candidate of the validation */
     ga->recipes[ga->P] = (NevoNet){.kind = NEVO_NET_BASE, .base = 0};
+}
+
+/* scale, one pool item a parent (SM-G-SUM/ABS) or a child (SM-G-SO, SM-R), each on
+ * its worker's scratch alone: the results do not depend on the thread count. */
+static void scale_parent(void *ctx, int t, int worker) {
+    GA *ga = ctx;
+    int b = 1 + t;
+    nevo_sm_scale(ga->work[worker], ga->sm, ga->rows + (size_t)b * ga->np, states_of(ga, ga->states, b),
+                  ga->n_states[b], ga->scales + (size_t)b * ga->np);
+}
+
+static void scale_child(void *ctx, int i, int worker) {
+    GA *ga = ctx;
+    const NevoConfig *cfg = ga->base.cfg;
+    int b = ga->parent_of[i];
+    if (b < 0) return;
+    const float *theta = ga->rows + (size_t)b * ga->np, *X = states_of(ga, ga->states, b);
+    const float *eps = nevo_noise_slice(ga->base.noise, ga->np, cfg->seed, NEVO_RNG_MUTATE, ga->gen, (uint32_t)i, 0);
+    if (ga->sm == NEVO_SM_R) {
+        ga->recipes[i].sigma = nevo_sm_r_sigma(ga->work[worker], theta, X, ga->n_states[b], eps, cfg->ga.sigma, NULL);
+    } else {
+        float *scale = ga->tmp + (size_t)worker * ga->np;
+        nevo_sm_scale_so(ga->work[worker], theta, X, ga->n_states[b], eps, scale);
+        nevo_perturb_scaled(ga->kids + (size_t)(1 + i) * ga->np, theta, (float)cfg->ga.sigma, eps, scale, 1, ga->np);
+    }
+}
+
+static void ga_scale(GA *ga) {
+    if (ga->sm == NEVO_SM_PLAIN || !ga->has_elite || ga->n_parents == 0) return;
+    NevoPool *pool = ga->base.pool;
+    if (ga->sm == NEVO_SM_G_SUM || ga->sm == NEVO_SM_G_ABS) {
+        nevo_pool_run(pool, ga->n_parents, scale_parent, ga);
+        return;
+    }
+    if (ga->sm == NEVO_SM_G_SO) memcpy(ga->kids, ga->rows, sizeof(float) * ga->np); /* the elite, base 0 */
+    nevo_pool_run(pool, ga->P, scale_child, ga);
 }
 
 static void ga_ask(NevoAlgo *a) {
@@ -142,8 +229,14 @@ static void ga_ask(NevoAlgo *a) {
     if (ga->phase == PHASE_CHILDREN) {
         ga->gen = (uint32_t)a->generation;
         ga_breed(ga);
+        ga_scale(ga);
         NevoNet *nets = nevo_algo_tasks(a, ga->P, cfg->episodes, ga->gen, NULL);
         memcpy(nets, ga->recipes, sizeof(NevoNet) * (size_t)ga->P);
+        if (ga->sm != NEVO_SM_PLAIN) {
+            /* each child's episodes keep its states, ga.sm_states split over them */
+            a->ts.states_cap = (ga->sm_cap + cfg->episodes - 1) / cfg->episodes;
+            for (int t = 0; t < a->ts.n_tasks; t++) a->tasks[t].flags |= NEVO_TASK_RECORD_STATES;
+        }
     } else {
         NevoNet *nets = nevo_algo_tasks(a, ga->k, cfg->ga.validation_episodes, ga->gen, ga->val_ids);
         for (int c = 0; c < ga->k; c++) nets[c] = ga->recipes[ga->cand[c]];
@@ -204,6 +297,14 @@ static void build_next_row(void *ctx, int r, int worker) {
     nevo_taskset_build(&job->ts, job->ga->base.policy, r, job->ga->rows_next + (size_t)r * job->ga->np, 0);
 }
 
+/* The next base b's states: entry j of `from` (the bases' or the children's), which
+ * holds counts[j]. */
+static void commit_states(GA *ga, int b, float *from, const int *counts, int j) {
+    memcpy(states_of(ga, ga->states_next, b), states_of(ga, from, j),
+           sizeof(float) * (size_t)counts[j] * (size_t)ga->obs_dim);
+    ga->n_states_next[b] = counts[j];
+}
+
 /* commit: the elite (child `elite`, or P to keep the previous one) and its score, the
  * archive (GA-NS), and the next parents. */
 static void ga_commit(GA *ga, int elite, double elite_score) {
@@ -237,9 +338,24 @@ static void ga_commit(GA *ga, int elite, double elite_score) {
     job.ts.n_nets = 1 + T;
     job.ts.nets = ga->next_recipes;
     nevo_pool_run(a->pool, 1 + T, build_next_row, &job);
-    if (elite != ga->P) genome_copy(&ga->base_genomes[0], &ga->genomes[elite]);
-    for (int t = 0; t < T; t++) genome_copy(&ga->base_genomes[1 + t], &ga->genomes[ga->sel[t]]);
-    if (elite_row < 0 && T > 0) genome_copy(&ga->base_genomes[T], &ga->base_genomes[0]);
+    if (ga->sm == NEVO_SM_PLAIN) {
+        if (elite != ga->P) genome_copy(&ga->base_genomes[0], &ga->genomes[elite]);
+        for (int t = 0; t < T; t++) genome_copy(&ga->base_genomes[1 + t], &ga->genomes[ga->sel[t]]);
+        if (elite_row < 0 && T > 0) genome_copy(&ga->base_genomes[T], &ga->base_genomes[0]);
+    } else {
+        if (elite == ga->P)
+            commit_states(ga, 0, ga->states, ga->n_states, 0);
+        else
+            commit_states(ga, 0, ga->kid_states, ga->n_kid_states, elite);
+        for (int t = 0; t < T; t++) commit_states(ga, 1 + t, ga->kid_states, ga->n_kid_states, ga->sel[t]);
+        if (elite_row < 0 && T > 0) commit_states(ga, T, ga->states_next, ga->n_states_next, 0);
+        float *s = ga->states;
+        ga->states = ga->states_next;
+        ga->states_next = s;
+        int *n = ga->n_states;
+        ga->n_states = ga->n_states_next;
+        ga->n_states_next = n;
+    }
     float *r = ga->rows;
     ga->rows = ga->rows_next;
     ga->rows_next = r;
@@ -247,11 +363,30 @@ static void ga_commit(GA *ga, int elite, double elite_score) {
     ga->n_parents = T;
 }
 
-static int ga_tell(NevoAlgo *a, const NevoEpisode *results, const NevoObsStats *task_stats) {
+/* Each child's states: its episodes' in episode order, up to ga.sm_states. */
+static void ga_keep_states(GA *ga, const NevoStates *task_states) {
+    int E = ga->base.cfg->episodes;
+    size_t d = (size_t)ga->obs_dim;
+    for (int i = 0; i < ga->P; i++) {
+        float *dst = states_of(ga, ga->kid_states, i);
+        int n = 0;
+        for (int e = 0; e < E; e++) {
+            const NevoStates *s = &task_states[i * E + e];
+            int m = s->n < ga->sm_cap - n ? s->n : ga->sm_cap - n;
+            memcpy(dst + (size_t)n * d, s->obs, sizeof(float) * (size_t)m * d);
+            n += m;
+        }
+        ga->n_kid_states[i] = n;
+    }
+}
+
+static int ga_tell(NevoAlgo *a, const NevoEpisode *results, const NevoObsStats *task_stats,
+                   const NevoStates *task_states) {
     GA *ga = (GA *)a;
     const NevoConfig *cfg = a->cfg;
     (void)task_stats;
     if (ga->phase == PHASE_CHILDREN) {
+        if (ga->sm != NEVO_SM_PLAIN) ga_keep_states(ga, task_states);
         ga_score(ga, results);
         ga_candidates(ga);
         if (cfg->ga.validation_episodes > 0) {
@@ -285,9 +420,40 @@ static int load_genome(NevoReader *r, Genome *g) {
     return nevo_chain_read(r, &g->c, g->muts, (size_t)g->cap);
 }
 
-/* Only genomes are saved: the elite's and parents' vectors are rebuilt on load. */
+/* A base with safe mutations: its vector and its states. */
+static void save_base(const GA *ga, NevoBuf *b, int j) {
+    nevo_buf_f32s(b, ga->rows + (size_t)j * ga->np, ga->np);
+    nevo_buf_u32(b, (uint32_t)ga->n_states[j]);
+    nevo_buf_f32s(b, states_of(ga, ga->states, j), (size_t)ga->n_states[j] * (size_t)ga->obs_dim);
+}
+
+static int load_base(GA *ga, NevoReader *r, int j) {
+    nevo_read_f32s(r, ga->rows + (size_t)j * ga->np, ga->np);
+    uint32_t n = nevo_read_u32(r);
+    /* a base kept at least its first observation, and at most ga.sm_states */
+    if (r->failed || n < 1 || n > (uint32_t)ga->sm_cap) return 0;
+    size_t m = (size_t)n * (size_t)ga->obs_dim;
+    if (m > (r->len - r->pos) / 4) return 0;
+    float *x = states_of(ga, ga->states, j);
+    nevo_read_f32s(r, x, m);
+    for (size_t i = 0; i < m; i++)
+        if (!isfinite(x[i])) return 0;
+    ga->n_states[j] = (int)n;
+    return !r->failed;
+}
+
+/* Only genomes are saved: the elite's and parents' vectors are rebuilt on load. With
+ * safe mutations, the vectors and their states. */
 static void ga_save(const NevoAlgo *a, NevoBuf *b) {
     const GA *ga = (const GA *)a;
+    if (ga->sm != NEVO_SM_PLAIN) {
+        nevo_buf_u32(b, (uint32_t)ga->has_elite);
+        if (ga->has_elite) save_base(ga, b, 0);
+        nevo_buf_u32(b, (uint32_t)ga->n_parents);
+        for (int t = 0; t < ga->n_parents; t++) save_base(ga, b, 1 + t);
+        if (ga->variant == NEVO_GA_NS) nevo_archive_save(&ga->archive, b);
+        return;
+    }
     nevo_buf_u32(b, (uint32_t)ga->has_elite);
     if (ga->has_elite) save_genome(b, &ga->base_genomes[0]);
     nevo_buf_u32(b, (uint32_t)ga->n_parents);
@@ -301,15 +467,16 @@ static NevoStatus ga_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
     uint32_t has_elite = nevo_read_u32(r);
     if (has_elite > 1) goto corrupt;
     ga->has_elite = (int)has_elite;
-    if (ga->has_elite && !load_genome(r, &ga->base_genomes[0])) goto corrupt;
+    int plain = ga->sm == NEVO_SM_PLAIN;
+    if (ga->has_elite && !(plain ? load_genome(r, &ga->base_genomes[0]) : load_base(ga, r, 0))) goto corrupt;
     uint32_t n = nevo_read_u32(r);
     /* parents come with an elite, and random search keeps none */
     if (n > (uint32_t)(ga->variant == NEVO_GA_RS ? 0 : ga->T) || (n > 0 && !ga->has_elite)) goto corrupt;
     ga->n_parents = (int)n;
     for (int t = 0; t < ga->n_parents; t++)
-        if (!load_genome(r, &ga->base_genomes[1 + t])) goto corrupt;
+        if (!(plain ? load_genome(r, &ga->base_genomes[1 + t]) : load_base(ga, r, 1 + t))) goto corrupt;
     if (ga->variant == NEVO_GA_NS && !nevo_archive_load(&ga->archive, r)) goto corrupt;
-    for (int b = 0; b < n_bases(ga); b++)
+    for (int b = 0; plain && b < n_bases(ga); b++)
         nevo_chain_build(a->policy, a->noise, a->cfg->seed, &ga->base_genomes[b].c, ga->rows + (size_t)b * ga->np);
     return NEVO_OK;
 corrupt:
@@ -337,6 +504,18 @@ static void ga_free(NevoAlgo *a) {
     free(ga->novelty);
     free(ga->self);
     free(ga->sel_order);
+    free(ga->states);
+    free(ga->states_next);
+    free(ga->n_states);
+    free(ga->n_states_next);
+    free(ga->kid_states);
+    free(ga->n_kid_states);
+    free(ga->parent_of);
+    free(ga->scales);
+    free(ga->kids);
+    free(ga->tmp);
+    for (int w = 0; ga->work && w < nevo_pool_threads(ga->base.pool); w++) nevo_sm_work_free(ga->work[w]);
+    free(ga->work);
     free(ga);
 }
 
@@ -353,13 +532,30 @@ static const float *ga_archive(const NevoAlgo *a, int *n) {
     return ns ? ga->archive.points : NULL;
 }
 
-static const NevoAlgoOps ga_ops = {ga_ask,  ga_tell, ga_best,       ga_save,
-                                   ga_load, ga_free, ga_behaviours, ga_archive};
+static const NevoAlgoOps ga_ops = {
+    .ask = ga_ask,
+    .tell = ga_tell,
+    .best = ga_best,
+    .save = ga_save,
+    .load = ga_load,
+    .free = ga_free,
+    .behaviours = ga_behaviours,
+    .archive = ga_archive,
+};
 
 NevoStatus nevo_ga_check(const NevoConfig *cfg, int variant, NevoError *err) {
     if (variant != NEVO_GA_RS && cfg->ga.truncation > cfg->population)
         return nevo_error(err, NEVO_ERR_INVALID, "ga.truncation (%d) must not exceed population (%d)",
                           cfg->ga.truncation, cfg->population);
+    int sm = nevo_sm_mode(cfg->ga.mutation);
+    if (sm < 0)
+        return nevo_error(err, NEVO_ERR_INVALID, "ga.mutation = '%s' is not one of plain, sm-g-sum, sm-g-abs, "
+                          "sm-g-so, sm-r", cfg->ga.mutation);
+    /* a safe mutation shapes a child's step from its parent's states: random search
+     * draws every network fresh, with no parent and no step */
+    if (sm != NEVO_SM_PLAIN && variant == NEVO_GA_RS)
+        return nevo_error(err, NEVO_ERR_INVALID, "ga.mutation = %s needs parents: algo %s draws every network fresh "
+                          "(use plain)", cfg->ga.mutation, cfg->algo);
     return NEVO_OK;
 }
 
@@ -368,6 +564,10 @@ double nevo_ga_state_bytes(const NevoConfig *cfg, int variant, size_t nparams) {
     /* this generation's bases and the next (elite and parents), and the candidates the
      * evaluator builds for the validation */
     double rows = 2 * (1 + T) + (cfg->ga.validation_episodes > 1 ? cfg->ga.validation_candidates : 0);
+    /* safe mutations: the parents' scale rows (SM-G-SUM/ABS), the children built (SM-G-SO) */
+    int sm = nevo_sm_mode(cfg->ga.mutation);
+    if (sm == NEVO_SM_G_SUM || sm == NEVO_SM_G_ABS) rows += 1 + T;
+    if (sm == NEVO_SM_G_SO) rows += 1 + cfg->population;
     return rows * 4.0 * (double)nparams;
 }
 
@@ -402,6 +602,31 @@ NevoStatus nevo_ga_new(const NevoAlgo *base, int variant, NevoAlgo **out, NevoEr
         ga->self = nevo_alloc(sizeof(int) * (size_t)ga->P);
         ga->sel_order = nevo_alloc(sizeof(int) * (size_t)ga->P);
         for (int i = 0; i < ga->P; i++) ga->self[i] = i;
+    }
+    ga->sm = (NevoSafeMutation)nevo_sm_mode(cfg->ga.mutation);
+    if (ga->sm != NEVO_SM_PLAIN) {
+        NEVO_ASSERT((int)ga->sm > 0); /* nevo_ga_check ran */
+        ga->obs_dim = base->policy->obs_dim;
+        ga->sm_cap = cfg->ga.sm_states;
+        size_t per = (size_t)ga->sm_cap * (size_t)ga->obs_dim;
+        ga->states = nevo_alloc(sizeof(float) * per * (size_t)B);
+        ga->states_next = nevo_alloc(sizeof(float) * per * (size_t)B);
+        ga->n_states = nevo_alloc(sizeof(int) * (size_t)B);
+        ga->n_states_next = nevo_alloc(sizeof(int) * (size_t)B);
+        ga->kid_states = nevo_alloc(sizeof(float) * per * (size_t)ga->P);
+        ga->n_kid_states = nevo_alloc(sizeof(int) * (size_t)ga->P);
+        ga->parent_of = nevo_alloc(sizeof(int) * (size_t)ga->P);
+        int threads = nevo_pool_threads(base->pool);
+        ga->work = nevo_alloc(sizeof(NevoSmWork *) * (size_t)threads);
+        for (int w = 0; w < threads; w++) ga->work[w] = nevo_sm_work_new(base->policy, ga->sm_cap);
+        if (ga->sm == NEVO_SM_G_SUM || ga->sm == NEVO_SM_G_ABS) {
+            ga->scales = nevo_alloc_aligned(sizeof(float) * ga->np * (size_t)B);
+            for (size_t k = 0; k < ga->np; k++) ga->scales[k] = 1.0f; /* row 0, the elite's: no child of it */
+        }
+        if (ga->sm == NEVO_SM_G_SO) {
+            ga->kids = nevo_alloc_aligned(sizeof(float) * ga->np * (size_t)(1 + ga->P));
+            ga->tmp = nevo_alloc_aligned(sizeof(float) * ga->np * (size_t)threads);
+        }
     }
     (void)err;
     *out = &ga->base;

@@ -59,7 +59,8 @@ unsigned nevo_bench_group_bit(const char *name) {
                   {"forward", NEVO_BENCH_FORWARD},
                   {"ga", NEVO_BENCH_GA},
                   {"mujoco", NEVO_BENCH_MUJOCO},
-                  {"novelty", NEVO_BENCH_NOVELTY}};
+                  {"novelty", NEVO_BENCH_NOVELTY},
+                  {"backward", NEVO_BENCH_BACKWARD}};
     for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++)
         if (strcmp(name, groups[i].name) == 0) return groups[i].bit;
     return 0;
@@ -1179,7 +1180,7 @@ NevoStatus nevo_bench_run(const NevoBenchOptions *o, unsigned groups, NevoBenchE
     NevoBenchLimits lim = {0};
     lim.isa = nevo_bench_isa_best();
     lim.threads = nevo_pool_threads(pool);
-    if (groups & (NEVO_BENCH_PEAK | NEVO_BENCH_FORWARD))
+    if (groups & (NEVO_BENCH_PEAK | NEVO_BENCH_FORWARD | NEVO_BENCH_BACKWARD))
         nevo_bench_peak(o, pool, &lim, groups & NEVO_BENCH_PEAK ? emit : NULL, ctx);
     if (groups & NEVO_BENCH_MEMORY) nevo_bench_memory(o, pool, &lim, emit, ctx);
 
@@ -1273,6 +1274,8 @@ NevoStatus nevo_bench_run(const NevoBenchOptions *o, unsigned groups, NevoBenchE
             }
         }
     }
+
+    if ((groups & NEVO_BENCH_BACKWARD) && (st = nevo_bench_backward(o, &lim, emit, ctx, err)) != NEVO_OK) goto done;
 
     if (groups & NEVO_BENCH_GA) {
         int gens = o->quick ? 2 : 8;

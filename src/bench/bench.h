@@ -13,7 +13,9 @@
  *   ga       end-to-end Deep GA frames/s on CartPole-v1 at 1 and N threads;
  *   mujoco   for every MuJoCo env, nevo_env_step against a bare mj_step loop that
  *            replays the same episodes on the same model (the env layer's overhead),
- *            and the env loop on 2 threads against 1 (bench_mujoco.c).
+ *            and the env loop on 2 threads against 1 (bench_mujoco.c);
+ *   backward nevo_policy_backward against nevo_policy_forward on 64 rows of one network,
+ *            whole and layer by layer, for the MinAtar net and a 64-64 MLP (bench_grad.c).
  *
  * Method: each measurement is calibrated until one repetition takes at least
  * min_time_s (the calibration runs double as warm-up), then repeated `reps` times; the
@@ -46,10 +48,11 @@ enum {
     NEVO_BENCH_GA = 1u << 4,
     NEVO_BENCH_MUJOCO = 1u << 5,
     NEVO_BENCH_NOVELTY = 1u << 6,
-    NEVO_BENCH_ALL = (1u << 7) - 1,
+    NEVO_BENCH_BACKWARD = 1u << 7,
+    NEVO_BENCH_ALL = (1u << 8) - 1,
 };
 /* Group bit of a name ("peak", "memory", "envs", "forward", "ga", "mujoco",
- * "novelty"); 0 if unknown. */
+ * "novelty", "backward"); 0 if unknown. */
 unsigned nevo_bench_group_bit(const char *name);
 
 #define NEVO_BENCH_EXTRA_SIZE 640
@@ -380,6 +383,17 @@ int nevo_bench_is_mujoco(const char *name);
  * often, and their cost is measured on its own too. */
 NevoStatus nevo_bench_mujoco(const NevoBenchOptions *o, const char *name, NevoBenchMujocoResult *out,
                              NevoError *err);
+
+/* ---- gradients (bench_grad.c) --------------------------------------------------- */
+
+/* The backward group: for the MinAtar net (Breakout observations from random play) and
+ * a 64-64 tanh MLP on 17 inputs, 64 rows of one network, one core: the forward, the
+ * forward with a tape and the backward, whole and per layer, in dense-equivalent
+ * GFLOP/s (a backward row counts 2 fan_in out_dim FLOPs per layer for dW and as many
+ * again for dX, which the first layer does not compute), against lim's FMA peak and,
+ * for the backward, against the forward's rate. */
+NevoStatus nevo_bench_backward(const NevoBenchOptions *o, const NevoBenchLimits *lim, NevoBenchEmit emit, void *ctx,
+                               NevoError *err);
 
 /* ---- everything ----------------------------------------------------------------- */
 

@@ -23,6 +23,9 @@ static const char *help =
     "           FMA peak, weight bytes/s against the read bandwidth over the weights\n"
     "           and, at B rows, against a bare loop that streams them with B FMAs per\n"
     "           weight (what memory and FMAs allow together)\n"
+    "  backward nevo_policy_backward against nevo_policy_forward on 64 rows of one\n"
+    "           network (the MinAtar net, a 64-64 MLP), whole and layer by layer: GFLOP/s\n"
+    "           against the FMA peak and the backward's against the forward's\n"
     "  ga       Deep GA frames/s on CartPole-v1, and GA and ES on MinAtar Breakout with the\n"
     "           MinAtar network, at 1 and all threads: scaling efficiency, and the share\n"
     "           of threads x wall time in batched inference and env steps, and with\n"
@@ -46,7 +49,8 @@ static const char *help =
     "  --json         one JSON object per line: first the machine, then one per number\n"
     "  --quick        small problems and short runs (a smoke test; numbers are rough)\n"
     "  --only LIST    only these groups (comma-separated names from above); forward\n"
-    "                 measures the FMA peak too, for its ratio, without printing it\n"
+    "                 and backward measure the FMA peak too, for their ratios, without\n"
+    "                 printing it\n"
     "  --threads N    threads for the all-core numbers (default: the CPUs this process\n"
     "                 may run on, which taskset narrows)\n"
     "\n"
@@ -148,7 +152,7 @@ int nevo_cmd_bench(int argc, char **argv) {
             if (!v) return cli_usage_error("bench", "--only needs a list of groups");
             groups = parse_groups(v, &ok);
             if (!ok)
-                return cli_usage_error("bench", "--only '%s': expected names from peak, memory, envs, forward, ga, mujoco, novelty",
+                return cli_usage_error("bench", "--only '%s': expected names from peak, memory, envs, forward, backward, ga, mujoco, novelty",
                                        cli_esc(v));
         } else if (cli_option(argc, argv, &i, "--threads", &v)) {
             if (cli_parse_int(v, 1, 4096, &threads))

@@ -11,11 +11,13 @@
 #include "core/strutil.h"
 #include "cli/gif.h"
 #include "nevo/checkpoint.h"
+#include "nevo/dataset.h"
 #include "nevo/rng.h"
 #include "nevo/train.h"
 
 static const char *help =
     "usage: nevo eval FILE [--episodes N] [--seed S] [--threads N] [--max-steps N]\n"
+    "       nevo eval FILE [--dataset SPEC] [--threads N]    (a classifier)\n"
     "       nevo eval --env NAME --policy random|constant:A [--env-option KEY=VALUE ...]\n"
     "                 [--episodes N] [--seed S] [--max-steps N]\n"
     "\n"
@@ -38,9 +40,56 @@ static const char *help =
     "  --gif-delay CS    centiseconds per frame (default 8)\n"
     "\n"
     "Prints {episodes, frames, return_mean, return_std, return_min, return_max,\n"
-    "length_mean, length_std, ...} as JSON.\n";
+    "length_mean, length_std, ...} as JSON.\n"
+    "\n"
+    "A classifier (trained with a `dataset` in its config) is evaluated on the test split\n"
+    "of its dataset, or of --dataset SPEC (fashion-mnist, or a directory of IDX files with\n"
+    "images of the same size and no more classes); prints {dataset, test_samples,\n"
+    "test_loss, test_accuracy} as JSON.\n";
 
 typedef enum RefKind { REF_RANDOM, REF_CONSTANT } RefKind;
+
+static json_t *json_text(const char *s);
+
+/* A classifier on a test split: its dataset's, or spec's when given. */
+static NevoStatus eval_classifier(const NevoLoadedPolicy *lp, const char *file, const char *spec, int threads,
+                                  NevoError *err) {
+    if (!lp->data)
+        return nevo_error(err, NEVO_ERR_INVALID, "%s: a policy for env %s, not a classifier: --dataset does not apply",
+                          file, lp->cfg.env);
+    if (!spec) spec = lp->cfg.dataset;
+    NevoDataset *ds;
+    NevoStatus st = nevo_dataset_load(spec, 1, 0, &ds, err);
+    if (st) return st;
+    if (ds->height != lp->data->height || ds->width != lp->data->width || ds->classes > lp->data->classes) {
+        st = nevo_error(err, NEVO_ERR_INVALID,
+                        "dataset %s has %dx%d images in %d classes; %s classifies %dx%d images in %d classes", spec,
+                        ds->height, ds->width, ds->classes, file, lp->data->height, lp->data->width,
+                        lp->data->classes);
+        nevo_dataset_free(ds);
+        return st;
+    }
+    NevoDataView test = {ds->test.n, ds->height * ds->width * ds->channels, ds->classes, ds->test.images,
+                         ds->test.labels};
+    NevoPool *pool = nevo_pool_new(threads > 0 ? threads : nevo_cpu_count());
+    double loss = 0.0, acc = 0.0;
+    st = nevo_supervised_eval(lp->policy, lp->theta, &test, NULL, test.n, pool, &loss, &acc, err);
+    nevo_pool_free(pool);
+    if (st == NEVO_OK) {
+        json_t *o = json_object();
+        json_object_set_new(o, "dataset", json_text(spec));
+        json_object_set_new(o, "policy", json_text(file));
+        json_object_set_new(o, "test_samples", json_integer(test.n));
+        json_object_set_new(o, "test_loss", json_real(loss));
+        json_object_set_new(o, "test_accuracy", json_real(acc));
+        char *text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10));
+        printf("%s\n", text);
+        free(text);
+        json_decref(o);
+    }
+    nevo_dataset_free(ds);
+    return st;
+}
 
 static void record_frame(void *ctx, const NevoEnv *env, const void *inst) {
     NevoGif *gif = ctx;
@@ -183,7 +232,7 @@ static NevoStatus print_summary(const NevoEvalSummary *s, const char *env, const
 }
 
 int nevo_cmd_eval(int argc, char **argv) {
-    const char *file = NULL, *env_name = NULL, *policy_kind = NULL, *gif_path = NULL;
+    const char *file = NULL, *env_name = NULL, *policy_kind = NULL, *gif_path = NULL, *dataset = NULL;
     long long episodes = 100, seed = 0, threads = 0, max_steps = 0, gif_episodes = 1, gif_delay = 8;
     NevoEnvOption opts[NEVO_ENV_MAX_OPTIONS];
     int n_opts = 0;
@@ -213,6 +262,9 @@ int nevo_cmd_eval(int argc, char **argv) {
         } else if (cli_option(argc, argv, &i, "--gif-delay", &v)) {
             if (cli_parse_int(v, 1, 1000, &gif_delay))
                 return cli_usage_error("eval", "--gif-delay needs centiseconds from 1 to 1000");
+        } else if (cli_option(argc, argv, &i, "--dataset", &v)) {
+            if (!v) return cli_usage_error("eval", "--dataset needs fashion-mnist or a directory of IDX files");
+            dataset = v;
         } else if (cli_option(argc, argv, &i, "--env", &v)) {
             if (!v) return cli_usage_error("eval", "--env needs an environment name");
             env_name = v;
@@ -240,11 +292,17 @@ int nevo_cmd_eval(int argc, char **argv) {
     }
     NevoError err = {0};
     NevoEvalSummary s;
+    if (dataset && !file) return cli_usage_error("eval", "--dataset evaluates a classifier FILE");
     if (file) {
         if (env_name || policy_kind)
             return cli_usage_error("eval", "give either FILE or --env/--policy, not both");
         NevoLoadedPolicy lp;
         if (nevo_load_any_policy(file, &lp, &err)) return cli_fail(&err);
+        if (lp.data || dataset) {
+            NevoStatus st = eval_classifier(&lp, file, dataset, (int)threads, &err);
+            nevo_loaded_policy_free(&lp);
+            return st ? cli_fail(&err) : 0;
+        }
         nevo_env_set_max_steps(lp.env, (int)max_steps);
         NevoGif *gif = NULL;
         NevoStatus st = open_gif(lp.env, gif_path, (int)gif_delay, &gif, &err);

@@ -43,6 +43,7 @@ typedef struct Progress {
     double t0;
     int generations;
     long long max_frames; /* the frame budget, 0 = none */
+    int on_data;          /* a run on a dataset: its frames are samples */
     NevoGenStats last;
     int have_last;
     atomic_llong gen_frames;
@@ -102,15 +103,18 @@ static void draw(Progress *p, int gen_done, long long frames, int final_line) {
     fmt_time(left, eta, sizeof eta);
     double fps = el > 0 ? (double)frames / el : 0.0;
     char fit[96] = "", gens[48];
-    if (p->have_last)
+    if (p->have_last && p->last.on_data)
+        snprintf(fit, sizeof fit, " | train loss %.4f | test loss %.4f | test accuracy %.4f",
+                 p->last.data.train_loss, p->last.data.test_loss, p->last.data.test_accuracy);
+    else if (p->have_last)
         snprintf(fit, sizeof fit, " | best %.4g | mean %.4g | elite %.4g", p->last.best, p->last.mean,
                  p->last.elite_mean);
     if (p->max_frames > 0) snprintf(gens, sizeof gens, "gen %d", gen_done);
     else snprintf(gens, sizeof gens, "gen %d/%d", gen_done, p->generations);
     char rate[16];
     fmt_count(fps, rate, sizeof rate);
-    fprintf(stderr, "%s%s%s | %s frames/s%s | %s elapsed | ETA %s%s", p->tty ? "\r\033[K" : "", gens, budget,
-            rate, fit, elapsed, eta, p->tty && !final_line ? "" : "\n");
+    fprintf(stderr, "%s%s%s | %s %s/s%s | %s elapsed | ETA %s%s", p->tty ? "\r\033[K" : "", gens, budget,
+            rate, p->on_data ? "samples" : "frames", fit, elapsed, eta, p->tty && !final_line ? "" : "\n");
     fflush(stderr);
 }
 
@@ -132,15 +136,21 @@ static void on_start(void *ctx, const NevoConfig *cfg, const NevoRunTotals *resu
     Progress *p = ctx;
     p->generations = cfg->generations;
     p->max_frames = cfg->max_frames;
+    p->on_data = cfg->dataset[0] != 0;
     p->t0 = now_s() - (resumed ? resumed->wall_s : 0.0);
     p->frames_before = resumed ? resumed->frames : 0;
     if (!p->quiet && cfg->max_frames > 0)
         fprintf(stderr, "nevo: %s %s on %s, population %d, until %lld frames (at most %d generations)\n",
-                resumed ? "resuming" : "training", cfg->algo, cfg->env, cfg->population, cfg->max_frames,
+                resumed ? "resuming" : "training", cfg->algo, cfg->dataset[0] ? cfg->dataset : cfg->env,
+                cfg->population, cfg->max_frames,
                 cfg->generations);
+    else if (!p->quiet && (nevo_algo_find(cfg->algo)->flags & NEVO_ALGO_GRADIENT))
+        fprintf(stderr, "nevo: %s %s on %s, batch %d, %d epochs\n", resumed ? "resuming" : "training", cfg->algo,
+                cfg->dataset, cfg->data.batch, cfg->generations);
     else if (!p->quiet)
         fprintf(stderr, "nevo: %s %s on %s, population %d, %d generations\n",
-                resumed ? "resuming" : "training", cfg->algo, cfg->env, cfg->population, cfg->generations);
+                resumed ? "resuming" : "training", cfg->algo, cfg->dataset[0] ? cfg->dataset : cfg->env,
+                cfg->population, cfg->generations);
 }
 
 static void on_generation(void *ctx, const NevoGenStats *g, const NevoRunTotals *t, const NevoConfig *cfg) {
@@ -282,6 +292,12 @@ int nevo_cmd_train(int argc, char **argv) {
     if (st) return cli_fail(&err);
     /* paths as JSON strings (quotes, backslashes and control bytes escaped) */
     char *dir_json = json_string_text(out_dir), *policy_json = json_string_text(s.policy_path);
+    if (s.on_data)
+        printf("{\"generations\": %d, \"samples\": %lld, \"wall_s\": %.3f, \"train_loss\": %.10g, "
+               "\"test_loss\": %.10g, \"test_accuracy\": %.10g, \"run_dir\": %s, \"policy\": %s}\n",
+               s.totals.generations, s.totals.frames, s.totals.wall_s, s.data.train_loss, s.data.test_loss,
+               s.data.test_accuracy, dir_json, policy_json);
+    else
     printf("{\"generations\": %d, \"frames\": %lld, \"episodes\": %lld, \"wall_s\": %.3f, "
            "\"best_fitness\": %.10g, \"eval_episodes\": %d, \"eval_return_mean\": %.10g, "
            "\"eval_return_std\": %.10g, \"eval_length_mean\": %.10g, \"run_dir\": %s, \"policy\": %s}\n",

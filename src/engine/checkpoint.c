@@ -124,12 +124,8 @@ NevoStatus nevo_load_any_policy(const char *path, NevoLoadedPolicy *out, NevoErr
     size_t state_len;
     st = nevo_checkpoint_read(path, &out->cfg, &totals, &state, &state_len, err);
     if (st) return st;
-    st = nevo_env_new(out->cfg.env, out->cfg.env_options, out->cfg.n_env_options, &out->env, err);
-    if (st == NEVO_OK)
-        st = nevo_algo_check(&out->cfg, nevo_env_spec(out->env), err);
-    if (st == NEVO_OK)
-        st = nevo_policy_new(nevo_env_spec(out->env), &out->cfg.policy, nevo_algo_obs_norm(&out->cfg), &out->policy,
-                             err);
+    st = nevo_loaded_policy_network(out, nevo_algo_obs_norm(&out->cfg), err);
+    if (st == NEVO_OK) st = nevo_algo_check(&out->cfg, out->env ? nevo_env_spec(out->env) : NULL, err);
     /* what rebuilding the algorithm allocates, bounded before it is */
     if (st == NEVO_OK) st = nevo_algo_check_memory(&out->cfg, out->policy->nparams, err);
     if (st) nevo_error_prefix(err, "%s: ", path);
@@ -139,7 +135,14 @@ NevoStatus nevo_load_any_policy(const char *path, NevoLoadedPolicy *out, NevoErr
                                                        : nevo_noise_auto_size(out->policy->nparams);
         NevoNoise *noise = nevo_noise_new(table, pool);
         NevoAlgo *algo;
-        st = nevo_algo_new(&out->cfg, out->env, out->policy, noise, pool, &algo, err);
+        NevoDataView one = {0};
+        if (out->data) { /* what a gradient algorithm is built over: the sample loaded */
+            one = (NevoDataView){out->data->train.n, out->data->height * out->data->width * out->data->channels,
+                                 out->data->classes, out->data->train.images, out->data->train.labels};
+            st = nevo_algo_new_on_data(&out->cfg, &one, out->policy, noise, pool, &algo, err);
+        } else {
+            st = nevo_algo_new(&out->cfg, out->env, out->policy, noise, pool, &algo, err);
+        }
         if (st == NEVO_OK) {
             st = nevo_checkpoint_restore(path, algo, state, state_len, err);
             if (st == NEVO_OK) st = nevo_checkpoint_verify(path, &totals, algo, out->policy, err);

@@ -88,6 +88,7 @@ struct NevoEvaluator {
     int n_units;
     NevoEpisode *results;
     NevoObsStats *task_stats;
+    NevoStates *task_states;
     int n_tasks;
     atomic_int next_task;
     atomic_llong frames;
@@ -306,6 +307,10 @@ static int start(NevoEvaluator *ev, Batch *bt, Clock *clk, int s, int q) {
         return 0;
     }
     if (task->flags & NEVO_TASK_RECORD_OBS) nevo_obs_stats_add(&ev->task_stats[t], obs);
+    if (task->flags & NEVO_TASK_RECORD_STATES) {
+        nevo_states_clear(&ev->task_states[t]); /* what the task keeps depends on its episode alone */
+        nevo_states_add(&ev->task_states[t], obs);
+    }
     return 1;
 }
 
@@ -384,6 +389,7 @@ static int step_all(NevoEvaluator *ev, Batch *bt, Clock *clk, int live) {
         }
         if (!sr.terminated && !sr.truncated) {
             if (ev->tasks[t].flags & NEVO_TASK_RECORD_OBS) nevo_obs_stats_add(&ev->task_stats[t], obs);
+            if (ev->tasks[t].flags & NEVO_TASK_RECORD_STATES) nevo_states_add(&ev->task_states[t], obs);
             s++;
             continue;
         }
@@ -603,12 +609,16 @@ static void build_unit(void *ctx, int u, int worker) {
 }
 
 NevoStatus nevo_evaluate_tasks(NevoEvaluator *ev, const NevoTaskSet *ts, NevoEpisode *results,
-                               NevoObsStats *task_stats, NevoError *err) {
+                               NevoObsStats *task_stats, NevoStates *task_states, NevoError *err) {
     NevoStatus st = nevo_taskset_check(ts, ev->policy, ev->env, err);
     if (st) return st;
-    for (int i = 0; i < ts->n_tasks; i++)
+    for (int i = 0; i < ts->n_tasks; i++) {
         if ((ts->tasks[i].flags & NEVO_TASK_RECORD_OBS) && !task_stats)
             return nevo_error(err, NEVO_ERR_INVALID, "task %d records observations, but no statistics were given", i);
+        if ((ts->tasks[i].flags & NEVO_TASK_RECORD_STATES) &&
+            (!task_states || task_states[i].dim != ts->obs_dim || task_states[i].cap < 1 || !task_states[i].obs))
+            return nevo_error(err, NEVO_ERR_INVALID, "task %d keeps states, but no room for them was given", i);
+    }
     double t0 = ev->timing ? now_s() : 0.0;
     int *episodes_of = nevo_alloc(sizeof(int) * (size_t)(ts->n_nets ? ts->n_nets : 1));
     for (int t = 0; t < ts->n_tasks; t++) episodes_of[ts->tasks[t].net]++;
@@ -633,6 +643,7 @@ NevoStatus nevo_evaluate_tasks(NevoEvaluator *ev, const NevoTaskSet *ts, NevoEpi
     }
     ev->results = results;
     ev->task_stats = task_stats;
+    ev->task_states = task_states;
     ev->n_tasks = ts->n_tasks;
     atomic_store(&ev->next_task, 0);
     atomic_store(&ev->frames, 0);
@@ -674,7 +685,7 @@ NevoStatus nevo_evaluate(NevoEvaluator *ev, const float *params, size_t stride, 
     ts.nets = nets;
     ts.n_tasks = n;
     ts.tasks = tasks;
-    NevoStatus st = nevo_evaluate_tasks(ev, &ts, results, task_stats, err);
+    NevoStatus st = nevo_evaluate_tasks(ev, &ts, results, task_stats, NULL, err);
     free(nets);
     return st;
 }

@@ -15,8 +15,10 @@
 
 #include <jansson.h>
 
+#include "nevo/dataset.h"
 #include "nevo/io.h"
 #include "nevo/rng.h"
+#include "nevo/supervised.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -86,6 +88,8 @@ typedef struct Run {
     NevoNoise *noise;
     NevoEvaluator *ev;
     NevoAlgo *algo;
+    NevoDataset *data;          /* a run on a dataset (no env, no evaluator) */
+    NevoDataView train, test;   /* its splits as the networks see them */
 } Run;
 
 static void run_free(Run *r) {
@@ -96,6 +100,38 @@ static void run_free(Run *r) {
     nevo_policy_free(r->policy);
     nevo_env_free(r->env);
     nevo_env_free(r->eval_env);
+    nevo_dataset_free(r->data);
+}
+
+static NevoDataView data_view(const NevoDataset *d, const NevoDataSplit *split) {
+    NevoDataView v = {split->n, d->height * d->width * d->channels, d->classes, split->images, split->labels};
+    return v;
+}
+
+/* What a run on a dataset builds instead of envs and an evaluator. */
+static NevoStatus run_build_data(Run *r, int threads, NevoError *err) {
+    const NevoConfig *cfg = &r->cfg;
+    NevoStatus st = nevo_algo_check(cfg, NULL, err);
+    if (st) return st;
+    st = nevo_dataset_load(cfg->dataset, cfg->data.train_samples, cfg->data.test_samples, &r->data, err);
+    if (st) return st;
+    r->train = data_view(r->data, &r->data->train);
+    r->test = data_view(r->data, &r->data->test);
+    NevoEnvSpec spec;
+    nevo_dataset_env_spec(r->data, &spec);
+    st = nevo_policy_new(&spec, &cfg->policy, 0, &r->policy, err);
+    if (st) return st;
+    st = nevo_algo_check_memory(cfg, r->policy->nparams, err);
+    if (st) return st;
+    r->pool = nevo_pool_new(threads > 0 ? threads : cfg->threads > 0 ? cfg->threads : nevo_cpu_count());
+    size_t table = cfg->noise_table_floats > 0 ? (size_t)cfg->noise_table_floats
+                                               : nevo_noise_auto_size(r->policy->nparams);
+    if (table <= r->policy->nparams)
+        return nevo_error(err, NEVO_ERR_INVALID,
+                          "noise_table_floats (%zu) must exceed the network's %zu parameters; use 0 (automatic)",
+                          table, r->policy->nparams);
+    r->noise = nevo_noise_new(table, r->pool);
+    return nevo_algo_new_on_data(&r->cfg, &r->train, r->policy, r->noise, r->pool, &r->algo, err);
 }
 
 /* Builds everything a run needs from the config; writes nothing. */
@@ -104,6 +140,7 @@ static NevoStatus run_build(Run *r, const NevoConfig *cfg, int threads, NevoErro
     r->cfg = *cfg;
     NevoStatus st = nevo_config_check(cfg, err);
     if (st) return st;
+    if (cfg->dataset[0]) return run_build_data(r, threads, err);
     st = nevo_env_new(cfg->env, cfg->env_options, cfg->n_env_options, &r->env, err);
     if (st) return st;
     nevo_env_set_max_steps(r->env, cfg->max_episode_steps);
@@ -129,24 +166,67 @@ static NevoStatus run_build(Run *r, const NevoConfig *cfg, int threads, NevoErro
 }
 
 NevoStatus nevo_train_generation(NevoAlgo *algo, NevoEvaluator *ev, NevoGenStats *stats, NevoError *err) {
+    if (nevo_algo_trains_itself(algo)) return nevo_algo_train(algo, stats, err);
     for (int done = 0; !done;) {
         const NevoTaskSet *ts = nevo_algo_ask(algo);
         NevoEpisode *results = nevo_alloc(sizeof(NevoEpisode) * (size_t)(ts->n_tasks ? ts->n_tasks : 1));
         NevoObsStats *task_stats = NULL;
+        NevoStates *task_states = NULL;
         for (int t = 0; t < ts->n_tasks; t++) {
-            if (!(ts->tasks[t].flags & NEVO_TASK_RECORD_OBS)) continue;
-            if (!task_stats) task_stats = nevo_alloc(sizeof(NevoObsStats) * (size_t)ts->n_tasks);
-            nevo_obs_stats_init(&task_stats[t], ts->obs_dim);
+            if (ts->tasks[t].flags & NEVO_TASK_RECORD_OBS) {
+                if (!task_stats) task_stats = nevo_alloc(sizeof(NevoObsStats) * (size_t)ts->n_tasks);
+                nevo_obs_stats_init(&task_stats[t], ts->obs_dim);
+            }
+            if (ts->tasks[t].flags & NEVO_TASK_RECORD_STATES) {
+                if (!task_states) task_states = nevo_alloc(sizeof(NevoStates) * (size_t)ts->n_tasks);
+                nevo_states_init(&task_states[t], ts->obs_dim, ts->states_cap);
+            }
         }
         int n_tasks = ts->n_tasks; /* ts is the algorithm's until tell */
-        NevoStatus st = nevo_evaluate_tasks(ev, ts, results, task_stats, err);
-        if (st == NEVO_OK) st = nevo_algo_tell(algo, results, task_stats, stats, &done, err);
+        NevoStatus st = nevo_evaluate_tasks(ev, ts, results, task_stats, task_states, err);
+        if (st == NEVO_OK) st = nevo_algo_tell(algo, results, task_stats, task_states, stats, &done, err);
         for (int t = 0; task_stats && t < n_tasks; t++) nevo_obs_stats_free(&task_stats[t]); /* NULL: none */
+        for (int t = 0; task_states && t < n_tasks; t++) nevo_states_free(&task_states[t]); /* zeroed: none */
         free(task_stats);
+        free(task_states);
         free(results);
         if (st) return st;
     }
     return NEVO_OK;
+}
+
+/* A generation on a dataset: the tasks' networks scored on their batches
+ * (data.fitness_batch samples, 0 = the whole training split), or the algorithm's own. */
+static NevoStatus data_generation(Run *r, NevoGenStats *stats, NevoError *err) {
+    if (nevo_algo_trains_itself(r->algo)) return nevo_algo_train(r->algo, stats, err);
+    for (int done = 0; !done;) {
+        const NevoTaskSet *ts = nevo_algo_ask(r->algo);
+        NevoEpisode *results = nevo_alloc(sizeof(NevoEpisode) * (size_t)(ts->n_tasks ? ts->n_tasks : 1));
+        NevoStatus st = nevo_taskset_check(ts, r->policy, NULL, err);
+        if (st == NEVO_OK)
+            st = nevo_supervised_tasks(ts, r->policy, &r->train, r->cfg.data.fitness_batch, r->pool, results, err);
+        if (st == NEVO_OK) st = nevo_algo_tell(r->algo, results, NULL, NULL, stats, &done, err);
+        free(results);
+        if (st) return st;
+    }
+    return NEVO_OK;
+}
+
+/* The scores a run on a dataset reports of its best policy: the test split's loss and
+ * accuracy, and the training loss: epoch_loss where given (an SGD epoch's own mean,
+ * what metrics report for it), else over the training split. */
+static NevoStatus data_scores(const Run *r, const double *epoch_loss, NevoDataScores *out, NevoError *err) {
+    float *theta = nevo_alloc_aligned(sizeof(float) * r->policy->nparams);
+    nevo_algo_best(r->algo, theta);
+    NevoStatus st = nevo_supervised_eval(r->policy, theta, &r->test, NULL, r->test.n, r->pool, &out->test_loss,
+                                         &out->test_accuracy, err);
+    if (st == NEVO_OK && epoch_loss)
+        out->train_loss = *epoch_loss;
+    else if (st == NEVO_OK)
+        st = nevo_supervised_eval(r->policy, theta, &r->train, NULL, r->train.n, r->pool, &out->train_loss, NULL,
+                                  err);
+    free(theta);
+    return st;
 }
 
 static void relay_frames(void *ctx, long long frames) {
@@ -167,7 +247,7 @@ static json_t *points_json(const float *p, int n, int dim) {
 /* behaviours.json: the last generation's behaviours and the novelty archive, for
  * `nevo plot behaviours`. */
 static NevoStatus write_behaviours(const Run *r, const char *path, NevoError *err) {
-    int dim = nevo_env_spec(r->env)->bc_dim, n_pop, n_arch;
+    int dim = r->env ? nevo_env_spec(r->env)->bc_dim : 0, n_pop, n_arch;
     const float *pop = nevo_algo_behaviours(r->algo, &n_pop);
     const float *arch = nevo_algo_archive(r->algo, &n_arch);
     json_t *o = json_object();
@@ -303,7 +383,7 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
         return st;
     }
     if (hooks && hooks->on_start) hooks->on_start(hooks->ctx, &run.cfg, resume ? &totals : NULL);
-    if (hooks && hooks->on_frames) nevo_evaluator_set_progress(run.ev, relay_frames, (void *)hooks);
+    if (hooks && hooks->on_frames && run.ev) nevo_evaluator_set_progress(run.ev, relay_frames, (void *)hooks);
 
     double t_start = now_s() - totals.wall_s;
     long long budget = run.cfg.max_frames;
@@ -315,7 +395,12 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
     while (st == NEVO_OK && nevo_algo_generations_done(run.algo) < run.cfg.generations &&
            (budget == 0 || totals.frames < budget)) {
         NevoGenStats gs;
-        st = nevo_train_generation(run.algo, run.ev, &gs, err);
+        st = run.data ? data_generation(&run, &gs, err) : nevo_train_generation(run.algo, run.ev, &gs, err);
+        if (st == NEVO_OK && run.data) {
+            double epoch_loss = -gs.mean;
+            gs.on_data = 1;
+            st = data_scores(&run, nevo_algo_trains_itself(run.algo) ? &epoch_loss : NULL, &gs.data, err);
+        }
         if (st) break;
         totals.generations = nevo_algo_generations_done(run.algo);
         totals.frames += gs.frames;
@@ -328,6 +413,10 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
             used += (size_t)snprintf(extra, sizeof extra,
                                      ", \"archive_size\": %d, \"novelty_mean\": %.17g, \"reward_weight\": %.17g",
                                      gs.archive_size, gs.novelty_mean, gs.reward_weight);
+        if (gs.on_data)
+            used += (size_t)snprintf(extra + used, sizeof extra - used,
+                                     ", \"train_loss\": %.17g, \"test_loss\": %.17g, \"test_accuracy\": %.17g",
+                                     gs.data.train_loss, gs.data.test_loss, gs.data.test_accuracy);
         for (int d = 0; d < gs.bc_dim && used < sizeof extra; d++) /* at most 8 x 18 characters */
             used += (size_t)snprintf(extra + used, sizeof extra - used, "%s%.9g%s", d ? ", " : ", \"behaviour\": [",
                                      (double)gs.bc[d], d == gs.bc_dim - 1 ? "]" : "");
@@ -342,7 +431,7 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
         int last = totals.generations == run.cfg.generations || (budget > 0 && totals.frames >= budget);
         /* behaviours.json before the last checkpoint: a run killed in between redoes
          * the last generation on resume and writes the same file again */
-        if (last && nevo_env_spec(run.env)->bc_dim > 0) st = write_behaviours(&run, bc_path, err);
+        if (last && run.env && nevo_env_spec(run.env)->bc_dim > 0) st = write_behaviours(&run, bc_path, err);
         if (st) break;
         /* the policy before the checkpoint of its generation: a run stopped between the
          * two (killed, out of disk space) resumes from the checkpoint before, redoes the
@@ -355,7 +444,10 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
         }
         if (hooks && hooks->on_generation) hooks->on_generation(hooks->ctx, &gs, &totals, &run.cfg);
     }
-    if (st == NEVO_OK) {
+    if (st == NEVO_OK && run.data) {
+        summary->on_data = 1; /* the final policy's scores, its training loss over the split */
+        st = data_scores(&run, NULL, &summary->data, err);
+    } else if (st == NEVO_OK) {
         float *theta = nevo_alloc_aligned(sizeof(float) * run.policy->nparams);
         nevo_algo_best(run.algo, theta);
         st = nevo_eval_params(run.eval_env, run.policy, theta, run.pool, run.cfg.eval_episodes,
@@ -366,7 +458,13 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
         summary->totals = totals;
         snprintf(summary->policy_path, sizeof summary->policy_path, "%s", policy_path);
         char text[2048];
-        int n = snprintf(text, sizeof text,
+        int n = run.data ? snprintf(text, sizeof text,
+                                    "{\"generations\": %d, \"samples\": %lld, \"wall_s\": %.3f, "
+                                    "\"best_fitness\": %.17g, \"train_loss\": %.17g, \"test_loss\": %.17g, "
+                                    "\"test_accuracy\": %.17g}\n",
+                                    totals.generations, totals.frames, totals.wall_s, totals.best_fitness,
+                                    summary->data.train_loss, summary->data.test_loss, summary->data.test_accuracy)
+                         : snprintf(text, sizeof text,
                          "{\"generations\": %d, \"frames\": %lld, \"episodes\": %lld, \"wall_s\": %.3f, "
                          "\"best_fitness\": %.17g, \"eval_episodes\": %d, \"eval_return_mean\": %.17g, "
                          "\"eval_return_std\": %.17g, \"eval_length_mean\": %.17g}\n",

@@ -24,15 +24,30 @@ NevoStatus nevo_policy_file_save(const char *path, const NevoConfig *cfg, const 
     return st;
 }
 
+NevoStatus nevo_loaded_policy_network(NevoLoadedPolicy *lp, int obs_norm, NevoError *err) {
+    NevoEnvSpec data_spec;
+    const NevoEnvSpec *spec;
+    NevoStatus st;
+    if (lp->cfg.dataset[0]) {
+        /* a classifier: its input and output sizes are its dataset's (one sample each
+         * split is enough to know them) */
+        st = nevo_dataset_load(lp->cfg.dataset, 1, 1, &lp->data, err);
+        if (st) return st;
+        nevo_dataset_env_spec(lp->data, &data_spec);
+        spec = &data_spec;
+    } else {
+        st = nevo_env_new(lp->cfg.env, lp->cfg.env_options, lp->cfg.n_env_options, &lp->env, err);
+        if (st) return st;
+        spec = nevo_env_spec(lp->env);
+    }
+    return nevo_policy_new(spec, &lp->cfg.policy, obs_norm, &lp->policy, err);
+}
+
 /* Checks the config stored in a file and builds its env and network (no parameters
  * yet: the payload's size is checked against the network first). */
 static NevoStatus build_from_config(const char *path, NevoLoadedPolicy *out, NevoError *err) {
     NevoStatus st = nevo_config_check(&out->cfg, err);
-    if (st == NEVO_OK)
-        st = nevo_env_new(out->cfg.env, out->cfg.env_options, out->cfg.n_env_options, &out->env, err);
-    if (st == NEVO_OK)
-        /* normalisation off until the payload says whether the policy was trained with it */
-        st = nevo_policy_new(nevo_env_spec(out->env), &out->cfg.policy, 0, &out->policy, err);
+    if (st == NEVO_OK) st = nevo_loaded_policy_network(out, 0, err);
     if (st == NEVO_OK) st = nevo_config_check_params(out->policy->nparams, err);
     if (st != NEVO_OK) nevo_error_prefix(err, "%s: ", path);
     return st;
@@ -112,8 +127,10 @@ NevoStatus nevo_policy_file_load(const char *path, NevoLoadedPolicy *out, NevoEr
 void nevo_loaded_policy_free(NevoLoadedPolicy *p) {
     nevo_policy_free(p->policy);
     nevo_env_free(p->env);
+    nevo_dataset_free(p->data);
     free(p->theta);
     p->policy = NULL;
     p->env = NULL;
+    p->data = NULL;
     p->theta = NULL;
 }

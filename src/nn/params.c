@@ -16,28 +16,6 @@ void nevo_weighted_sum(double *g, const float *const *rows, const double *w, int
     nevo_kernels()->weighted_sum(g, rows, w, m, k0, k1);
 }
 
-/* Vectorised (the scalar loop's sqrt and division were 1.4% of a MinAtar ES run): the
- * same IEEE operations per element. */
-NEVO_KERNEL_CLONES NEVO_VECTORIZE
-void nevo_adam_step(float *restrict theta, double *restrict m, double *restrict v, const double *restrict grad,
-                    size_t n, double scale, double l2, double b1, double b2, double step) {
-    for (size_t k = 0; k < n; k++) {
-        double g = -grad[k] * scale + l2 * theta[k];
-        m[k] = b1 * m[k] + (1.0 - b1) * g;
-        v[k] = b2 * v[k] + (1.0 - b2) * g * g;
-        theta[k] = (float)(theta[k] - step * m[k] / (sqrt(v[k]) + 1e-8));
-    }
-}
-
-void nevo_sgd_step(float *theta, double *m, const double *grad, size_t n, double scale, double l2, double momentum,
-                   double lr) {
-    for (size_t k = 0; k < n; k++) {
-        double g = -grad[k] * scale + l2 * theta[k];
-        m[k] = momentum * m[k] + (1.0 - momentum) * g;
-        theta[k] = (float)(theta[k] - lr * m[k]);
-    }
-}
-
 /* The GA's mutation step: dst = src + sigma * eps(mutation), dst may be src. */
 static void mutate(const NevoPolicy *p, const NevoNoise *noise, uint64_t seed, NevoMutation m, float *dst,
                  const float *src, int stream) {

@@ -14,8 +14,24 @@
 #define TASKS_VERSION 1u
 
 /* The most floats a read set's bases may take once built (4 GiB): a crafted set of a
- * few KB cannot ask for more memory than that. */
+ * few KB cannot ask for more memory than that. The states its tasks keep are bounded
+ * alike. */
 #define MAX_BASE_FLOATS ((size_t)1 << 30)
+#define MAX_STATES_CAP (1 << 20)
+
+#define TASK_FLAGS (NEVO_TASK_RECORD_OBS | NEVO_TASK_RECORD_STATES)
+
+static int any_scaled(const NevoTaskSet *ts) {
+    for (int j = 0; j < ts->n_nets; j++)
+        if (ts->nets[j].kind == NEVO_NET_SCALED) return 1;
+    return 0;
+}
+
+static int recording_states(const NevoTaskSet *ts) {
+    int n = 0;
+    for (int t = 0; t < ts->n_tasks; t++) n += (ts->tasks[t].flags & NEVO_TASK_RECORD_STATES) != 0;
+    return n;
+}
 
 /* Structure alone: every index in range and every recipe well-formed. */
 static NevoStatus check_structure(const NevoTaskSet *ts, NevoError *err) {
@@ -29,14 +45,16 @@ static NevoStatus check_structure(const NevoTaskSet *ts, NevoError *err) {
         return nevo_error(err, NEVO_ERR_INVALID, "task set: seed chains without a noise table");
     for (int j = 0; j < ts->n_nets; j++) {
         const NevoNet *n = &ts->nets[j];
-        if (n->kind > NEVO_NET_PERTURBED)
+        if (n->kind > NEVO_NET_SCALED)
             return nevo_error(err, NEVO_ERR_INVALID, "task set: network %d has unknown kind %u", j, n->kind);
         if (n->kind != NEVO_NET_INIT && (n->base < 0 || n->base >= ts->n_bases))
             return nevo_error(err, NEVO_ERR_INVALID, "task set: network %d names base %d of %d", j, n->base,
                               ts->n_bases);
         if (n->kind != NEVO_NET_BASE && ts->noise_floats == 0)
             return nevo_error(err, NEVO_ERR_INVALID, "task set: network %d needs noise, the set has none", j);
-        if (n->kind != NEVO_NET_PERTURBED) continue;
+        if (n->kind == NEVO_NET_SCALED && !ts->scales)
+            return nevo_error(err, NEVO_ERR_INVALID, "task set: network %d is scaled, the set has no scale rows", j);
+        if (n->kind != NEVO_NET_PERTURBED && n->kind != NEVO_NET_SCALED) continue;
         if (n->purpose != NEVO_RNG_MUTATE && n->purpose != NEVO_RNG_ES_NOISE)
             return nevo_error(err, NEVO_ERR_INVALID, "task set: network %d perturbs with noise purpose %u", j,
                               n->purpose);
@@ -50,7 +68,7 @@ static NevoStatus check_structure(const NevoTaskSet *ts, NevoError *err) {
         if (k->net < 0 || k->net >= ts->n_nets)
             return nevo_error(err, NEVO_ERR_INVALID, "task set: task %d names network %d of %d", t, k->net,
                               ts->n_nets);
-        if (k->flags & ~NEVO_TASK_RECORD_OBS)
+        if (k->flags & ~TASK_FLAGS)
             return nevo_error(err, NEVO_ERR_INVALID, "task set: task %d has unknown flags 0x%x", t, k->flags);
     }
     if (ts->chains)
@@ -58,15 +76,46 @@ static NevoStatus check_structure(const NevoTaskSet *ts, NevoError *err) {
             for (int j = 0; j < ts->chains[b].n; j++)
                 if (!isfinite(ts->chains[b].muts[j].sigma))
                     return nevo_error(err, NEVO_ERR_INVALID, "task set: base %d has a non-finite mutation", b);
+    if (ts->scales) {
+        if (ts->base_stride < ts->nparams)
+            return nevo_error(err, NEVO_ERR_INVALID, "task set's scale rows are %zu floats apart, closer than a "
+                              "network", ts->base_stride);
+        for (int b = 0; b < ts->n_bases; b++)
+            for (size_t k = 0; k < ts->nparams; k++) {
+                float v = ts->scales[(size_t)b * ts->base_stride + k];
+                if (!(v > 0.0f) || !isfinite(v))
+                    return nevo_error(err, NEVO_ERR_INVALID, "task set: scale %zu of base %d is %g (finite and > 0)",
+                                      k, b, (double)v);
+            }
+    }
+    /* the states kept: what the caller allocates for the flagged tasks, bounded */
+    int recording = recording_states(ts);
+    if (recording && (ts->states_cap < 1 || ts->states_cap > MAX_STATES_CAP || ts->obs_dim < 1 ||
+                      (double)ts->states_cap * ts->obs_dim * recording > (double)MAX_BASE_FLOATS))
+        return nevo_error(err, NEVO_ERR_INVALID, "task set: %d tasks keep %d states of %d floats each (at most %d "
+                          "states, %zu floats in all)", recording, ts->states_cap, ts->obs_dim, MAX_STATES_CAP,
+                          MAX_BASE_FLOATS);
     return NEVO_OK;
 }
 
+void nevo_perturb_scaled(float *out, const float *theta, float sigma, const float *eps, const float *scale,
+                         int sign, size_t n) {
+    for (size_t k = 0; k < n; k++) {
+        float d = sigma * eps[k];
+        d = d / scale[k];
+        d = d > NEVO_SCALED_CLIP ? NEVO_SCALED_CLIP : d < -NEVO_SCALED_CLIP ? -NEVO_SCALED_CLIP : d;
+        out[k] = sign > 0 ? theta[k] + d : theta[k] - d;
+    }
+}
+
 void nevo_taskset_for_policy(NevoTaskSet *ts, const NevoPolicy *policy, const NevoEnv *env) {
-    const NevoEnvSpec *spec = nevo_env_spec(env);
     memset(ts, 0, sizeof *ts);
     ts->nparams = policy->nparams;
-    snprintf(ts->env, sizeof ts->env, "%s", spec->name);
-    ts->max_steps = spec->max_steps;
+    if (env) {
+        const NevoEnvSpec *spec = nevo_env_spec(env);
+        snprintf(ts->env, sizeof ts->env, "%s", spec->name);
+        ts->max_steps = spec->max_steps;
+    }
     ts->obs_dim = policy->obs_dim;
     if (policy->obs_norm) {
         ts->obs_mean = policy->obs_mean;
@@ -78,13 +127,15 @@ NevoStatus nevo_taskset_check(const NevoTaskSet *ts, const NevoPolicy *policy, c
                               NevoError *err) {
     NevoStatus st = check_structure(ts, err);
     if (st) return st;
-    const NevoEnvSpec *spec = nevo_env_spec(env);
     if (ts->nparams != policy->nparams)
         return nevo_error(err, NEVO_ERR_INVALID, "task set is for networks of %zu parameters, the policy has %zu",
                           ts->nparams, policy->nparams);
-    if (strcmp(ts->env, spec->name) != 0)
+    const NevoEnvSpec *spec = env ? nevo_env_spec(env) : NULL;
+    if (!spec && ts->max_steps != 0)
+        return nevo_error(err, NEVO_ERR_INVALID, "task set on a dataset caps episodes at %d steps", ts->max_steps);
+    if (spec && strcmp(ts->env, spec->name) != 0)
         return nevo_error(err, NEVO_ERR_INVALID, "task set is for env %s, not %s", ts->env, spec->name);
-    if (ts->max_steps != spec->max_steps)
+    if (spec && ts->max_steps != spec->max_steps)
         return nevo_error(err, NEVO_ERR_INVALID, "task set caps episodes at %d steps, the env at %d", ts->max_steps,
                           spec->max_steps);
     if (!policy->obs_norm != !ts->obs_mean || ts->obs_dim != policy->obs_dim)
@@ -119,6 +170,9 @@ void nevo_taskset_build(const NevoTaskSet *ts, const NevoPolicy *policy, int net
         memcpy(theta, base_of(ts, n), sizeof(float) * ts->nparams);
     else if (n->kind == NEVO_NET_INIT)
         nevo_policy_init_params(policy, ts->noise, ts->seed, n->generation, n->individual, theta);
+    else if (n->kind == NEVO_NET_SCALED)
+        nevo_perturb_scaled(theta, base_of(ts, n), n->sigma, slice_of(ts, n),
+                            ts->scales + (size_t)n->base * ts->base_stride, n->sign, ts->nparams);
     else
         nevo_perturb_rows(n->sign > 0 ? theta : NULL, n->sign > 0 ? NULL : theta, base_of(ts, n), n->sigma,
                           slice_of(ts, n), ts->nparams, stream);
@@ -142,7 +196,7 @@ int nevo_taskset_is_pair(const NevoTaskSet *ts, int j) {
 /* A set read from bytes, owning every array its NevoTaskSet points to. */
 typedef struct OwnedTaskSet {
     NevoTaskSet ts; /* first: nevo_taskset_free takes the NevoTaskSet */
-    float *bases, *obs_mean, *obs_std;
+    float *bases, *obs_mean, *obs_std, *scales;
     NevoChain *chains;
     NevoMutation *muts;
     NevoNet *nets;
@@ -193,6 +247,11 @@ NevoStatus nevo_taskset_write(const NevoTaskSet *ts, NevoBuf *out, NevoError *er
         nevo_buf_u32(&p, ts->tasks[t].flags);
         nevo_buf_u64(&p, ts->tasks[t].seed);
     }
+    /* what safe mutations add, only where a set uses it (so other sets' bytes are as
+     * they were): the states' cap, and the scale rows of the bases */
+    if (recording_states(ts)) nevo_buf_u32(&p, (uint32_t)ts->states_cap);
+    if (any_scaled(ts))
+        for (int b = 0; b < ts->n_bases; b++) nevo_buf_f32s(&p, ts->scales + (size_t)b * ts->base_stride, ts->nparams);
     nevo_container_encode(TASKS_MAGIC, TASKS_VERSION, &p, out);
     nevo_buf_free(&p);
     return NEVO_OK;
@@ -293,6 +352,16 @@ NevoStatus nevo_taskset_read(const uint8_t *data, size_t len, NevoTaskSet **out,
         }
         ts->tasks = o->tasks;
     }
+    if (ok && recording_states(ts)) ok = read_count(&r, 0, &ts->states_cap);
+    if (ok && any_scaled(ts)) {
+        ok = (size_t)ts->n_bases <= (r.len - r.pos) / (4 * ts->nparams);
+        if (ok) {
+            o->scales = nevo_alloc_aligned(sizeof(float) * ts->nparams * (size_t)(ts->n_bases ? ts->n_bases : 1));
+            nevo_read_f32s(&r, o->scales, ts->nparams * (size_t)ts->n_bases);
+            ts->scales = o->scales;
+            ts->base_stride = ts->nparams;
+        }
+    }
     if (!ok || !nevo_reader_ok(&r, true)) {
         nevo_taskset_free(ts);
         return nevo_error(err, NEVO_ERR_CORRUPT, "task set: truncated or inconsistent data");
@@ -346,6 +415,7 @@ void nevo_taskset_free(NevoTaskSet *ts) {
     NEVO_ASSERT(!ts->owner || ts->owner == (const void *)ts); /* a set nevo_taskset_read made */
     OwnedTaskSet *o = (OwnedTaskSet *)ts;
     free(o->bases);
+    free(o->scales);
     free(o->obs_mean);
     free(o->obs_std);
     free(o->chains);
@@ -355,10 +425,51 @@ void nevo_taskset_free(NevoTaskSet *ts) {
     free(o);
 }
 
+/* --- states ------------------------------------------------------------------------- */
+
+void nevo_states_init(NevoStates *s, int dim, int cap) {
+    NEVO_ASSERT(dim >= 1 && cap >= 0);
+    memset(s, 0, sizeof *s);
+    s->dim = dim;
+    s->cap = cap;
+    s->stride = 1;
+    s->obs = nevo_alloc(sizeof(float) * (size_t)dim * (size_t)(cap ? cap : 1));
+}
+
+void nevo_states_free(NevoStates *s) {
+    free(s->obs);
+    memset(s, 0, sizeof *s);
+}
+
+void nevo_states_clear(NevoStates *s) {
+    s->n = 0;
+    s->seen = 0;
+    s->stride = 1;
+}
+
+void nevo_states_add(NevoStates *s, const float *obs) {
+    int t = s->seen;
+    if (s->seen < INT32_MAX) s->seen++;
+    if (s->cap < 1 || t % s->stride) return;
+    size_t d = (size_t)s->dim;
+    if (s->n == s->cap) {
+        if (s->stride > INT32_MAX / 2) return; /* an episode of 2^30 steps keeps what it has */
+        /* full: keep the steps at multiples of twice the stride (every second kept one) */
+        int kept = 0;
+        for (int i = 0; i < s->n; i += 2, kept++)
+            if (i != kept) memcpy(s->obs + (size_t)kept * d, s->obs + (size_t)i * d, sizeof(float) * d);
+        s->n = kept;
+        s->stride *= 2;
+        if (t % s->stride) return;
+    }
+    memcpy(s->obs + (size_t)s->n * d, obs, sizeof(float) * d);
+    s->n++;
+}
+
 /* --- results ------------------------------------------------------------------------ */
 
 NevoStatus nevo_results_write(const NevoTaskSet *ts, const NevoEpisode *results, const NevoObsStats *task_stats,
-                              NevoBuf *out, NevoError *err) {
+                              const NevoStates *task_states, NevoBuf *out, NevoError *err) {
     NevoBuf p = {0};
     nevo_buf_u32(&p, (uint32_t)ts->n_tasks);
     for (int t = 0; t < ts->n_tasks; t++) {
@@ -380,13 +491,25 @@ NevoStatus nevo_results_write(const NevoTaskSet *ts, const NevoEpisode *results,
         nevo_buf_f64s(&p, s->sum, (size_t)s->dim);
         nevo_buf_f64s(&p, s->sumsq, (size_t)s->dim);
     }
+    /* the states kept, only where tasks keep them (other results' bytes are as they were) */
+    for (int t = 0; t < ts->n_tasks; t++) {
+        if (!(ts->tasks[t].flags & NEVO_TASK_RECORD_STATES)) continue;
+        const NevoStates *s = task_states ? &task_states[t] : NULL;
+        if (!s || s->dim != ts->obs_dim || s->n < 0 || s->n > ts->states_cap) {
+            nevo_buf_free(&p);
+            return nevo_error(err, NEVO_ERR_INVALID, "results: task %d keeps states, but none of this set's are given",
+                              t);
+        }
+        nevo_buf_u32(&p, (uint32_t)s->n);
+        nevo_buf_f32s(&p, s->obs, (size_t)s->n * (size_t)s->dim);
+    }
     nevo_container_encode(RESULTS_MAGIC, TASKS_VERSION, &p, out);
     nevo_buf_free(&p);
     return NEVO_OK;
 }
 
 NevoStatus nevo_results_read(const NevoTaskSet *ts, const uint8_t *data, size_t len, NevoEpisode *results,
-                             NevoObsStats *task_stats, NevoError *err) {
+                             NevoObsStats *task_stats, NevoStates *task_states, NevoError *err) {
     const uint8_t *payload;
     size_t plen;
     NevoStatus st = nevo_container_decode(data, len, "results", RESULTS_MAGIC, TASKS_VERSION, &payload, &plen, err);
@@ -421,9 +544,26 @@ NevoStatus nevo_results_read(const NevoTaskSet *ts, const uint8_t *data, size_t 
         for (int i = 0; i < s->dim && !bad; i++)
             bad = !isfinite(s->sum[i]) || !isfinite(s->sumsq[i]) || !(s->sumsq[i] >= 0.0);
     }
+    int opened_states = 0;
+    for (int t = 0; t < ts->n_tasks && !bad; t++) {
+        if (!(ts->tasks[t].flags & NEVO_TASK_RECORD_STATES)) continue;
+        uint32_t n = nevo_read_u32(&r);
+        /* at most the set's cap, and no more than the bytes left hold */
+        bad = !task_states || ts->obs_dim <= 0 || r.failed || n > (uint32_t)ts->states_cap ||
+              (size_t)n > (r.len - r.pos) / (4 * (size_t)ts->obs_dim);
+        if (bad) break;
+        NevoStates *s = &task_states[t];
+        nevo_states_init(s, ts->obs_dim, (int)n);
+        opened_states = t + 1;
+        s->n = (int)n;
+        nevo_read_f32s(&r, s->obs, (size_t)n * (size_t)ts->obs_dim);
+        for (size_t i = 0; i < (size_t)n * (size_t)ts->obs_dim && !bad; i++) bad = !isfinite(s->obs[i]);
+    }
     if (bad || !nevo_reader_ok(&r, true)) {
         for (int t = 0; t < opened; t++)
             if (ts->tasks[t].flags & NEVO_TASK_RECORD_OBS) nevo_obs_stats_free(&task_stats[t]);
+        for (int t = 0; t < opened_states; t++)
+            if (ts->tasks[t].flags & NEVO_TASK_RECORD_STATES) nevo_states_free(&task_states[t]);
         return nevo_error(err, NEVO_ERR_CORRUPT, "results: truncated or inconsistent data");
     }
     return NEVO_OK;
