@@ -34,6 +34,8 @@ typedef struct NevoGenStats {
     double reward_weight;  /* NSRA-ES: current reward weight w */
     int bc_dim;            /* > 0 when bc holds the behaviour of the reported policy: */
     float bc[NEVO_ENV_MAX_BC]; /* ES the updated mean's, GA the fittest child's */
+    int has_grad_cosine;   /* ES on a dataset with es.grad_cosine: */
+    double grad_cosine;    /* the cosine between the step's direction and the true gradient */
     int on_data;           /* a run on a dataset: data holds its best policy's scores */
     NevoDataScores data;
 } NevoGenStats;

@@ -47,9 +47,11 @@ NevoWorkspace *nevo_workspace_new(NevoBackend *b, const NevoPolicy *p, int max_r
 void nevo_workspace_free(NevoWorkspace *w);
 
 /* out (n, n_out) = network in row which[i] of r applied to obs[i], for each i < n;
- * returns with out written. Row i's result depends on its network and obs[i] alone. */
+ * returns with out written. Row i's result depends on its network and obs[i] alone, and
+ * for a recurrent policy on its state row: state (n, nevo_policy_state_floats(p)) is
+ * read and updated (nevo_policy_forward_state); NULL for a feed-forward policy. */
 void nevo_backend_forward(NevoBackend *b, const NevoPolicy *p, const NevoRows *r, const int *which, const float *obs,
-                          int n, float *out, NevoWorkspace *w);
+                          int n, float *state, float *out, NevoWorkspace *w);
 /* The fast memory a worker's networks should fit in to be read again from it (the
  * CPU's L2 cache): what the evaluator sizes its episode slots by. */
 size_t nevo_backend_cache_bytes(const NevoBackend *b);

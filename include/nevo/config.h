@@ -34,6 +34,7 @@ typedef struct NevoPolicyConfig {
     int conv_strides[NEVO_MAX_LAYERS];
     char activation[16];           /* "tanh" or "relu" */
     char init[16];                 /* "scaled" (Uber GA) or "normc" (OpenAI ES) */
+    int lstm;                      /* units of an LSTM layer before the output layer; 0 = none */
 } NevoPolicyConfig;
 
 typedef struct NevoGAConfig {
@@ -63,6 +64,8 @@ typedef struct NevoESConfig {
     int top_directions;   /* ARS's b: only the b pairs with the best max(r+, r-) step (0 = all) */
     double reward_shift;  /* ARS: subtracted per step from the perturbations' returns (the
                            * alive bonus of Hopper, Walker2d, Ant, Humanoid); 0 = none */
+    int grad_cosine;      /* on a dataset: measure the cosine between each step's direction
+                           * and the true gradient (Zhang et al. 2017) */
 } NevoESConfig;
 
 /* Gradient optimiser (optim.h): algo sgd, and the learners built on gradients. */

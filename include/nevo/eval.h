@@ -5,7 +5,9 @@
  * Each worker keeps a fixed number of episode slots; all live slots go through the
  * policy in one batched forward call (each row its own network), then each env steps;
  * a slot whose episode ended takes the next task from the shared queue at once, so only
- * running episodes are computed and no batch waits for its slowest episode.
+ * running episodes are computed and no batch waits for its slowest episode. A
+ * recurrent policy's state (policy.h) is kept per slot and zeroed as each episode
+ * starts, so an episode never sees another's.
  *
  * An episode's outcome is a function of its task alone (network parameters, seed), so
  * results are bit-identical whatever the thread count, slot count, pipeline depth,

@@ -3,10 +3,16 @@
  * A population is one contiguous (P, nparams) matrix; nevo_policy_forward evaluates
  * n observation rows, each through its *own* network (row i uses parameter row
  * net[i]), in one call. Layers: an optional conv stack (image observations, "valid"
- * padding, HWC layout), then dense hidden layers, then a linear output layer.
+ * padding, HWC layout), then dense hidden layers, then (policy.lstm > 0) one LSTM
+ * layer, then a linear output layer.
  *
  * Parameter layout, layer by layer: dense W as (in, out) row-major then b (out); conv
- * W as (k, k, in_c, out_c) then b (out_c).
+ * W as (k, k, in_c, out_c) then b (out_c); LSTM as lstm.h lays it out (Wx, Wh, then b,
+ * 4H each row, gates i, f, g, o).
+ *
+ * A recurrent policy (one with an LSTM layer) carries a state per row, (h, c): it runs
+ * through nevo_policy_forward_state, which reads and updates that state; the caller
+ * zeroes a row's state as its episode starts.
  *
  * Outputs to actions: discrete = argmax (first maximum); continuous = tanh scaled to
  * the action bounds. Observation normalisation (ES): x' = clip((x - mean) / std, ±5),
@@ -22,9 +28,9 @@
 #include "nevo/noise.h"
 #include "nevo/status.h"
 
-#define NEVO_POLICY_MAX_LAYERS (2 * NEVO_MAX_LAYERS + 1)
+#define NEVO_POLICY_MAX_LAYERS (2 * NEVO_MAX_LAYERS + 2)
 
-typedef enum NevoLayerKind { NEVO_LAYER_DENSE = 0, NEVO_LAYER_CONV = 1 } NevoLayerKind;
+typedef enum NevoLayerKind { NEVO_LAYER_DENSE = 0, NEVO_LAYER_CONV = 1, NEVO_LAYER_LSTM = 2 } NevoLayerKind;
 typedef enum NevoActivation { NEVO_ACT_TANH = 0, NEVO_ACT_RELU = 1, NEVO_ACT_NONE = 2 } NevoActivation;
 typedef enum NevoInit { NEVO_INIT_SCALED = 0, NEVO_INIT_NORMC = 1 } NevoInit;
 
@@ -35,8 +41,8 @@ typedef struct NevoLayer {
     int in_h, in_w, in_c;       /* conv input (HWC) */
     int out_h, out_w, out_c;    /* conv output (HWC) */
     int kernel, stride;
-    int fan_in;                 /* inputs per output unit */
-    size_t w_off, b_off;        /* offsets into the parameter vector */
+    int fan_in;                 /* inputs per output unit (LSTM: in + H per gate unit) */
+    size_t w_off, b_off;        /* offsets into the parameter vector (LSTM: Wx, and b) */
 } NevoLayer;
 
 typedef struct NevoPolicy {
@@ -52,6 +58,16 @@ typedef struct NevoPolicy {
     int max_width;              /* widest activation, for scratch sizing */
     int obs_norm;               /* 1: normalise inputs with obs_mean/obs_std */
     float *obs_mean, *obs_std;  /* (obs_dim) each, owned; mean 0 / std 1 until set */
+    /* recurrent policies (lstm_layer >= 0): the LSTM is layers[lstm_layer], of
+     * lstm_units units, and the feed-forward parts around it are policies of their own
+     * over the same parameter vector (their layers' offsets are the whole vector's):
+     * pre, the layers before it (NULL where the LSTM reads the observations), whose
+     * outputs are the LSTM's inputs; post, the output layer, whose observations are h.
+     * Neither normalises: the recurrent forward normalises the observations first
+     * (nevo_policy_normalise_obs). grad.h's tape and backward run on them
+     * (src/algo/smg.c). */
+    int lstm_layer, lstm_units;
+    struct NevoPolicy *pre, *post; /* owned */
 } NevoPolicy;
 
 /* Builds the network for an env's spaces from the policy config. Fails (with a
@@ -66,15 +82,33 @@ void nevo_policy_free(NevoPolicy *p);
 void nevo_policy_init_params(const NevoPolicy *p, const NevoNoise *noise, uint64_t seed,
                              uint32_t generation, uint32_t individual, float *theta);
 
-/* Floats of scratch memory nevo_policy_forward needs for n rows. */
+/* Floats of scratch memory nevo_policy_forward (or nevo_policy_forward_state) needs
+ * for n rows. */
 size_t nevo_policy_scratch_floats(const NevoPolicy *p, int n);
 
 /* out (n, n_out) = network_{net[i]}(obs[i]) for each row i. params: row j of the
  * population at params + j * stride. scratch: nevo_policy_scratch_floats(p, n) floats.
  * Row i's result depends only on net[i]'s parameters and obs[i]: never on n, on the
- * other rows or on the thread. */
+ * other rows or on the thread. Feed-forward policies only (asserted): a recurrent one
+ * goes through nevo_policy_forward_state. */
 void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride, const int *net,
                          const float *obs, int n, float *out, float *scratch);
+
+/* Floats of one row's recurrent state: 2 lstm_units (h, then c), 0 for a feed-forward
+ * policy. A zeroed state is the state an episode starts from. */
+size_t nevo_policy_state_floats(const NevoPolicy *p);
+
+/* nevo_policy_forward of a recurrent policy: one step of each row, state (n,
+ * nevo_policy_state_floats(p)) read and overwritten with the row's next state. Row i's
+ * output and next state depend only on net[i]'s parameters, obs[i] and its state row:
+ * never on n, on the other rows or on the thread. A feed-forward policy (state may be
+ * NULL then) gives nevo_policy_forward's result. */
+void nevo_policy_forward_state(const NevoPolicy *p, const float *params, size_t stride, const int *net,
+                               const float *obs, int n, float *state, float *out, float *scratch);
+
+/* x (n, obs_dim) = obs (n, obs_dim) normalised by the policy's statistics, as the
+ * forward does where p->obs_norm: clip((obs - mean) / std, +-5). */
+void nevo_policy_normalise_obs(const NevoPolicy *p, const float *obs, int n, float *x);
 
 /* Actions (n, action_dim) from network outputs (n, n_out). */
 void nevo_policy_actions(const NevoPolicy *p, const float *out, int n, float *actions);

@@ -44,6 +44,13 @@ typedef struct NevoDataScores {
 NevoStatus nevo_supervised_eval(const NevoPolicy *p, const float *theta, const NevoDataView *d, const int *idx,
                                 int m, NevoPool *pool, double *loss, double *accuracy, NevoError *err);
 
+/* grad (nparams, double) = the gradient of the mean cross-entropy of network theta over
+ * samples idx[0..m) of d (idx NULL: the first m), *loss that mean (or NULL): in shards of
+ * NEVO_SUP_SHARD rows added in order, whatever the threads. NEVO_ERR_NUMERIC where
+ * either is not finite. */
+NevoStatus nevo_supervised_gradient(const NevoPolicy *p, const float *theta, const NevoDataView *d, const int *idx,
+                                    int m, NevoPool *pool, double *grad, double *loss, NevoError *err);
+
 /* The batch a task on a dataset is scored on: batch samples drawn without
  * replacement by the stream (seed, NEVO_RNG_DATA, 0, 0, 0) of the task's seed, in
  * draw order (batch 0 or >= n: every sample, in order). idx: (min(batch, n)). */

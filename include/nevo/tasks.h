@@ -125,7 +125,9 @@ void nevo_taskset_build_pair(const NevoTaskSet *ts, int net, float *plus, float 
 
 /* Serialised task sets. A read set owns its memory (nevo_taskset_free); its bases are
  * floats (chains rebuilt by nevo_taskset_materialise) and its noise pointer NULL. Only
- * a read set may be materialised or freed. */
+ * a read set may be materialised or freed. The scale rows travel (as floats) only where
+ * a recipe is NEVO_NET_SCALED, and the states' cap only where a task keeps states: a
+ * set that uses neither carries neither. */
 NevoStatus nevo_taskset_write(const NevoTaskSet *ts, NevoBuf *out, NevoError *err);
 NevoStatus nevo_taskset_read(const uint8_t *data, size_t len, NevoTaskSet **out, NevoError *err);
 /* Makes a read set runnable here: the noise table (of ts->noise_floats; the caller

@@ -35,7 +35,7 @@
  *              SM-G-SO: each child's divisors along its own noise, and the child built
  *              (the task set's bases are then the elite and the children);
  *              SM-R: each child's step size by line search (a PERTURBED recipe with it)
- * Plain mutation is as it was, chains and all. */
+ * Plain mutation needs no states: its bases travel and are saved as seed chains. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -199,6 +199,121 @@ NevoStatus nevo_supervised_tasks(const NevoTaskSet *ts, const NevoPolicy *p, con
     return NEVO_OK;
 }
 
+/* ---- gradients of a batch's mean loss ------------------------------------------------ */
+
+/* What computing a gradient over up to max_rows gathered rows needs: the rows, and per
+ * shard of NEVO_SUP_SHARD rows its own float gradient and forward/backward buffers. */
+typedef struct GradWork {
+    const NevoPolicy *p;
+    int max_rows, n_shards;
+    float *x;          /* (max_rows, dim) the gathered inputs */
+    int *y;            /* (max_rows) their labels */
+    float *grads;      /* (n_shards, np) */
+    float **tape, **out, **dout, **scratch;
+    double *loss;      /* (n_shards) each shard's summed loss */
+    /* the current call */
+    const float *theta;
+    int rows, total;
+} GradWork;
+
+static GradWork *grad_work_new(const NevoPolicy *p, int max_rows) {
+    GradWork *w = nevo_alloc(sizeof *w);
+    w->p = p;
+    w->max_rows = max_rows;
+    w->n_shards = (max_rows + NEVO_SUP_SHARD - 1) / NEVO_SUP_SHARD;
+    w->x = nevo_alloc_aligned(sizeof(float) * (size_t)max_rows * (size_t)p->obs_dim);
+    w->y = nevo_alloc(sizeof(int) * (size_t)max_rows);
+    w->grads = nevo_alloc_aligned(sizeof(float) * p->nparams * (size_t)w->n_shards);
+    w->tape = nevo_alloc(sizeof(float *) * (size_t)w->n_shards);
+    w->out = nevo_alloc(sizeof(float *) * (size_t)w->n_shards);
+    w->dout = nevo_alloc(sizeof(float *) * (size_t)w->n_shards);
+    w->scratch = nevo_alloc(sizeof(float *) * (size_t)w->n_shards);
+    for (int k = 0; k < w->n_shards; k++) {
+        w->tape[k] = nevo_alloc_aligned(sizeof(float) * nevo_grad_tape_floats(p, NEVO_SUP_SHARD));
+        w->out[k] = nevo_alloc_aligned(sizeof(float) * NEVO_SUP_SHARD * (size_t)p->n_out);
+        w->dout[k] = nevo_alloc_aligned(sizeof(float) * NEVO_SUP_SHARD * (size_t)p->n_out);
+        w->scratch[k] = nevo_alloc_aligned(sizeof(float) * nevo_grad_scratch_floats(p, NEVO_SUP_SHARD));
+    }
+    w->loss = nevo_alloc(sizeof(double) * (size_t)w->n_shards);
+    return w;
+}
+
+static void grad_work_free(GradWork *w) {
+    if (!w) return;
+    for (int k = 0; k < w->n_shards; k++) {
+        free(w->tape[k]);
+        free(w->out[k]);
+        free(w->dout[k]);
+        free(w->scratch[k]);
+    }
+    free(w->tape);
+    free(w->out);
+    free(w->dout);
+    free(w->scratch);
+    free(w->grads);
+    free(w->loss);
+    free(w->x);
+    free(w->y);
+    free(w);
+}
+
+/* shards: one shard's rows forward, loss and backward into its own gradient */
+static void shard_item(void *ctx, int k, int worker) {
+    GradWork *w = ctx;
+    const NevoPolicy *p = w->p;
+    int lo = k * NEVO_SUP_SHARD, hi = lo + NEVO_SUP_SHARD < w->rows ? lo + NEVO_SUP_SHARD : w->rows, n = hi - lo;
+    int net[NEVO_SUP_SHARD];
+    memset(net, 0, sizeof net);
+    const float *x = w->x + (size_t)lo * p->obs_dim;
+    float *g = w->grads + (size_t)k * p->nparams;
+    memset(g, 0, sizeof(float) * p->nparams);
+    nevo_policy_forward_tape(p, w->theta, 0, net, x, n, w->out[k], w->tape[k]);
+    /* the shard's mean loss and its gradient, rescaled to the mean over all rows */
+    double loss = nevo_cross_entropy(w->out[k], w->y + lo, n, p->n_out, w->dout[k]);
+    float scale = (float)n / (float)w->total;
+    for (int i = 0; i < n * p->n_out; i++) w->dout[k][i] *= scale;
+    nevo_policy_backward(p, w->theta, 0, net, x, n, w->tape[k], w->dout[k], g, 0, NULL, w->scratch[k]);
+    w->loss[k] = loss * n;
+}
+
+/* grad (np, double) += the gradient of (sum of the gathered rows' losses) / total, the
+ * shards added in order; returns the rows' summed loss. */
+static double grad_work_run(GradWork *w, const float *theta, int rows, int total, NevoPool *pool, double *grad) {
+    size_t np = w->p->nparams;
+    int shards = (rows + NEVO_SUP_SHARD - 1) / NEVO_SUP_SHARD;
+    w->theta = theta, w->rows = rows, w->total = total;
+    nevo_pool_run(pool, shards, shard_item, w);
+    double sum = 0.0;
+    for (int k = 0; k < shards; k++) {
+        const float *g = w->grads + (size_t)k * np;
+        for (size_t i = 0; i < np; i++) grad[i] += g[i];
+        sum += w->loss[k];
+    }
+    return sum;
+}
+
+/* rows gathered per call when a gradient spans more samples than a mini-batch */
+#define GRAD_ROWS 1024
+
+NevoStatus nevo_supervised_gradient(const NevoPolicy *p, const float *theta, const NevoDataView *d, const int *idx,
+                                    int m, NevoPool *pool, double *grad, double *loss, NevoError *err) {
+    memset(grad, 0, sizeof(double) * p->nparams);
+    GradWork *w = grad_work_new(p, m < GRAD_ROWS ? m : GRAD_ROWS);
+    double sum = 0.0;
+    for (int lo = 0; lo < m; lo += GRAD_ROWS) {
+        int hi = lo + GRAD_ROWS < m ? lo + GRAD_ROWS : m;
+        gather(d, idx, lo, hi, w->x, w->y);
+        sum += grad_work_run(w, theta, hi - lo, m, pool, grad);
+    }
+    grad_work_free(w);
+    double norm = 0.0;
+    for (size_t i = 0; i < p->nparams; i++) norm += grad[i] * grad[i];
+    if (!isfinite(sum) || !isfinite(norm))
+        return nevo_error(err, NEVO_ERR_NUMERIC, "the network's loss or gradient is not finite on the data");
+    if (loss) *loss = m > 0 ? sum / m : 0.0;
+    return NEVO_OK;
+}
+
 /* ---- SGD --------------------------------------------------------------------------- */
 
 struct NevoSGD {
@@ -212,13 +327,7 @@ struct NevoSGD {
     float *theta;      /* (np) */
     NevoOptim *opt;
     int *perm;         /* (n) this epoch's order */
-    float *x;          /* (batch, dim) the batch's inputs */
-    int *y;            /* (batch) */
-    /* per shard of the largest batch: its gradient and what its forward keeps */
-    int n_shards;
-    float *grads;      /* (n_shards, np) */
-    float **tape, **out, **dout, **scratch;
-    double *loss;      /* (n_shards) */
+    GradWork *work;    /* a batch's rows and shards */
     double *grad;      /* (np) the batch's */
 };
 
@@ -228,6 +337,9 @@ NevoStatus nevo_sgd_new(const NevoConfig *cfg, const NevoPolicy *p, const NevoDa
                         const float *theta0, NevoSGD **out, NevoError *err) {
     *out = NULL;
     if (train->n < 1) return nevo_error(err, NEVO_ERR_INVALID, "algo sgd: the training set is empty");
+    if (train->dim != p->obs_dim)
+        return nevo_error(err, NEVO_ERR_INVALID, "algo sgd: samples of %d values for a network of %d inputs",
+                          train->dim, p->obs_dim);
     NevoSGD *s = nevo_alloc(sizeof *s);
     s->p = p, s->train = train, s->pool = pool, s->seed = cfg->seed;
     s->batch = cfg->data.batch < train->n ? cfg->data.batch : train->n;
@@ -240,21 +352,7 @@ NevoStatus nevo_sgd_new(const NevoConfig *cfg, const NevoPolicy *p, const NevoDa
     s->theta = nevo_alloc_aligned(sizeof(float) * np);
     memcpy(s->theta, theta0, sizeof(float) * np);
     s->perm = nevo_alloc(sizeof(int) * (size_t)train->n);
-    s->x = nevo_alloc_aligned(sizeof(float) * (size_t)s->batch * (size_t)train->dim);
-    s->y = nevo_alloc(sizeof(int) * (size_t)s->batch);
-    s->n_shards = (s->batch + NEVO_SUP_SHARD - 1) / NEVO_SUP_SHARD;
-    s->grads = nevo_alloc_aligned(sizeof(float) * np * (size_t)s->n_shards);
-    s->tape = nevo_alloc(sizeof(float *) * (size_t)s->n_shards);
-    s->out = nevo_alloc(sizeof(float *) * (size_t)s->n_shards);
-    s->dout = nevo_alloc(sizeof(float *) * (size_t)s->n_shards);
-    s->scratch = nevo_alloc(sizeof(float *) * (size_t)s->n_shards);
-    for (int k = 0; k < s->n_shards; k++) {
-        s->tape[k] = nevo_alloc_aligned(sizeof(float) * nevo_grad_tape_floats(p, NEVO_SUP_SHARD));
-        s->out[k] = nevo_alloc_aligned(sizeof(float) * NEVO_SUP_SHARD * (size_t)p->n_out);
-        s->dout[k] = nevo_alloc_aligned(sizeof(float) * NEVO_SUP_SHARD * (size_t)p->n_out);
-        s->scratch[k] = nevo_alloc_aligned(sizeof(float) * nevo_grad_scratch_floats(p, NEVO_SUP_SHARD));
-    }
-    s->loss = nevo_alloc(sizeof(double) * (size_t)s->n_shards);
+    s->work = grad_work_new(p, s->batch);
     s->grad = nevo_alloc_aligned(sizeof(double) * np);
     *out = s;
     return NEVO_OK;
@@ -262,67 +360,21 @@ NevoStatus nevo_sgd_new(const NevoConfig *cfg, const NevoPolicy *p, const NevoDa
 
 void nevo_sgd_free(NevoSGD *s) {
     if (!s) return;
-    for (int k = 0; k < s->n_shards; k++) {
-        free(s->tape[k]);
-        free(s->out[k]);
-        free(s->dout[k]);
-        free(s->scratch[k]);
-    }
-    free(s->tape);
-    free(s->out);
-    free(s->dout);
-    free(s->scratch);
-    free(s->grads);
-    free(s->loss);
+    grad_work_free(s->work);
     free(s->grad);
     free(s->perm);
-    free(s->x);
-    free(s->y);
     free(s->theta);
     nevo_optim_free(s->opt);
     free(s);
 }
 
-typedef struct ShardJob {
-    NevoSGD *s;
-    int rows; /* the batch's */
-} ShardJob;
-
-/* shards: one shard's rows forward, loss and backward into its own gradient */
-static void shard_item(void *ctx, int k, int worker) {
-    ShardJob *j = ctx;
-    NevoSGD *s = j->s;
-    const NevoPolicy *p = s->p;
-    int lo = k * NEVO_SUP_SHARD, hi = lo + NEVO_SUP_SHARD < j->rows ? lo + NEVO_SUP_SHARD : j->rows, n = hi - lo;
-    int net[NEVO_SUP_SHARD];
-    memset(net, 0, sizeof net);
-    const float *x = s->x + (size_t)lo * s->train->dim;
-    float *g = s->grads + (size_t)k * p->nparams;
-    memset(g, 0, sizeof(float) * p->nparams);
-    nevo_policy_forward_tape(p, s->theta, 0, net, x, n, s->out[k], s->tape[k]);
-    /* the shard's mean loss and its gradient, rescaled to the batch's mean */
-    double loss = nevo_cross_entropy(s->out[k], s->y + lo, n, p->n_out, s->dout[k]);
-    float scale = (float)n / (float)j->rows;
-    for (int i = 0; i < n * p->n_out; i++) s->dout[k][i] *= scale;
-    nevo_policy_backward(p, s->theta, 0, net, x, n, s->tape[k], s->dout[k], g, 0, NULL, s->scratch[k]);
-    s->loss[k] = loss * n;
-}
-
 /* One optimiser step on samples perm[lo, hi): returns the batch's summed loss. */
 static NevoStatus sgd_step(NevoSGD *s, int lo, int hi, double *loss_sum, NevoError *err) {
     size_t np = sgd_np(s);
-    int rows = hi - lo, shards = (rows + NEVO_SUP_SHARD - 1) / NEVO_SUP_SHARD;
-    gather(s->train, s->perm, lo, hi, s->x, s->y);
-    ShardJob j = {s, rows};
-    nevo_pool_run(s->pool, shards, shard_item, &j);
-    /* reduce: shard order, in double */
-    double sum = 0.0;
+    int rows = hi - lo;
+    gather(s->train, s->perm, lo, hi, s->work->x, s->work->y);
     memset(s->grad, 0, sizeof(double) * np);
-    for (int k = 0; k < shards; k++) {
-        const float *g = s->grads + (size_t)k * np;
-        for (size_t i = 0; i < np; i++) s->grad[i] += g[i];
-        sum += s->loss[k];
-    }
+    double sum = grad_work_run(s->work, s->theta, rows, rows, s->pool, s->grad);
     double norm = 0.0;
     for (size_t i = 0; i < np; i++) norm += s->grad[i] * s->grad[i];
     if (!isfinite(sum) || !isfinite(norm))

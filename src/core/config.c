@@ -63,6 +63,9 @@ static const Key schema[] = {
      OFF(policy.n_conv_kernels), "kernel size of each conv layer (default 3 each), e.g. [3]"},
     {"policy.conv_strides", T_INT_LIST, OFF(policy.conv_strides), 1, 8, NULL, NEVO_MAX_LAYERS,
      OFF(policy.n_conv_strides), "stride of each conv layer (default 1 each), e.g. [1]"},
+    {"policy.lstm", T_INT, OFF(policy.lstm), 0, 4096, NULL, 0, 0,
+     "units of an LSTM layer after the hidden layers, before the output layer (0 = none: a feed-forward "
+     "policy); its state is zeroed as each episode starts"},
     {"policy.activation", T_STRING, OFF(policy.activation), 0, 0, "tanh|relu",
      sizeof(((NevoConfig *)0)->policy.activation), 0, "hidden-layer nonlinearity"},
     {"policy.init", T_STRING, OFF(policy.init), 0, 0, "scaled|normc",
@@ -103,6 +106,9 @@ static const Key schema[] = {
     {"es.reward_shift", T_DOUBLE, OFF(es.reward_shift), 0, 1e6, NULL, 0, 0,
      "ARS: subtracted per step from the perturbed rollouts' returns used for the update (e.g. 1, the "
      "alive bonus); reports and evaluations use true returns"},
+    {"es.grad_cosine", T_BOOL, OFF(es.grad_cosine), 0, 1, NULL, 0, 0,
+     "on a dataset: report the cosine between each step's direction and the true gradient of the fitness on "
+     "the same batches (metrics' grad_cosine)"},
     {"es.center_episodes", T_INT, OFF(es.center_episodes), 0, 1e6, NULL, 0, 0,
      "episodes evaluating the current mean parameters each generation (reporting; for the NS-ES "
      "family also the agent's behaviour)"},

@@ -39,6 +39,8 @@ typedef struct Batch {
                          permutation of 0..slots-1 that compaction swaps */
     NevoRows *rows;   /* built layout: (slots) rows, allocated at first use */
     int *task;        /* (slots) task index of each live slot */
+    float *rstate;    /* (slots, state floats) each live slot's recurrent state, zeroed as
+                         its episode starts; NULL for a feed-forward policy */
     NevoWorkspace *ws; /* the forward's scratch */
     int live;         /* live slots (pipelined mode) */
     int held;         /* the queue position taken with the one before it (a pair), to
@@ -112,6 +114,8 @@ static void batch_alloc(Batch *b, const NevoEnvSpec *spec, const NevoPolicy *pol
     b->task = nevo_alloc(sizeof(int) * (size_t)S);
     b->row = nevo_alloc(sizeof(int) * (size_t)S);
     for (int s = 0; s < S; s++) b->row[s] = s;
+    size_t sf = nevo_policy_state_floats(policy);
+    if (sf) b->rstate = nevo_alloc_aligned(sizeof(float) * (size_t)S * sf);
 }
 
 static void batches_free(NevoEvaluator *ev) {
@@ -125,6 +129,7 @@ static void batches_free(NevoEvaluator *ev) {
         free(b->net);
         free(b->task);
         free(b->row);
+        free(b->rstate);
         nevo_rows_free(b->rows);
         nevo_workspace_free(b->ws);
     }
@@ -300,6 +305,8 @@ static int start(NevoEvaluator *ev, Batch *bt, Clock *clk, int s, int q) {
         bt->net[s] = ev->layout == LAYOUT_BASES ? ev->ts->nets[task->net].base : task->net;
     }
     bt->task[s] = t;
+    size_t sf = nevo_policy_state_floats(ev->policy);
+    if (sf) memset(bt->rstate + (size_t)s * sf, 0, sizeof(float) * sf); /* the episode starts from a zero state */
     NevoEpisode *r = &ev->results[t];
     memset(r, 0, sizeof *r);
     if (!all_finite(obs, spec->obs_dim)) {
@@ -352,7 +359,7 @@ static int fill(NevoEvaluator *ev, Batch *bt, Clock *clk) {
 static int infer(NevoEvaluator *ev, Batch *bt, int live) {
     const NevoPolicy *pol = ev->policy;
     const NevoRows *rows = ev->layout == LAYOUT_BUILT ? bt->rows : ev->layout == LAYOUT_BASES ? ev->bases : ev->pop;
-    nevo_backend_forward(ev->backend, pol, rows, bt->net, bt->obs, live, bt->out, bt->ws);
+    nevo_backend_forward(ev->backend, pol, rows, bt->net, bt->obs, live, bt->rstate, bt->out, bt->ws);
     if (!all_finite(bt->out, live * pol->n_out)) {
         for (int s = 0; s < live; s++)
             if (!all_finite(bt->out + (size_t)s * pol->n_out, pol->n_out)) {
@@ -411,6 +418,8 @@ static int step_all(NevoEvaluator *ev, Batch *bt, Clock *clk, int live) {
                 memcpy(bt->actions + (size_t)s * adim, bt->actions + (size_t)live * adim, sizeof(float) * (size_t)adim);
                 bt->net[s] = bt->net[live];
                 bt->task[s] = bt->task[live];
+                size_t sf = nevo_policy_state_floats(ev->policy);
+                if (sf) memcpy(bt->rstate + (size_t)s * sf, bt->rstate + (size_t)live * sf, sizeof(float) * sf);
                 int freed = bt->row[s]; /* the finished slot's row goes to the tail */
                 bt->row[s] = bt->row[live];
                 bt->row[live] = freed;
@@ -729,6 +738,8 @@ NevoStatus nevo_rollout_episode(const NevoEnv *env, const NevoPolicy *policy, co
     float *o = nevo_alloc(sizeof(float) * (size_t)policy->n_out);
     float action[NEVO_ENV_MAX_ACT_DIM];
     float *scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(policy, 1));
+    size_t sf = nevo_policy_state_floats(policy);
+    float *state = sf ? nevo_alloc(sizeof(float) * sf) : NULL; /* zeroed: the episode's start */
     int net = 0;
     memset(out, 0, sizeof *out);
     nevo_env_reset(env, inst, env_seed, obs); /* a fresh instance: nothing to forget */
@@ -736,7 +747,7 @@ NevoStatus nevo_rollout_episode(const NevoEnv *env, const NevoPolicy *policy, co
     NevoStepResult r = {0};
     NevoStatus st = NEVO_OK;
     while (!r.terminated && !r.truncated) {
-        nevo_policy_forward(policy, theta, policy->nparams, &net, obs, 1, o, scratch);
+        nevo_policy_forward_state(policy, theta, policy->nparams, &net, obs, 1, state, o, scratch);
         nevo_policy_actions(policy, o, 1, action);
         nevo_env_step(env, inst, action, obs, &r);
         out->ret += r.reward;
@@ -753,6 +764,7 @@ NevoStatus nevo_rollout_episode(const NevoEnv *env, const NevoPolicy *policy, co
     free(obs);
     free(o);
     free(scratch);
+    free(state);
     return st;
 }
 

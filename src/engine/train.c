@@ -413,6 +413,10 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
             used += (size_t)snprintf(extra, sizeof extra,
                                      ", \"archive_size\": %d, \"novelty_mean\": %.17g, \"reward_weight\": %.17g",
                                      gs.archive_size, gs.novelty_mean, gs.reward_weight);
+        if (gs.has_grad_cosine)
+            used += isfinite(gs.grad_cosine)
+                        ? (size_t)snprintf(extra + used, sizeof extra - used, ", \"grad_cosine\": %.17g", gs.grad_cosine)
+                        : (size_t)snprintf(extra + used, sizeof extra - used, ", \"grad_cosine\": null");
         if (gs.on_data)
             used += (size_t)snprintf(extra + used, sizeof extra - used,
                                      ", \"train_loss\": %.17g, \"test_loss\": %.17g, \"test_accuracy\": %.17g",

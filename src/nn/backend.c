@@ -91,8 +91,9 @@ void nevo_workspace_free(NevoWorkspace *w) {
 }
 
 void nevo_backend_forward(NevoBackend *b, const NevoPolicy *p, const NevoRows *r, const int *which, const float *obs,
-                          int n, float *out, NevoWorkspace *w) {
-    b->ops->forward(b->ctx, p, r, which, obs, n, out, w->ws);
+                          int n, float *state, float *out, NevoWorkspace *w) {
+    NEVO_ASSERT((state != NULL) == (p->lstm_layer >= 0));
+    b->ops->forward(b->ctx, p, r, which, obs, n, state, out, w->ws);
 }
 
 void nevo_backend_synchronize(NevoBackend *b) { b->ops->synchronize(b->ctx); }

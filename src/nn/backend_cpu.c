@@ -51,9 +51,12 @@ static void cpu_workspace_free(void *ctx, void *ws) {
 }
 
 static void cpu_forward(void *ctx, const NevoPolicy *p, const NevoRows *r, const int *which, const float *obs, int n,
-                        float *out, void *ws) {
+                        float *state, float *out, void *ws) {
     (void)ctx;
-    nevo_policy_forward(p, r->data, r->stride, which, obs, n, out, ws);
+    if (state)
+        nevo_policy_forward_state(p, r->data, r->stride, which, obs, n, state, out, ws);
+    else
+        nevo_policy_forward(p, r->data, r->stride, which, obs, n, out, ws);
 }
 
 static void cpu_synchronize(void *ctx) { (void)ctx; }

@@ -19,8 +19,10 @@ typedef struct NevoBackendOps {
                        const NevoPolicy *p, int net, int stream);
     void *(*workspace_new)(void *ctx, const NevoPolicy *p, int max_rows);
     void (*workspace_free)(void *ctx, void *ws);
+    /* state: (n, nevo_policy_state_floats(p)) rows read and updated (a recurrent
+     * policy), NULL for a feed-forward one */
     void (*forward)(void *ctx, const NevoPolicy *p, const NevoRows *r, const int *which, const float *obs, int n,
-                    float *out, void *ws);
+                    float *state, float *out, void *ws);
     void (*synchronize)(void *ctx);
     size_t (*cache_bytes)(void *ctx);
 } NevoBackendOps;

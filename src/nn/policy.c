@@ -1,16 +1,49 @@
-/* Network construction, initialisation, the batched heterogeneous forward pass and
- * observation statistics. */
+/* Network construction, initialisation, the batched heterogeneous forward pass (and
+ * its recurrent form, which carries each row's LSTM state) and observation statistics. */
 #include "nevo/policy.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "nevo/lstm.h"
 #include "nevo/rng.h"
 #include "nn/kernels.h"
 
 static NevoActivation parse_activation(const char *s) {
     return strcmp(s, "relu") == 0 ? NEVO_ACT_RELU : NEVO_ACT_TANH;
+}
+
+/* A part of p: layers [l0, l1) over the same parameter vector, fed `in` inputs. */
+static NevoPolicy *policy_part(const NevoPolicy *p, int l0, int l1, int in) {
+    NevoPolicy *q = nevo_alloc(sizeof *q);
+    *q = *p;
+    q->obs_dim = in;
+    q->n_layers = l1 - l0;
+    memcpy(q->layers, p->layers + l0, sizeof(NevoLayer) * (size_t)q->n_layers);
+    q->n_out = q->layers[q->n_layers - 1].out_dim;
+    q->max_width = in;
+    for (int l = 0; l < q->n_layers; l++)
+        if (q->layers[l].out_dim > q->max_width) q->max_width = q->layers[l].out_dim;
+    q->lstm_layer = -1;
+    q->lstm_units = 0;
+    q->pre = q->post = NULL;
+    return q;
+}
+
+/* The feed-forward parts around the LSTM (policy.h), neither normalising: the
+ * recurrent forward normalises the observations by p's flag and statistics as they are
+ * at the call (a policy file sets them after nevo_policy_new). */
+static void split_recurrent(NevoPolicy *p) {
+    int k = p->lstm_layer;
+    if (k > 0) p->pre = policy_part(p, 0, k, p->obs_dim);
+    p->post = policy_part(p, k + 1, p->n_layers, p->lstm_units);
+    NevoPolicy *parts[2] = {p->pre, p->post};
+    for (int i = 0; i < 2; i++)
+        if (parts[i]) {
+            parts[i]->obs_norm = 0;
+            parts[i]->obs_mean = parts[i]->obs_std = NULL;
+        }
 }
 
 NevoStatus nevo_policy_new(const NevoEnvSpec *env, const NevoPolicyConfig *cfg, int obs_norm,
@@ -64,8 +97,26 @@ NevoStatus nevo_policy_new(const NevoEnvSpec *env, const NevoPolicyConfig *cfg, 
             if (width > p->max_width) p->max_width = width;
         }
     }
+    p->lstm_layer = -1;
     for (int i = 0; i <= cfg->n_hidden; i++) {
         int units = i < cfg->n_hidden ? cfg->hidden[i] : p->n_out;
+        if (i == cfg->n_hidden && cfg->lstm > 0) {
+            /* the LSTM: the hidden stack's outputs (or the observations) in, h out */
+            int H = cfg->lstm;
+            NevoLayer *R = &p->layers[p->n_layers];
+            p->lstm_layer = p->n_layers++;
+            p->lstm_units = H;
+            R->kind = NEVO_LAYER_LSTM;
+            R->act = NEVO_ACT_NONE;
+            R->in_dim = width;
+            R->out_dim = H;
+            R->fan_in = width + H;
+            R->w_off = off;
+            R->b_off = off + ((size_t)width + H) * 4 * (size_t)H;
+            off += nevo_lstm_params(width, H);
+            width = H;
+            if (4 * H > p->max_width) p->max_width = 4 * H;
+        }
         NevoLayer *L = &p->layers[p->n_layers++];
         L->kind = NEVO_LAYER_DENSE;
         L->act = i < cfg->n_hidden ? act : NEVO_ACT_NONE;
@@ -84,6 +135,7 @@ NevoStatus nevo_policy_new(const NevoEnvSpec *env, const NevoPolicyConfig *cfg, 
     p->obs_mean = nevo_alloc(sizeof(float) * (size_t)p->obs_dim);
     p->obs_std = nevo_alloc(sizeof(float) * (size_t)p->obs_dim);
     for (int i = 0; i < p->obs_dim; i++) p->obs_std[i] = 1.0f;
+    if (p->lstm_layer >= 0) split_recurrent(p);
     *out = p;
     return NEVO_OK;
 }
@@ -92,6 +144,8 @@ void nevo_policy_free(NevoPolicy *p) {
     if (!p) return;
     free(p->obs_mean);
     free(p->obs_std);
+    free(p->pre); /* the parts own nothing: their statistics are p's */
+    free(p->post);
     free(p);
 }
 
@@ -107,6 +161,14 @@ void nevo_policy_init_params(const NevoPolicy *p, const NevoNoise *noise, uint64
                              uint32_t generation, uint32_t individual, float *theta) {
     for (int l = 0; l < p->n_layers; l++) {
         const NevoLayer *L = &p->layers[l];
+        if (L->kind == NEVO_LAYER_LSTM) {
+            /* lstm.h's init under either rule: normals / sqrt(in + H), biases 0 but the
+             * forget gate's, 1 */
+            size_t nw = L->b_off - L->w_off;
+            const float *eps = nevo_noise_slice(noise, nw, seed, NEVO_RNG_INIT, generation, individual, (uint32_t)l);
+            nevo_lstm_init(L->in_dim, L->out_dim, eps, theta + L->w_off);
+            continue;
+        }
         size_t nw = L->b_off - L->w_off;
         size_t n_units = L->kind == NEVO_LAYER_CONV ? (size_t)L->out_c : (size_t)L->out_dim;
         float *w = theta + L->w_off;
@@ -132,10 +194,29 @@ void nevo_policy_init_params(const NevoPolicy *p, const NevoNoise *noise, uint64
     }
 }
 
+/* floats rounded up to a 64-byte line, so each part of a scratch starts on one */
+static size_t line_floats(size_t n) { return (n + 15) & ~(size_t)15; }
+
+static size_t part_scratch(const NevoPolicy *p, int n) {
+    size_t part = nevo_policy_scratch_floats(p->post, n);
+    if (p->pre && nevo_policy_scratch_floats(p->pre, n) > part) part = nevo_policy_scratch_floats(p->pre, n);
+    return part;
+}
+
 size_t nevo_policy_scratch_floats(const NevoPolicy *p, int n) {
+    if (p->lstm_layer >= 0) {
+        /* the parts' scratch (one at a time), then the normalised observations (n,
+         * obs_dim), the LSTM's input (n, in), h and c (n, H) each and its step's scratch */
+        const NevoLayer *R = &p->layers[p->lstm_layer];
+        return line_floats(part_scratch(p, n)) + line_floats((size_t)n * p->obs_dim) +
+               line_floats((size_t)n * R->in_dim) + 2 * line_floats((size_t)n * R->out_dim) +
+               nevo_lstm_step_scratch_floats(R->in_dim, R->out_dim, n);
+    }
     /* two ping-pong activation buffers of the widest layer, per row */
     return 2 * (size_t)p->max_width * (size_t)n + 64;
 }
+
+size_t nevo_policy_state_floats(const NevoPolicy *p) { return p->lstm_layer >= 0 ? 2 * (size_t)p->lstm_units : 0; }
 
 /* Layers under this many bytes of weights go through dense_nets, several networks' rows
  * side by side, which hides the latency of a lone row's few FMA chains: NEVO_NETS_MAX such
@@ -220,6 +301,7 @@ static void forward_lanes(const NevoPolicy *p, const NevoKernels *K, const float
 
 void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride, const int *net,
                          const float *obs, int n, float *out, float *scratch) {
+    NEVO_ASSERT(p->lstm_layer < 0); /* a recurrent policy needs its state: nevo_policy_forward_state */
     size_t W = (size_t)p->max_width, O = (size_t)p->n_out;
     const NevoKernels *K = nevo_kernels();
     /* blocks of NEVO_LANES rows of one network go through the lanes layout where the
@@ -294,6 +376,53 @@ void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride
     }
 }
 
+void nevo_policy_normalise_obs(const NevoPolicy *p, const float *obs, int n, float *x) {
+    for (int r = 0; r < n; r++) {
+        const float *o = obs + (size_t)r * p->obs_dim;
+        float *d = x + (size_t)r * p->obs_dim;
+        for (int k = 0; k < p->obs_dim; k++) {
+            float v = (o[k] - p->obs_mean[k]) / p->obs_std[k];
+            d[k] = v < -5.0f ? -5.0f : v > 5.0f ? 5.0f : v;
+        }
+    }
+}
+
+/* The recurrent step: pre's forward (or the observations, normalised), the LSTM's step
+ * on each row's state (lstm.h: a row's bits do not depend on the others), post's
+ * forward of h. The state rows (h, c) are gathered into the step's (n, H) arrays and
+ * scattered back. */
+void nevo_policy_forward_state(const NevoPolicy *p, const float *params, size_t stride, const int *net,
+                               const float *obs, int n, float *state, float *out, float *scratch) {
+    if (p->lstm_layer < 0) {
+        nevo_policy_forward(p, params, stride, net, obs, n, out, scratch);
+        return;
+    }
+    const NevoLayer *R = &p->layers[p->lstm_layer];
+    int in = R->in_dim, H = R->out_dim;
+    float *xn = scratch + line_floats(part_scratch(p, n));
+    float *x = xn + line_floats((size_t)n * p->obs_dim);
+    float *h = x + line_floats((size_t)n * in), *c = h + line_floats((size_t)n * H);
+    float *work = c + line_floats((size_t)n * H);
+    if (p->obs_norm) {
+        nevo_policy_normalise_obs(p, obs, n, xn);
+        obs = xn;
+    }
+    if (p->pre)
+        nevo_policy_forward(p->pre, params, stride, net, obs, n, x, scratch);
+    else
+        memcpy(x, obs, sizeof(float) * (size_t)n * in);
+    for (int r = 0; r < n; r++) {
+        memcpy(h + (size_t)r * H, state + (size_t)r * 2 * H, sizeof(float) * (size_t)H);
+        memcpy(c + (size_t)r * H, state + (size_t)r * 2 * H + H, sizeof(float) * (size_t)H);
+    }
+    nevo_lstm_step(params + R->w_off, stride, net, in, H, n, x, NULL, h, c, work);
+    for (int r = 0; r < n; r++) {
+        memcpy(state + (size_t)r * 2 * H, h + (size_t)r * H, sizeof(float) * (size_t)H);
+        memcpy(state + (size_t)r * 2 * H + H, c + (size_t)r * H, sizeof(float) * (size_t)H);
+    }
+    nevo_policy_forward(p->post, params, stride, net, h, n, out, scratch);
+}
+
 /* tanh for squashing a continuous action: computed in double as (e - 1) / (e + 1),
  * e = exp(2|x|) by range reduction and a degree-11 Taylor polynomial (relative error
  * < 1e-16), then rounded once to float, so it is the correctly rounded tanh in all but
@@ -351,7 +480,10 @@ double nevo_policy_flops(const NevoPolicy *p) {
     double f = 0.0;
     for (int l = 0; l < p->n_layers; l++) {
         const NevoLayer *L = &p->layers[l];
-        f += 2.0 * (double)L->fan_in * (double)L->out_dim;
+        if (L->kind == NEVO_LAYER_LSTM)
+            f += nevo_lstm_forward_flops(L->in_dim, L->out_dim);
+        else
+            f += 2.0 * (double)L->fan_in * (double)L->out_dim;
     }
     return f;
 }

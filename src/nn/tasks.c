@@ -247,8 +247,8 @@ NevoStatus nevo_taskset_write(const NevoTaskSet *ts, NevoBuf *out, NevoError *er
         nevo_buf_u32(&p, ts->tasks[t].flags);
         nevo_buf_u64(&p, ts->tasks[t].seed);
     }
-    /* what safe mutations add, only where a set uses it (so other sets' bytes are as
-     * they were): the states' cap, and the scale rows of the bases */
+    /* what safe mutations add, only where a set uses it: the states' cap, and the
+     * scale rows of the bases */
     if (recording_states(ts)) nevo_buf_u32(&p, (uint32_t)ts->states_cap);
     if (any_scaled(ts))
         for (int b = 0; b < ts->n_bases; b++) nevo_buf_f32s(&p, ts->scales + (size_t)b * ts->base_stride, ts->nparams);
@@ -491,7 +491,7 @@ NevoStatus nevo_results_write(const NevoTaskSet *ts, const NevoEpisode *results,
         nevo_buf_f64s(&p, s->sum, (size_t)s->dim);
         nevo_buf_f64s(&p, s->sumsq, (size_t)s->dim);
     }
-    /* the states kept, only where tasks keep them (other results' bytes are as they were) */
+    /* the states kept, only where tasks keep them */
     for (int t = 0; t < ts->n_tasks; t++) {
         if (!(ts->tasks[t].flags & NEVO_TASK_RECORD_STATES)) continue;
         const NevoStates *s = task_states ? &task_states[t] : NULL;
