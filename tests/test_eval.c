@@ -33,11 +33,13 @@ static NevoEnv *open_env(const char *name) {
     return env;
 }
 
-static NevoPolicy *small_policy(const NevoEnv *env) {
+/* A tanh MLP with one hidden layer of 8, and an LSTM of `lstm` units after it (0: none). */
+static NevoPolicy *small_policy_lstm(const NevoEnv *env, int lstm) {
     NevoPolicyConfig c;
     memset(&c, 0, sizeof c);
     c.n_hidden = 1;
     c.hidden[0] = 8;
+    c.lstm = lstm;
     strcpy(c.activation, "tanh");
     strcpy(c.init, "scaled");
     NevoPolicy *p = NULL;
@@ -45,6 +47,8 @@ static NevoPolicy *small_policy(const NevoEnv *env) {
     CHECK_MSG(nevo_policy_new(nevo_env_spec(env), &c, 0, &p, &err) == NEVO_OK, "%s", err.msg);
     return p;
 }
+
+static NevoPolicy *small_policy(const NevoEnv *env) { return small_policy_lstm(env, 0); }
 
 /* N_NETS parameter rows from the policy's own initialiser (over a small noise table),
  * at stride nparams + 3. */
@@ -70,9 +74,9 @@ static void make_tasks(NevoTask *tasks, uint32_t flags_every) {
     }
 }
 
-/* The reference: one episode, one row at a time. stats and states (either may be NULL)
- * receive the observations the policy was fed: the reset observation and every
- * non-final one. */
+/* The reference: one episode, one row at a time (a recurrent policy from a zero state).
+ * stats and states (either may be NULL) receive the observations the policy was fed:
+ * the reset observation and every non-final one. */
 static void ref_episode_states(const NevoEnv *env, const NevoPolicy *p, const float *params, size_t stride,
                                const NevoTask *t, NevoEpisode *r, NevoObsStats *stats, NevoStates *states) {
     const NevoEnvSpec *spec = nevo_env_spec(env);
@@ -81,12 +85,16 @@ static void ref_episode_states(const NevoEnv *env, const NevoPolicy *p, const fl
     float *out = calloc((size_t)p->n_out, sizeof(float));
     float *act = calloc((size_t)spec->action_dim, sizeof(float));
     float *scratch = calloc(nevo_policy_scratch_floats(p, 1), sizeof(float));
+    float *state = calloc(nevo_policy_state_floats(p) + 1, sizeof(float));
     memset(r, 0, sizeof *r);
     nevo_env_reset(env, inst, t->seed, obs);
     if (stats) nevo_obs_stats_add(stats, obs);
     if (states) nevo_states_add(states, obs);
     for (;;) {
-        nevo_policy_forward(p, params, stride, &t->net, obs, 1, out, scratch);
+        if (p->lstm_layer >= 0)
+            nevo_policy_forward_state(p, params, stride, &t->net, obs, 1, state, out, scratch);
+        else
+            nevo_policy_forward(p, params, stride, &t->net, obs, 1, out, scratch);
         nevo_policy_actions(p, out, 1, act);
         NevoStepResult sr;
         nevo_env_step(env, inst, act, obs, &sr);
@@ -100,7 +108,7 @@ static void ref_episode_states(const NevoEnv *env, const NevoPolicy *p, const fl
         if (stats) nevo_obs_stats_add(stats, obs);
         if (states) nevo_states_add(states, obs);
     }
-    free(inst), free(obs), free(out), free(act), free(scratch);
+    free(inst), free(obs), free(out), free(act), free(scratch), free(state);
 }
 
 static void ref_episode(const NevoEnv *env, const NevoPolicy *p, const float *params, size_t stride,
@@ -215,11 +223,11 @@ static void log_reset(void) {
  * against the reference: the networks given as rows (read in place), and as recipes
  * with their three episodes each (built first, once per network: a pair in one pass)
  * and with one episode each (built as each episode starts). */
-static void check_env_against_reference(const char *name, int max_steps, int want_limit) {
+static void check_env_against_reference_lstm(const char *name, int max_steps, int want_limit, int lstm) {
     NevoEnv *env = open_env(name);
     nevo_env_set_max_steps(env, max_steps);
     CHECK_EQ_INT(nevo_env_spec(env)->max_steps, want_limit);
-    NevoPolicy *p = small_policy(env);
+    NevoPolicy *p = small_policy_lstm(env, lstm);
     size_t stride;
     float *params = population(p, &stride);
     Recipes rc;
@@ -302,7 +310,14 @@ static void check_env_against_reference(const char *name, int max_steps, int wan
     nevo_env_free(env);
 }
 
+static void check_env_against_reference(const char *name, int max_steps, int want_limit) {
+    check_env_against_reference_lstm(name, max_steps, want_limit, 0);
+}
+
 TEST(eval_cartpole_matches_reference) { check_env_against_reference("CartPole-v1", 0, 500); }
+/* a recurrent policy: each slot's state goes with its episode through refills and
+ * compaction, and starts at zero */
+TEST(eval_cartpole_lstm_matches_reference) { check_env_against_reference_lstm("CartPole-v1", 25, 25, 6); }
 TEST(eval_pendulum_matches_reference) { check_env_against_reference("Pendulum-v1", 0, 200); }
 TEST(eval_max_steps_caps_episodes) {
     check_env_against_reference("CartPole-v1", 30, 30);

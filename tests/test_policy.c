@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "nevo/lstm.h"
 #include "nevo/noise.h"
 #include "nevo/policy.h"
 #include "nevo/rng.h"
@@ -1530,4 +1531,147 @@ TEST(policy_obs_stats) {
     CHECK(all.sum == NULL && all.sumsq == NULL);
     nevo_policy_free(p);
     nevo_policy_free(NULL);
+}
+
+/* --- recurrent policies ---------------------------------------------------------- */
+
+/* A naive double-precision recurrent forward, from the layout policy.h documents: a
+ * tanh dense layer (in, D), the LSTM (lstm.h: Wx (D, 4H), Wh (H, 4H), b (4H), gates i,
+ * f, g, o), the output layer (H, O); one row, state (h, c) in double. */
+static void ref_recurrent_step(const float *th, const float *x, int in, int D, int H, int O, double *h, double *c,
+                               double *y) {
+    double a[64], z[256], hn[64];
+    for (int j = 0; j < D; j++) {
+        double s = th[in * D + j];
+        for (int i = 0; i < in; i++) s += (double)x[i] * th[i * D + j];
+        a[j] = tanh(s);
+    }
+    size_t wx = (size_t)in * D + D, G = 4 * (size_t)H, wh = wx + (size_t)D * G, b = wh + (size_t)H * G;
+    for (size_t g = 0; g < G; g++) {
+        double s = th[b + g];
+        for (int i = 0; i < D; i++) s += a[i] * th[wx + (size_t)i * G + g];
+        for (int i = 0; i < H; i++) s += h[i] * th[wh + (size_t)i * G + g];
+        z[g] = s;
+    }
+    for (int j = 0; j < H; j++) {
+        double ig = 1 / (1 + exp(-z[j])), fg = 1 / (1 + exp(-z[H + j])), gg = tanh(z[2 * H + j]),
+               og = 1 / (1 + exp(-z[3 * H + j]));
+        c[j] = fg * c[j] + ig * gg;
+        hn[j] = og * tanh(c[j]);
+    }
+    memcpy(h, hn, sizeof(double) * (size_t)H);
+    size_t wo = b + G;
+    for (int k = 0; k < O; k++) {
+        double s = th[wo + (size_t)H * O + k];
+        for (int j = 0; j < H; j++) s += h[j] * th[wo + (size_t)j * O + k];
+        y[k] = s;
+    }
+}
+
+/* policy.lstm puts an LSTM between the hidden layers and the output layer: its
+ * parameters where lstm.h lays them, its init lstm.h's from the layer's noise slice;
+ * the recurrent forward follows the double-precision reference over an episode, and
+ * each row's outputs and states are bit-identical however rows of different networks
+ * are batched. */
+TEST(policy_lstm_forward_state) {
+    NevoEnv *env = open_env("CartPole-v1");
+    const NevoEnvSpec *spec = nevo_env_spec(env);
+    int hidden[1] = {6};
+    NevoPolicyConfig cfg = mlp_config("tanh", 1, hidden);
+    cfg.lstm = 5;
+    NevoPolicy *p = new_policy(spec, &cfg, 0);
+    enum { IN = 4, D = 6, H = 5, O = 2, NETS = 3, T = 12, ROWS = 7 };
+    CHECK_EQ_INT(p->n_layers, 3);
+    CHECK_EQ_INT(p->lstm_layer, 1);
+    CHECK(p->layers[1].kind == NEVO_LAYER_LSTM);
+    CHECK_EQ_INT(p->nparams, IN * D + D + (D + H + 1) * 4 * H + H * O + O);
+    CHECK_EQ_INT(nevo_policy_state_floats(p), 2 * H);
+    CHECK_NEAR(nevo_policy_flops(p), 2.0 * IN * D + 2.0 * (D + H) * 4 * H + 2.0 * H * O, 0);
+    NevoPool *pool = nevo_pool_new(1);
+    NevoNoise *noise = nevo_noise_new((size_t)1 << 16, pool);
+    size_t np = p->nparams, stride = np + 5;
+    float *params = calloc(stride * NETS, sizeof(float));
+    for (int j = 0; j < NETS; j++) nevo_policy_init_params(p, noise, 7, 1, (uint32_t)j, params + stride * j);
+    /* the LSTM block: lstm.h's init from the slice (seed, INIT, generation, individual, layer 1) */
+    float want[(D + H + 1) * 4 * H];
+    nevo_lstm_init(D, H, nevo_noise_slice(noise, (D + H) * 4 * H, 7, NEVO_RNG_INIT, 1, 2, 1), want);
+    CHECK(memcmp(params + stride * 2 + p->layers[1].w_off, want, sizeof want) == 0);
+    for (int j = 0; j < NETS; j++) /* perturbed so that the biases matter too */
+        for (size_t i = 0; i < np; i++) params[stride * j + i] += 0.05f * (float)sin(1.0 + i * 0.37 + j);
+
+    /* ROWS rows over T steps: row r runs network r % NETS on its own observations */
+    float obs[T][ROWS][IN], out[ROWS * O], state[ROWS * 2 * H], one_out[O], one_state[ROWS][2 * H];
+    for (int t = 0; t < T; t++)
+        for (int r = 0; r < ROWS; r++)
+            for (int i = 0; i < IN; i++) obs[t][r][i] = (float)sin(0.3 * t + 1.1 * r + 0.7 * i) * (i == 1 && t % 3 ? 0.0f : 1.5f);
+    int net[ROWS];
+    for (int r = 0; r < ROWS; r++) net[r] = r % NETS == 1 && r > 3 ? 1 : r % NETS; /* runs and single rows */
+    float *scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(p, ROWS));
+    float *scratch1 = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(p, 1));
+    double rh[ROWS][H], rc[ROWS][H], ry[O];
+    memset(state, 0, sizeof state);
+    memset(one_state, 0, sizeof one_state);
+    memset(rh, 0, sizeof rh);
+    memset(rc, 0, sizeof rc);
+    double worst = 0.0;
+    for (int t = 0; t < T; t++) {
+        nevo_policy_forward_state(p, params, stride, net, &obs[t][0][0], ROWS, state, out, scratch);
+        for (int r = 0; r < ROWS; r++) {
+            /* the same row alone, with its own copy of the state */
+            nevo_policy_forward_state(p, params, stride, &net[r], obs[t][r], 1, one_state[r], one_out, scratch1);
+            CHECK_MSG(memcmp(one_out, out + r * O, sizeof one_out) == 0, "step %d row %d: alone differs", t, r);
+            CHECK_MSG(memcmp(one_state[r], state + r * 2 * H, sizeof one_state[r]) == 0, "step %d row %d: state", t, r);
+            ref_recurrent_step(params + stride * net[r], obs[t][r], IN, D, H, O, rh[r], rc[r], ry);
+            for (int k = 0; k < O; k++) {
+                double e = fabs(out[r * O + k] - ry[k]);
+                worst = e > worst ? e : worst;
+            }
+            for (int j = 0; j < H; j++) {
+                CHECK_NEAR(state[r * 2 * H + j], rh[r][j], 1e-5);
+                CHECK_NEAR(state[r * 2 * H + H + j], rc[r][j], 1e-5);
+            }
+        }
+    }
+    CHECK_MSG(worst < 1e-5, "outputs off the reference by %g", worst);
+    /* the state carries: a fresh state at the last step gives other outputs */
+    float fresh[2 * H] = {0}, fresh_out[O];
+    nevo_policy_forward_state(p, params, stride, &net[0], obs[T - 1][0], 1, fresh, fresh_out, scratch1);
+    CHECK(memcmp(fresh_out, out, sizeof fresh_out) != 0);
+    free(scratch);
+    free(scratch1);
+    free(params);
+    nevo_noise_free(noise);
+    nevo_pool_free(pool);
+    nevo_policy_free(p);
+    nevo_env_free(env);
+}
+
+/* An LSTM straight on the observations (no hidden layers), with normalisation: the
+ * same as a policy fed the normalised observations without it. */
+TEST(policy_lstm_on_observations_normalised) {
+    NevoEnv *env = open_env("CartPole-v1");
+    const NevoEnvSpec *spec = nevo_env_spec(env);
+    NevoPolicyConfig cfg = mlp_config("tanh", 0, NULL);
+    cfg.lstm = 3;
+    NevoPolicy *p = new_policy(spec, &cfg, 1), *q = new_policy(spec, &cfg, 0);
+    CHECK(p->pre == NULL && p->lstm_layer == 0 && p->n_layers == 2);
+    for (int i = 0; i < 4; i++) p->obs_mean[i] = 0.1f * i, p->obs_std[i] = 0.5f + i;
+    float theta[512];
+    CHECK(p->nparams <= 512);
+    for (size_t i = 0; i < p->nparams; i++) theta[i] = (float)sin(0.9 * i);
+    float s1[6] = {0}, s2[6] = {0}, o1[2], o2[2], xn[4];
+    float *scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(p, 1));
+    int net = 0;
+    for (int t = 0; t < 5; t++) {
+        float obs[4] = {(float)t, -1.0f, 30.0f * t, 0.25f};
+        nevo_policy_forward_state(p, theta, p->nparams, &net, obs, 1, s1, o1, scratch);
+        nevo_policy_normalise_obs(p, obs, 1, xn);
+        CHECK(xn[2] <= 5.0f);
+        nevo_policy_forward_state(q, theta, q->nparams, &net, xn, 1, s2, o2, scratch);
+        CHECK(memcmp(o1, o2, sizeof o1) == 0 && memcmp(s1, s2, sizeof s1) == 0);
+    }
+    free(scratch);
+    nevo_policy_free(p);
+    nevo_policy_free(q);
+    nevo_env_free(env);
 }

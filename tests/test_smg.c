@@ -86,9 +86,9 @@ TEST(smg_sum_and_abs_by_hand) {
     }
     NevoSmWork *w = nevo_sm_work_new(p, 5);
     float scale[NP];
-    nevo_sm_scale(w, NEVO_SM_G_SUM, THETA, &STATES[0][0], NS, scale);
+    nevo_sm_scale(w, NEVO_SM_G_SUM, THETA, &STATES[0][0], NULL, NS, scale);
     check_divisors(scale, s_sum, 1, "SM-G-SUM");
-    nevo_sm_scale(w, NEVO_SM_G_ABS, THETA, &STATES[0][0], NS, scale);
+    nevo_sm_scale(w, NEVO_SM_G_ABS, THETA, &STATES[0][0], NULL, NS, scale);
     check_divisors(scale, s_abs, 1, "SM-G-ABS");
     /* gradients of opposite signs cancel in SUM, not in ABS: the two must differ */
     int differ = 0;
@@ -163,7 +163,7 @@ TEST(smg_r_hits_its_target) {
     static const double targets[] = {1e-6, 1e-3, 0.1};
     for (int i = 0; i < 3; i++) {
         double reported;
-        float sigma = nevo_sm_r_sigma(w, theta, X, N, eps, targets[i], &reported);
+        float sigma = nevo_sm_r_sigma(w, theta, X, NULL, N, eps, targets[i], &reported);
         CHECK(sigma > 0.0f);
         for (size_t k = 0; k < np; k++) child[k] = theta[k] + sigma * eps[k];
         nevo_policy_forward(p, theta, np, zeros, X, N, y0, scratch);
@@ -174,11 +174,11 @@ TEST(smg_r_hits_its_target) {
         CHECK_MSG(fabs(d - targets[i]) <= 1e-3 * targets[i], "target %g: divergence %.9g (sigma %g)", targets[i], d,
                   (double)sigma);
         CHECK(reported == d);
-        CHECK(nevo_sm_divergence(w, theta, child, X, N) == d);
+        CHECK(nevo_sm_divergence(w, theta, child, X, NULL, N) == d);
     }
     float top = 0.0f;
     for (size_t k = 0; k < np; k++) top = fabsf(eps[k]) > top ? fabsf(eps[k]) : top;
-    CHECK(nevo_sm_r_sigma(w, theta, X, N, eps, 1e9, NULL) == NEVO_SCALED_CLIP / top);
+    CHECK(nevo_sm_r_sigma(w, theta, X, NULL, N, eps, 1e9, NULL) == NEVO_SCALED_CLIP / top);
     nevo_sm_work_free(w);
     free(scratch), free(theta), free(child);
     nevo_noise_free(noise);
@@ -187,16 +187,162 @@ TEST(smg_r_hits_its_target) {
     nevo_env_free(env);
 }
 
+/* --- a recurrent network: 4 -> tanh 3 -> LSTM 2 -> 2 ------------------------------- */
+
+/* Layout (policy.h, lstm.h): W0 (4, 3) at 0, b0 at 12; the LSTM's Wx (3, 8) at 15, Wh
+ * (2, 8) at 39, b (8) at 55 (gates i, f, g, o of 2 units each); Wout (2, 2) at 63, bout
+ * at 67. */
+enum { RNP = 69, RT = 7 };
+
+static NevoPolicy *rec_policy(NevoEnv **env) {
+    NevoError err = {0};
+    CHECK(nevo_env_new("CartPole-v1", NULL, 0, env, &err) == NEVO_OK);
+    NevoPolicyConfig c;
+    memset(&c, 0, sizeof c);
+    c.n_hidden = 1;
+    c.hidden[0] = 3;
+    c.lstm = 2;
+    strcpy(c.activation, "tanh");
+    strcpy(c.init, "scaled");
+    NevoPolicy *p = NULL;
+    CHECK(nevo_policy_new(nevo_env_spec(*env), &c, 0, &p, &err) == NEVO_OK);
+    CHECK(p->nparams == RNP && p->layers[1].w_off == 15 && p->layers[2].w_off == 63);
+    return p;
+}
+
+/* sum over the steps of output k, in double, of the sequence X (RT, 4) with the state
+ * zeroed where starts[t] */
+static double rec_sum_output(const double *th, const float X[RT][4], const uint8_t *starts, int k) {
+    double h[2] = {0, 0}, c[2] = {0, 0}, total = 0.0;
+    for (int t = 0; t < RT; t++) {
+        if (starts && starts[t]) h[0] = h[1] = c[0] = c[1] = 0.0;
+        double a[3], z[8];
+        for (int j = 0; j < 3; j++) {
+            double v = th[12 + j];
+            for (int i = 0; i < 4; i++) v += X[t][i] * th[i * 3 + j];
+            a[j] = tanh(v);
+        }
+        for (int g = 0; g < 8; g++) {
+            double v = th[55 + g];
+            for (int i = 0; i < 3; i++) v += a[i] * th[15 + i * 8 + g];
+            for (int i = 0; i < 2; i++) v += h[i] * th[39 + i * 8 + g];
+            z[g] = v;
+        }
+        for (int j = 0; j < 2; j++) {
+            double ig = 1 / (1 + exp(-z[j])), fg = 1 / (1 + exp(-z[2 + j])), gg = tanh(z[4 + j]),
+                   og = 1 / (1 + exp(-z[6 + j]));
+            c[j] = fg * c[j] + ig * gg;
+            h[j] = og * tanh(c[j]);
+        }
+        total += th[67 + k] + h[0] * th[63 + k] + h[1] * th[65 + k];
+    }
+    return total;
+}
+
+static void rec_theta(float *theta) {
+    for (int i = 0; i < RNP; i++) theta[i] = (float)(0.8 * sin(0.7 + 1.3 * i));
+}
+
+static const float REC_X[RT][4] = {{1.0f, -0.5f, 0.2f, 0.0f}, {0.3f, 0.8f, -0.1f, 0.0f}, {-1.2f, 0.1f, 0.4f, 0.0f},
+                                   {0.5f, 0.5f, 0.5f, 0.0f},  {0.0f, -0.9f, 0.3f, 0.0f}, {0.7f, 0.2f, -0.6f, 0.0f},
+                                   {-0.4f, 0.3f, 0.9f, 0.0f}};
+static const uint8_t REC_STARTS[RT] = {1, 0, 0, 0, 1, 0, 0};
+
+/* SM-G-SUM on a recurrent policy: s_i = sqrt(sum_k (d/dtheta_i sum_t y_k(t))^2) through
+ * time, against central differences of the double-precision sequence forward written
+ * above; the episode starts cut the sequence (with none, other divisors). */
+TEST(smg_sum_recurrent_by_finite_differences) {
+    NevoEnv *env;
+    NevoPolicy *p = rec_policy(&env);
+    float theta[RNP], scale[RNP], scale_one[RNP];
+    rec_theta(theta);
+    double th[RNP], s[RNP];
+    for (int i = 0; i < RNP; i++) th[i] = theta[i];
+    for (int i = 0; i < RNP; i++) {
+        double ss = 0.0, e = 1e-6;
+        for (int k = 0; k < 2; k++) {
+            double keep = th[i];
+            th[i] = keep + e;
+            double up = rec_sum_output(th, REC_X, REC_STARTS, k);
+            th[i] = keep - e;
+            double down = rec_sum_output(th, REC_X, REC_STARTS, k);
+            th[i] = keep;
+            double g = (up - down) / (2 * e);
+            ss += g * g;
+        }
+        s[i] = sqrt(ss);
+    }
+    NevoSmWork *w = nevo_sm_work_new(p, 9);
+    nevo_sm_scale(w, NEVO_SM_G_SUM, theta, &REC_X[0][0], REC_STARTS, RT, scale);
+    int zero = 0;
+    for (int i = 0; i < RNP; i++) {
+        double want = want_divisor(s[i] < 1e-9 ? 0.0 : s[i]);
+        CHECK_MSG(fabs(scale[i] - want) <= 1e-4 * want + 1e-6, "parameter %d: %.9g, by differences %.9g", i,
+                  (double)scale[i], want);
+        zero += s[i] < 1e-9;
+    }
+    CHECK_EQ_INT(zero, 3); /* W0's last row: the states' last input is 0 */
+    /* the whole as one sequence: the state carries from step 3 into 4 */
+    nevo_sm_scale(w, NEVO_SM_G_SUM, theta, &REC_X[0][0], NULL, RT, scale_one);
+    CHECK(memcmp(scale, scale_one, sizeof scale) != 0);
+    nevo_sm_work_free(w);
+    nevo_policy_free(p);
+    nevo_env_free(env);
+}
+
+/* SM-R's divergence on a recurrent policy: the outputs of the episodes as the evaluator
+ * runs them (nevo_policy_forward_state, a zero state at each start), bit for bit; and
+ * the line search hits its target. */
+TEST(smg_r_recurrent_divergence) {
+    NevoEnv *env;
+    NevoPolicy *p = rec_policy(&env);
+    float theta[RNP], eps[RNP], child[RNP];
+    rec_theta(theta);
+    for (int i = 0; i < RNP; i++) eps[i] = (float)cos(0.3 + 2.1 * i);
+    NevoSmWork *w = nevo_sm_work_new(p, RT);
+    float *scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(p, 1));
+    static const double targets[] = {1e-5, 1e-2};
+    for (int r = 0; r < 2; r++) {
+        double reported;
+        float sigma = nevo_sm_r_sigma(w, theta, &REC_X[0][0], REC_STARTS, RT, eps, targets[r], &reported);
+        for (int i = 0; i < RNP; i++) child[i] = theta[i] + sigma * eps[i];
+        float st0[4], st1[4], y0[2], y1[2];
+        int net = 0;
+        double d = 0.0;
+        for (int t = 0; t < RT; t++) {
+            if (REC_STARTS[t]) memset(st0, 0, sizeof st0), memset(st1, 0, sizeof st1);
+            nevo_policy_forward_state(p, theta, RNP, &net, REC_X[t], 1, st0, y0, scratch);
+            nevo_policy_forward_state(p, child, RNP, &net, REC_X[t], 1, st1, y1, scratch);
+            for (int k = 0; k < 2; k++) d += ((double)y1[k] - y0[k]) * ((double)y1[k] - y0[k]);
+        }
+        d /= RT * 2;
+        CHECK(reported == d);
+        CHECK(nevo_sm_divergence(w, theta, child, &REC_X[0][0], REC_STARTS, RT) == d);
+        CHECK_MSG(fabs(d - targets[r]) <= 1e-3 * targets[r], "target %g: divergence %.9g", targets[r], d);
+    }
+    free(scratch);
+    nevo_sm_work_free(w);
+    nevo_policy_free(p);
+    nevo_env_free(env);
+}
+
 /* --- the GA ------------------------------------------------------------------------ */
 
-static const char *small_json(const char *mutation, char *buf, size_t size) {
+/* The GA on CartPole with the policy section `policy` (JSON) and `episodes` episodes a child. */
+static const char *small_json_policy(const char *mutation, const char *policy, int episodes, char *buf, size_t size) {
     snprintf(buf, size,
              "{\"env\": \"CartPole-v1\", \"algo\": \"ga\", \"seed\": 4, \"population\": 16, \"generations\": 4,"
-             " \"eval_episodes\": 5, \"policy\": {\"hidden\": [8, 8]}, \"ga\": {\"sigma\": 0.05, \"truncation\": 4,"
+             " \"eval_episodes\": 5, \"episodes\": %d, \"policy\": %s, \"ga\": {\"sigma\": 0.05, \"truncation\": 4,"
              " \"validation_candidates\": 3, \"validation_episodes\": 3, \"mutation\": \"%s\", \"sm_states\": 25}}",
-             mutation);
+             episodes, policy, mutation);
     return buf;
 }
+
+static const char *small_json(const char *mutation, char *buf, size_t size) {
+    return small_json_policy(mutation, "{\"hidden\": [8, 8]}", 1, buf, size);
+}
+
+#define REC_POLICY "{\"hidden\": [8], \"lstm\": 4}"
 
 /* `gens` generations of the config on a pool of `threads`; returns the algorithm's
  * whole state (caller frees). */
@@ -286,11 +432,15 @@ static int nevo_cmd(const char *args) {
     return rc;
 }
 
+/* (the recurrent policy's bases keep their episode starts too: "sm-g-sum-lstm") */
 TEST(smg_ga_kill_and_resume) {
-    static const char *const modes[] = {"sm-g-sum", "sm-g-so"};
-    for (int m = 0; m < 2; m++) {
+    static const char *const modes[] = {"sm-g-sum", "sm-g-so", "sm-g-sum-lstm"};
+    for (int m = 0; m < 3; m++) {
         char json[1024], path[1024], args[1024];
-        small_json(modes[m], json, sizeof json);
+        if (m == 2)
+            small_json_policy("sm-g-sum", REC_POLICY, 2, json, sizeof json);
+        else
+            small_json(modes[m], json, sizeof json);
         snprintf(path, sizeof path, "%s/%s.json", test_tmpdir(), modes[m]);
         FILE *f = fopen(path, "w");
         CHECK(f != NULL);
@@ -319,8 +469,30 @@ TEST(smg_ga_kill_and_resume) {
     }
 }
 
+/* A GA with a recurrent policy: SM-G-SUM and SM-R end in the same state on 1 and 2
+ * threads, different from plain mutation's and from each other's. */
+TEST(smg_ga_recurrent_threads_bit_identical) {
+    static const char *const modes[] = {"plain", "sm-g-sum", "sm-r"};
+    NevoBuf states[3];
+    for (int m = 0; m < 3; m++) {
+        char json[1024];
+        small_json_policy(modes[m], REC_POLICY, 2, json, sizeof json);
+        NevoBuf one = run_state(json, 1, 3);
+        states[m] = run_state(json, 2, 3);
+        CHECK_MSG(one.len == states[m].len && memcmp(one.data, states[m].data, one.len) == 0,
+                  "%s: 1 and 2 threads end in different states", modes[m]);
+        nevo_buf_free(&one);
+    }
+    for (int m = 1; m < 3; m++)
+        for (int q = 0; q < m; q++)
+            CHECK_MSG(states[m].len != states[q].len || memcmp(states[m].data, states[q].data, states[m].len) != 0,
+                      "%s and %s end in the same state", modes[m], modes[q]);
+    for (int m = 0; m < 3; m++) nevo_buf_free(&states[m]);
+}
+
 /* Safe mutations need parents: random search is refused; GA-NS, which has them, is not;
- * an unknown mutation is refused by the schema and by the GA's own check. */
+ * an unknown mutation is refused by the schema and by the GA's own check; SM-G-ABS and
+ * SM-G-SO refuse a recurrent policy. */
 TEST(smg_configs_refused) {
     NevoConfig cfg;
     NevoError err = {0};
@@ -335,6 +507,15 @@ TEST(smg_configs_refused) {
     CHECK(nevo_config_override(&cfg, "ga.mutation=sm-g", &err) == NEVO_ERR_INVALID);
     strcpy(cfg.ga.mutation, "sm-x");
     CHECK(nevo_algo_check(&cfg, NULL, &err) != NEVO_OK);
+    cfg.policy.lstm = 8;
+    static const char *const no_lstm[] = {"sm-g-abs", "sm-g-so"};
+    for (int i = 0; i < 2; i++) {
+        strcpy(cfg.ga.mutation, no_lstm[i]);
+        CHECK(nevo_algo_check(&cfg, NULL, &err) == NEVO_ERR_INVALID);
+        CHECK_MSG(strstr(err.msg, "does not take a recurrent policy (policy.lstm = 8)"), "%s", err.msg);
+    }
+    strcpy(cfg.ga.mutation, "sm-g-sum");
+    CHECK_MSG(nevo_algo_check(&cfg, NULL, &err) == NEVO_OK, "%s", err.msg);
 }
 
 /* The seam: a safe-mutation generation's task set carries its scale rows and the

@@ -70,6 +70,11 @@ double nevo_algo_memory_bytes(const NevoConfig *cfg, size_t nparams);
 /* nevo_config_check_params, and nevo_config_memory_limit of nevo_algo_memory_bytes:
  * training and checkpoint loading check it before they allocate. */
 NevoStatus nevo_algo_check_memory(const NevoConfig *cfg, size_t nparams, NevoError *err);
+/* The noise table a run of this config uses, in floats: noise_table_floats, or where
+ * that is 0, nevo_noise_auto_size's; for a gradient algorithm, which draws only its
+ * initial network from it, the smallest power of two from NEVO_NOISE_MIN_FLOATS above
+ * the network. */
+size_t nevo_algo_noise_floats(const NevoConfig *cfg, size_t nparams);
 /* Whether the config's policy normalises its observations (the flag nevo_policy_new
  * takes): es.obs_norm under an algorithm that honours it. */
 int nevo_algo_obs_norm(const NevoConfig *cfg);

@@ -95,7 +95,7 @@ NevoStatus nevo_algo_check(const NevoConfig *cfg, const NevoEnvSpec *spec, NevoE
 double nevo_algo_memory_bytes(const NevoConfig *cfg, size_t nparams) {
     const Entry *e = find(cfg->algo);
     double row = 4.0 * (double)nparams, P = cfg->population;
-    size_t table = cfg->noise_table_floats > 0 ? (size_t)cfg->noise_table_floats : nevo_noise_auto_size(nparams);
+    size_t table = nevo_algo_noise_floats(cfg, nparams);
     double threads = cfg->threads > 0 ? cfg->threads : nevo_cpu_count();
     double bytes = 4.0 * (double)table;
     bytes += threads * 16 * row;             /* the evaluator: a built row per episode slot */
@@ -113,6 +113,15 @@ NevoStatus nevo_algo_check_memory(const NevoConfig *cfg, size_t nparams, NevoErr
     snprintf(what, sizeof what, "noise table, population %d, %s of a network of %zu parameters", cfg->population,
              e ? e->state : "state", nparams);
     return nevo_config_memory_limit(nevo_algo_memory_bytes(cfg, nparams), what, err);
+}
+
+size_t nevo_algo_noise_floats(const NevoConfig *cfg, size_t nparams) {
+    if (cfg->noise_table_floats > 0) return (size_t)cfg->noise_table_floats;
+    const Entry *e = find(cfg->algo);
+    if (!e || !(e->info.flags & NEVO_ALGO_GRADIENT)) return nevo_noise_auto_size(nparams);
+    size_t size = NEVO_NOISE_MIN_FLOATS;
+    while (size <= nparams && size < NEVO_NOISE_MAX_FLOATS) size *= 2;
+    return size;
 }
 
 int nevo_algo_obs_norm(const NevoConfig *cfg) {

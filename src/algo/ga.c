@@ -35,6 +35,8 @@
  *              SM-G-SO: each child's divisors along its own noise, and the child built
  *              (the task set's bases are then the elite and the children);
  *              SM-R: each child's step size by line search (a PERTURBED recipe with it)
+ * With a recurrent policy the states are sequences (smg.h): each base also keeps where
+ * each of its episodes' states begin, and a checkpoint keeps that with them.
  * Plain mutation needs no states: its bases travel and are saved as seed chains. */
 #include <math.h>
 #include <stdlib.h>
@@ -91,6 +93,9 @@ typedef struct GA {
     int *n_states, *n_states_next; /* (1 + T) */
     float *kid_states;             /* (P, sm_cap, obs_dim) the children's, from their episodes */
     int *n_kid_states;             /* (P) */
+    uint8_t *starts, *starts_next; /* (1 + T, sm_cap) recurrent policies: 1 where an episode's
+                                    * states begin (NULL for feed-forward ones) */
+    uint8_t *kid_starts;           /* (P, sm_cap) */
     int *parent_of;                /* (P) each mutated child's base, else -1 */
     float *scales;                 /* (1 + T, np) SM-G-SUM/ABS: the bases' divisors (row 0 unused: 1) */
     float *kids;                   /* (1 + P, np) SM-G-SO: the elite, then the children */
@@ -149,6 +154,9 @@ static float *states_of(const GA *ga, float *all, int b) {
     return all + (size_t)b * (size_t)ga->sm_cap * (size_t)ga->obs_dim;
 }
 
+/* base b's episode starts in `all`, NULL for a feed-forward policy */
+static uint8_t *starts_of(const GA *ga, uint8_t *all, int b) { return all ? all + (size_t)b * ga->sm_cap : NULL; }
+
 /* breed: each child's genome and recipe. */
 static void ga_breed(GA *ga) {
     const NevoConfig *cfg = ga->base.cfg;
@@ -193,7 +201,7 @@ static void scale_parent(void *ctx, int t, int worker) {
     GA *ga = ctx;
     int b = 1 + t;
     nevo_sm_scale(ga->work[worker], ga->sm, ga->rows + (size_t)b * ga->np, states_of(ga, ga->states, b),
-                  ga->n_states[b], ga->scales + (size_t)b * ga->np);
+                  starts_of(ga, ga->starts, b), ga->n_states[b], ga->scales + (size_t)b * ga->np);
 }
 
 static void scale_child(void *ctx, int i, int worker) {
@@ -204,7 +212,8 @@ static void scale_child(void *ctx, int i, int worker) {
     const float *theta = ga->rows + (size_t)b * ga->np, *X = states_of(ga, ga->states, b);
     const float *eps = nevo_noise_slice(ga->base.noise, ga->np, cfg->seed, NEVO_RNG_MUTATE, ga->gen, (uint32_t)i, 0);
     if (ga->sm == NEVO_SM_R) {
-        ga->recipes[i].sigma = nevo_sm_r_sigma(ga->work[worker], theta, X, ga->n_states[b], eps, cfg->ga.sigma, NULL);
+        ga->recipes[i].sigma = nevo_sm_r_sigma(ga->work[worker], theta, X, starts_of(ga, ga->starts, b),
+                                               ga->n_states[b], eps, cfg->ga.sigma, NULL);
     } else {
         float *scale = ga->tmp + (size_t)worker * ga->np;
         nevo_sm_scale_so(ga->work[worker], theta, X, ga->n_states[b], eps, scale);
@@ -298,10 +307,11 @@ static void build_next_row(void *ctx, int r, int worker) {
 }
 
 /* The next base b's states: entry j of `from` (the bases' or the children's), which
- * holds counts[j]. */
-static void commit_states(GA *ga, int b, float *from, const int *counts, int j) {
+ * holds counts[j], with its episode starts in from_starts. */
+static void commit_states(GA *ga, int b, float *from, uint8_t *from_starts, const int *counts, int j) {
     memcpy(states_of(ga, ga->states_next, b), states_of(ga, from, j),
            sizeof(float) * (size_t)counts[j] * (size_t)ga->obs_dim);
+    if (ga->starts) memcpy(starts_of(ga, ga->starts_next, b), starts_of(ga, from_starts, j), (size_t)counts[j]);
     ga->n_states_next[b] = counts[j];
 }
 
@@ -344,14 +354,18 @@ static void ga_commit(GA *ga, int elite, double elite_score) {
         if (elite_row < 0 && T > 0) genome_copy(&ga->base_genomes[T], &ga->base_genomes[0]);
     } else {
         if (elite == ga->P)
-            commit_states(ga, 0, ga->states, ga->n_states, 0);
+            commit_states(ga, 0, ga->states, ga->starts, ga->n_states, 0);
         else
-            commit_states(ga, 0, ga->kid_states, ga->n_kid_states, elite);
-        for (int t = 0; t < T; t++) commit_states(ga, 1 + t, ga->kid_states, ga->n_kid_states, ga->sel[t]);
-        if (elite_row < 0 && T > 0) commit_states(ga, T, ga->states_next, ga->n_states_next, 0);
+            commit_states(ga, 0, ga->kid_states, ga->kid_starts, ga->n_kid_states, elite);
+        for (int t = 0; t < T; t++)
+            commit_states(ga, 1 + t, ga->kid_states, ga->kid_starts, ga->n_kid_states, ga->sel[t]);
+        if (elite_row < 0 && T > 0) commit_states(ga, T, ga->states_next, ga->starts_next, ga->n_states_next, 0);
         float *s = ga->states;
         ga->states = ga->states_next;
         ga->states_next = s;
+        uint8_t *st = ga->starts;
+        ga->starts = ga->starts_next;
+        ga->starts_next = st;
         int *n = ga->n_states;
         ga->n_states = ga->n_states_next;
         ga->n_states_next = n;
@@ -374,6 +388,11 @@ static void ga_keep_states(GA *ga, const NevoStates *task_states) {
             const NevoStates *s = &task_states[i * E + e];
             int m = s->n < ga->sm_cap - n ? s->n : ga->sm_cap - n;
             memcpy(dst + (size_t)n * d, s->obs, sizeof(float) * (size_t)m * d);
+            if (ga->kid_starts && m > 0) {
+                uint8_t *st = starts_of(ga, ga->kid_starts, i) + n;
+                memset(st, 0, (size_t)m);
+                st[0] = 1;
+            }
             n += m;
         }
         ga->n_kid_states[i] = n;
@@ -425,6 +444,7 @@ static void save_base(const GA *ga, NevoBuf *b, int j) {
     nevo_buf_f32s(b, ga->rows + (size_t)j * ga->np, ga->np);
     nevo_buf_u32(b, (uint32_t)ga->n_states[j]);
     nevo_buf_f32s(b, states_of(ga, ga->states, j), (size_t)ga->n_states[j] * (size_t)ga->obs_dim);
+    if (ga->starts) nevo_buf_put(b, starts_of(ga, ga->starts, j), (size_t)ga->n_states[j]);
 }
 
 static int load_base(GA *ga, NevoReader *r, int j) {
@@ -438,6 +458,14 @@ static int load_base(GA *ga, NevoReader *r, int j) {
     nevo_read_f32s(r, x, m);
     for (size_t i = 0; i < m; i++)
         if (!isfinite(x[i])) return 0;
+    if (ga->starts) {
+        /* the first state begins an episode; each flag is 0 or 1 */
+        uint8_t *st = starts_of(ga, ga->starts, j);
+        nevo_read(r, st, n);
+        if (r->failed || st[0] != 1) return 0;
+        for (uint32_t i = 0; i < n; i++)
+            if (st[i] > 1) return 0;
+    }
     ga->n_states[j] = (int)n;
     return !r->failed;
 }
@@ -510,6 +538,9 @@ static void ga_free(NevoAlgo *a) {
     free(ga->n_states_next);
     free(ga->kid_states);
     free(ga->n_kid_states);
+    free(ga->starts);
+    free(ga->starts_next);
+    free(ga->kid_starts);
     free(ga->parent_of);
     free(ga->scales);
     free(ga->kids);
@@ -556,6 +587,10 @@ NevoStatus nevo_ga_check(const NevoConfig *cfg, int variant, NevoError *err) {
     if (sm != NEVO_SM_PLAIN && variant == NEVO_GA_RS)
         return nevo_error(err, NEVO_ERR_INVALID, "ga.mutation = %s needs parents: algo %s draws every network fresh "
                           "(use plain)", cfg->ga.mutation, cfg->algo);
+    /* smg.h: per-state gradients and SO's forward mode do not run through time */
+    if ((sm == NEVO_SM_G_ABS || sm == NEVO_SM_G_SO) && cfg->policy.lstm > 0)
+        return nevo_error(err, NEVO_ERR_INVALID, "ga.mutation = %s does not take a recurrent policy (policy.lstm = %d); "
+                          "use sm-g-sum or sm-r", cfg->ga.mutation, cfg->policy.lstm);
     return NEVO_OK;
 }
 
@@ -615,6 +650,11 @@ NevoStatus nevo_ga_new(const NevoAlgo *base, int variant, NevoAlgo **out, NevoEr
         ga->n_states_next = nevo_alloc(sizeof(int) * (size_t)B);
         ga->kid_states = nevo_alloc(sizeof(float) * per * (size_t)ga->P);
         ga->n_kid_states = nevo_alloc(sizeof(int) * (size_t)ga->P);
+        if (base->policy->lstm_layer >= 0) {
+            ga->starts = nevo_alloc((size_t)ga->sm_cap * (size_t)B);
+            ga->starts_next = nevo_alloc((size_t)ga->sm_cap * (size_t)B);
+            ga->kid_starts = nevo_alloc((size_t)ga->sm_cap * (size_t)ga->P);
+        }
         ga->parent_of = nevo_alloc(sizeof(int) * (size_t)ga->P);
         int threads = nevo_pool_threads(base->pool);
         ga->work = nevo_alloc(sizeof(NevoSmWork *) * (size_t)threads);

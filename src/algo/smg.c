@@ -1,7 +1,10 @@
 /* Safe mutations: the scale factors of SM-G-SUM, SM-G-ABS and SM-G-SO from the output
  * gradients of a parent on its states, and SM-R's line search (smg.h states the
  * definitions). Gradients come from grad.h's tape and backward; SO's Jacobian-vector
- * products from a forward-mode pass written here, in double over the tape. */
+ * products from a forward-mode pass written here, in double over the tape. A recurrent
+ * policy's states are one sequence (reset where an episode starts): the forward is its
+ * feed-forward parts' tape forwards around nevo_lstm_forward, the backward theirs
+ * around nevo_lstm_backward (seq_forward, seq_backward). */
 #include "algo/smg.h"
 
 #include <float.h>
@@ -10,6 +13,7 @@
 #include <string.h>
 
 #include "nevo/grad.h"
+#include "nevo/lstm.h"
 #include "nevo/params.h"
 #include "nevo/tasks.h"
 
@@ -34,6 +38,13 @@ struct NevoSmWork {
     double *acc, *acc2; /* (nparams) sums */
     double *da, *db;    /* (max_width) SO's forward-mode tangents */
     double *jv;         /* (cap, n_out) SO: J_t u */
+    /* recurrent policies: the sequence's forward and backward */
+    float *xn;          /* (cap, obs_dim) the observations normalised */
+    float *a;           /* (cap, in) the LSTM's inputs: pre's outputs */
+    float *h, *dh;      /* (cap, H) the LSTM's outputs and dL/dh */
+    float *dx;          /* (cap, in) dL/d(the LSTM's inputs) */
+    float *pre_tape, *post_tape, *lstm_tape;
+    float *lscratch;    /* nevo_lstm_backward's */
 };
 
 int nevo_sm_mode(const char *name) {
@@ -57,8 +68,24 @@ NevoSmWork *nevo_sm_work_new(const NevoPolicy *p, int max_states) {
     w->out = nevo_alloc_aligned(sizeof(float) * n * O);
     w->out2 = nevo_alloc_aligned(sizeof(float) * n * O);
     w->dout = nevo_alloc_aligned(sizeof(float) * n * O);
-    w->tape = nevo_alloc_aligned(sizeof(float) * nevo_grad_tape_floats(p, max_states));
-    w->gscratch = nevo_alloc_aligned(sizeof(float) * nevo_grad_scratch_floats(p, max_states));
+    if (p->lstm_layer >= 0) {
+        const NevoLayer *R = &p->layers[p->lstm_layer];
+        int in = R->in_dim, H = R->out_dim;
+        w->xn = nevo_alloc_aligned(sizeof(float) * n * (size_t)p->obs_dim);
+        w->a = nevo_alloc_aligned(sizeof(float) * n * (size_t)in);
+        w->dx = nevo_alloc_aligned(sizeof(float) * n * (size_t)in);
+        w->h = nevo_alloc_aligned(sizeof(float) * n * (size_t)H);
+        w->dh = nevo_alloc_aligned(sizeof(float) * n * (size_t)H);
+        if (p->pre) w->pre_tape = nevo_alloc_aligned(sizeof(float) * nevo_grad_tape_floats(p->pre, max_states));
+        w->post_tape = nevo_alloc_aligned(sizeof(float) * nevo_grad_tape_floats(p->post, max_states));
+        w->lstm_tape = nevo_alloc_aligned(sizeof(float) * nevo_lstm_tape_floats(in, H, max_states, 1));
+        w->lscratch = nevo_alloc_aligned(sizeof(float) * nevo_lstm_backward_scratch_floats(in, H, max_states, 1));
+        /* the parts' scratch: the whole policy's widest layer and conv weights cover both */
+        w->gscratch = nevo_alloc_aligned(sizeof(float) * nevo_grad_scratch_floats(p, max_states));
+    } else {
+        w->tape = nevo_alloc_aligned(sizeof(float) * nevo_grad_tape_floats(p, max_states));
+        w->gscratch = nevo_alloc_aligned(sizeof(float) * nevo_grad_scratch_floats(p, max_states));
+    }
     w->fscratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(p, max_states));
     w->g = nevo_alloc_aligned(sizeof(float) * np);
     w->theta2 = nevo_alloc_aligned(sizeof(float) * np);
@@ -89,6 +116,15 @@ void nevo_sm_work_free(NevoSmWork *w) {
     free(w->da);
     free(w->db);
     free(w->jv);
+    free(w->xn);
+    free(w->a);
+    free(w->dx);
+    free(w->h);
+    free(w->dh);
+    free(w->pre_tape);
+    free(w->post_tape);
+    free(w->lstm_tape);
+    free(w->lscratch);
     free(w);
 }
 
@@ -106,16 +142,74 @@ static void unit_column(float *dout, int n, int n_out, int k) {
     for (int t = 0; t < n; t++) dout[(size_t)t * n_out + k] = 1.0f;
 }
 
+/* --- recurrent policies: one sequence ---------------------------------------------- */
+
+/* The inputs of the first layer: X, or X normalised into w->xn. */
+static const float *seq_inputs(NevoSmWork *w, const float *X, int n) {
+    if (!w->p->obs_norm) return X;
+    nevo_policy_normalise_obs(w->p, X, n, w->xn);
+    return w->xn;
+}
+
+/* out (n, n_out): the outputs at each step of the sequence X (n, obs_dim) from a zero
+ * state, the state zeroed again where starts[t]; fills the tapes seq_backward reads. */
+static void seq_forward(NevoSmWork *w, const float *theta, const float *X, const uint8_t *starts, int n, float *out) {
+    const NevoPolicy *p = w->p;
+    const NevoLayer *R = &p->layers[p->lstm_layer];
+    size_t np = p->nparams;
+    const float *x = seq_inputs(w, X, n);
+    if (p->pre) {
+        nevo_policy_forward_tape(p->pre, theta, np, w->zeros, x, n, w->a, w->pre_tape);
+        x = w->a;
+    }
+    nevo_lstm_forward(theta + R->w_off, R->in_dim, R->out_dim, n, 1, x, starts, NULL, NULL, w->h, NULL, NULL,
+                      w->lstm_tape);
+    nevo_policy_forward_tape(p->post, theta, np, w->zeros, w->h, n, out, w->post_tape);
+}
+
+/* Adds into g (nparams) dL/dtheta of the last seq_forward (same theta, X, n) for dout
+ * (n, n_out) = dL/d(outputs): post's backward gives dL/dh, the LSTM's backward through
+ * time dL/d(its inputs), through pre's last activation into pre's backward. */
+static void seq_backward(NevoSmWork *w, const float *theta, const float *X, int n, const float *dout, float *g) {
+    const NevoPolicy *p = w->p;
+    const NevoLayer *R = &p->layers[p->lstm_layer];
+    size_t np = p->nparams;
+    int in = R->in_dim;
+    nevo_policy_backward(p->post, theta, np, w->zeros, w->h, n, w->post_tape, dout, g, np, w->dh, w->gscratch);
+    nevo_lstm_backward(theta + R->w_off, in, R->out_dim, n, 1, w->lstm_tape, w->dh, NULL, NULL, g + R->w_off,
+                       p->pre ? w->dx : NULL, NULL, NULL, w->lscratch);
+    if (!p->pre) return;
+    nevo_act_backward(p->pre->layers[p->pre->n_layers - 1].act, w->a, w->dx, n * in);
+    const float *x = p->obs_norm ? w->xn : X;
+    nevo_policy_backward(p->pre, theta, np, w->zeros, x, n, w->pre_tape, w->dx, g, np, NULL, w->gscratch);
+}
+
+/* The outputs (n, n_out) of theta on the states: a recurrent policy's over the
+ * sequence, a feed-forward one's state by state. */
+static void outputs(NevoSmWork *w, const float *theta, const float *X, const uint8_t *starts, int n, float *out) {
+    if (w->p->lstm_layer >= 0)
+        seq_forward(w, theta, X, starts, n, out);
+    else
+        nevo_policy_forward(w->p, theta, w->p->nparams, w->zeros, X, n, out, w->fscratch);
+}
+
 /* SM-G-SUM: one backward per output k over all states (their gradients add up in the
  * backward, in state order), acc += (sum_t dy_k/dtheta)^2. */
-static void scale_sum(NevoSmWork *w, const float *theta, const float *X, int n) {
+static void scale_sum(NevoSmWork *w, const float *theta, const float *X, const uint8_t *starts, int n) {
     const NevoPolicy *p = w->p;
     size_t np = p->nparams;
-    nevo_policy_forward_tape(p, theta, np, w->zeros, X, n, w->out, w->tape);
+    int rec = p->lstm_layer >= 0;
+    if (rec)
+        seq_forward(w, theta, X, starts, n, w->out);
+    else
+        nevo_policy_forward_tape(p, theta, np, w->zeros, X, n, w->out, w->tape);
     for (int k = 0; k < p->n_out; k++) {
         unit_column(w->dout, n, p->n_out, k);
         memset(w->g, 0, sizeof(float) * np);
-        nevo_policy_backward(p, theta, np, w->zeros, X, n, w->tape, w->dout, w->g, np, NULL, w->gscratch);
+        if (rec)
+            seq_backward(w, theta, X, n, w->dout, w->g);
+        else
+            nevo_policy_backward(p, theta, np, w->zeros, X, n, w->tape, w->dout, w->g, np, NULL, w->gscratch);
         for (size_t i = 0; i < np; i++) w->acc[i] += (double)w->g[i] * w->g[i];
     }
 }
@@ -152,12 +246,14 @@ static void scale_abs(NevoSmWork *w, const float *theta, const float *X, int n) 
     }
 }
 
-void nevo_sm_scale(NevoSmWork *w, NevoSafeMutation mode, const float *theta, const float *X, int n, float *scale) {
+void nevo_sm_scale(NevoSmWork *w, NevoSafeMutation mode, const float *theta, const float *X, const uint8_t *starts,
+                   int n, float *scale) {
     NEVO_ASSERT(n >= 1 && n <= w->cap && (mode == NEVO_SM_G_SUM || mode == NEVO_SM_G_ABS));
+    NEVO_ASSERT(mode == NEVO_SM_G_SUM || w->p->lstm_layer < 0); /* smg.h: ABS is feed-forward only */
     size_t np = w->p->nparams;
     memset(w->acc, 0, sizeof(double) * np);
     if (mode == NEVO_SM_G_SUM)
-        scale_sum(w, theta, X, n);
+        scale_sum(w, theta, X, starts, n);
     else
         scale_abs(w, theta, X, n);
     for (size_t i = 0; i < np; i++) scale[i] = divisor(sqrt(w->acc[i]));
@@ -224,7 +320,7 @@ static void tangents(NevoSmWork *w, const float *theta, const float *eps, double
 
 void nevo_sm_scale_so(NevoSmWork *w, const float *theta, const float *X, int n, const float *eps, float *scale) {
     const NevoPolicy *p = w->p;
-    NEVO_ASSERT(n >= 1 && n <= w->cap);
+    NEVO_ASSERT(n >= 1 && n <= w->cap && p->lstm_layer < 0);
     size_t np = p->nparams;
     int O = p->n_out;
     double norm = 0.0;
@@ -251,52 +347,54 @@ static double mean_sq_change(const float *out, const float *out2, size_t m) {
     return s / (double)m;
 }
 
-double nevo_sm_divergence(NevoSmWork *w, const float *theta, const float *theta2, const float *X, int n) {
+double nevo_sm_divergence(NevoSmWork *w, const float *theta, const float *theta2, const float *X,
+                          const uint8_t *starts, int n) {
     const NevoPolicy *p = w->p;
     NEVO_ASSERT(n >= 1 && n <= w->cap);
-    nevo_policy_forward(p, theta, p->nparams, w->zeros, X, n, w->out, w->fscratch);
-    nevo_policy_forward(p, theta2, p->nparams, w->zeros, X, n, w->out2, w->fscratch);
+    outputs(w, theta, X, starts, n, w->out);
+    outputs(w, theta2, X, starts, n, w->out2);
     return mean_sq_change(w->out, w->out2, (size_t)n * (size_t)p->n_out);
 }
 
 /* The divergence of theta + sigma eps from theta, whose outputs are in w->out. */
-static double divergence_at(NevoSmWork *w, const float *theta, const float *X, int n, const float *eps, float sigma) {
+static double divergence_at(NevoSmWork *w, const float *theta, const float *X, const uint8_t *starts, int n,
+                            const float *eps, float sigma) {
     const NevoPolicy *p = w->p;
     nevo_perturb_rows(w->theta2, NULL, theta, sigma, eps, p->nparams, 0);
-    nevo_policy_forward(p, w->theta2, p->nparams, w->zeros, X, n, w->out2, w->fscratch);
+    outputs(w, w->theta2, X, starts, n, w->out2);
     double d = mean_sq_change(w->out, w->out2, (size_t)n * (size_t)p->n_out);
     return isnan(d) ? INFINITY : d; /* an output that overflowed changed too much */
 }
 
-float nevo_sm_r_sigma(NevoSmWork *w, const float *theta, const float *X, int n, const float *eps, double target,
-                      double *divergence) {
+float nevo_sm_r_sigma(NevoSmWork *w, const float *theta, const float *X, const uint8_t *starts, int n,
+                      const float *eps, double target, double *divergence) {
     const NevoPolicy *p = w->p;
     NEVO_ASSERT(n >= 1 && n <= w->cap && target > 0.0);
-    nevo_policy_forward(p, theta, p->nparams, w->zeros, X, n, w->out, w->fscratch);
+    outputs(w, theta, X, starts, n, w->out);
     float top = 0.0f;
     for (size_t i = 0; i < p->nparams; i++)
         if (fabsf(eps[i]) > top) top = fabsf(eps[i]);
     /* the largest step: no weight moves by more than the clip of the scaled recipes */
     float hi = top > 0.0f ? NEVO_SCALED_CLIP / top : 1.0f;
-    double d_hi = divergence_at(w, theta, X, n, eps, hi);
+    double d_hi = divergence_at(w, theta, X, starts, n, eps, hi);
     if (d_hi < target) {
         if (divergence) *divergence = d_hi;
         return hi;
     }
     /* bracket: halve until the divergence falls below the target (D(0) = 0 < target) */
     float lo = hi * 0.5f;
-    double d_lo = divergence_at(w, theta, X, n, eps, lo);
+    double d_lo = divergence_at(w, theta, X, starts, n, eps, lo);
     for (int i = 0; i < 126 && !(d_lo < target); i++) {
         hi = lo;
         d_hi = d_lo;
         lo = hi * 0.5f;
-        d_lo = divergence_at(w, theta, X, n, eps, lo);
+        d_lo = divergence_at(w, theta, X, starts, n, eps, lo);
     }
     /* bisect: D(lo) < target <= D(hi) */
     for (int i = 0; i < NEVO_SM_R_STEPS; i++) {
         float mid = lo + (hi - lo) * 0.5f;
         if (!(mid > lo && mid < hi)) break; /* adjacent floats */
-        double d_mid = divergence_at(w, theta, X, n, eps, mid);
+        double d_mid = divergence_at(w, theta, X, starts, n, eps, mid);
         if (d_mid < target) {
             lo = mid;
             d_lo = d_mid;

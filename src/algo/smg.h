@@ -22,10 +22,23 @@
  *             is ga.sigma (the target); bisection, a fixed number of steps, never past the
  *             sigma' at which a weight would move by NEVO_SCALED_CLIP.
  *
+ * Recurrent policies (policy.lstm): the states are sequences, each episode's kept
+ * observations in step order (NevoStates keeps the reset observation and then evenly
+ * spaced steps: the whole episode while it fits in its share of ga.sm_states), and
+ * starts (n) marks where each episode's begin (nonzero: the LSTM's state is zeroed
+ * there, as at an episode's start; starts NULL: one sequence). y(x_t) is the output at
+ * step t of that sequence, so dy/dtheta runs back through time (nevo_lstm_backward
+ * between the feed-forward parts' backwards). SM-G-SUM and SM-R take recurrent
+ * policies; SM-G-ABS and SM-G-SO do not (nevo_ga_check refuses them: ABS's per-state
+ * gradients would take a backward through time per state, SO a forward-mode pass
+ * through the LSTM). For a feed-forward policy starts is ignored.
+ *
  * Every function here runs on the calling thread alone with its own NevoSmWork, and its
  * result depends only on its arguments: the GA runs one parent or child per pool item. */
 #ifndef NEVO_SMG_H
 #define NEVO_SMG_H
+
+#include <stdint.h>
 
 #include "nevo/policy.h"
 
@@ -49,19 +62,23 @@ NevoSmWork *nevo_sm_work_new(const NevoPolicy *p, int max_states);
 void nevo_sm_work_free(NevoSmWork *w);
 
 /* SM-G-SUM or SM-G-ABS (mode): the divisors (nparams floats) of theta's steps, from
- * states X (n, obs_dim), 1 <= n <= max_states. */
-void nevo_sm_scale(NevoSmWork *w, NevoSafeMutation mode, const float *theta, const float *X, int n, float *scale);
+ * states X (n, obs_dim), 1 <= n <= max_states; starts (n) or NULL, the episodes'
+ * beginnings (recurrent policies, above). */
+void nevo_sm_scale(NevoSmWork *w, NevoSafeMutation mode, const float *theta, const float *X, const uint8_t *starts,
+                   int n, float *scale);
 
-/* SM-G-SO: the divisors (nparams floats) of the step along eps (nparams, not all 0). */
+/* SM-G-SO: the divisors (nparams floats) of the step along eps (nparams, not all 0).
+ * Feed-forward policies only (asserted). */
 void nevo_sm_scale_so(NevoSmWork *w, const float *theta, const float *X, int n, const float *eps, float *scale);
 
 /* SM-R: sigma' (> 0) for the step theta + sigma' eps (nevo_perturb_rows), and in
  * *divergence (if not NULL) the divergence it gives. */
-float nevo_sm_r_sigma(NevoSmWork *w, const float *theta, const float *X, int n, const float *eps, double target,
-                      double *divergence);
+float nevo_sm_r_sigma(NevoSmWork *w, const float *theta, const float *X, const uint8_t *starts, int n,
+                      const float *eps, double target, double *divergence);
 
 /* The output divergence of theta2 from theta on X: the mean over the n states and the
  * outputs of (y(theta2) - y(theta))^2. */
-double nevo_sm_divergence(NevoSmWork *w, const float *theta, const float *theta2, const float *X, int n);
+double nevo_sm_divergence(NevoSmWork *w, const float *theta, const float *theta2, const float *X,
+                          const uint8_t *starts, int n);
 
 #endif

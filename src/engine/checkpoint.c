@@ -131,8 +131,7 @@ NevoStatus nevo_load_any_policy(const char *path, NevoLoadedPolicy *out, NevoErr
     if (st) nevo_error_prefix(err, "%s: ", path);
     if (st == NEVO_OK) {
         NevoPool *pool = nevo_pool_new(nevo_cpu_count());
-        size_t table = out->cfg.noise_table_floats > 0 ? (size_t)out->cfg.noise_table_floats
-                                                       : nevo_noise_auto_size(out->policy->nparams);
+        size_t table = nevo_algo_noise_floats(&out->cfg, out->policy->nparams);
         NevoNoise *noise = nevo_noise_new(table, pool);
         NevoAlgo *algo;
         NevoDataView one = {0};

@@ -124,8 +124,7 @@ static NevoStatus run_build_data(Run *r, int threads, NevoError *err) {
     st = nevo_algo_check_memory(cfg, r->policy->nparams, err);
     if (st) return st;
     r->pool = nevo_pool_new(threads > 0 ? threads : cfg->threads > 0 ? cfg->threads : nevo_cpu_count());
-    size_t table = cfg->noise_table_floats > 0 ? (size_t)cfg->noise_table_floats
-                                               : nevo_noise_auto_size(r->policy->nparams);
+    size_t table = nevo_algo_noise_floats(cfg, r->policy->nparams);
     if (table <= r->policy->nparams)
         return nevo_error(err, NEVO_ERR_INVALID,
                           "noise_table_floats (%zu) must exceed the network's %zu parameters; use 0 (automatic)",
@@ -155,8 +154,7 @@ static NevoStatus run_build(Run *r, const NevoConfig *cfg, int threads, NevoErro
     int n_threads = threads > 0 ? threads : cfg->threads > 0 ? cfg->threads : nevo_cpu_count();
     r->pool = nevo_pool_new(n_threads);
     r->ev = nevo_evaluator_new(r->env, r->policy, r->pool, 0);
-    size_t table = cfg->noise_table_floats > 0 ? (size_t)cfg->noise_table_floats
-                                               : nevo_noise_auto_size(r->policy->nparams);
+    size_t table = nevo_algo_noise_floats(cfg, r->policy->nparams);
     if (table <= r->policy->nparams)
         return nevo_error(err, NEVO_ERR_INVALID,
                           "noise_table_floats (%zu) must exceed the network's %zu parameters; use 0 (automatic)",
