@@ -172,6 +172,7 @@ class Trainer:
         self.batch = int(cfg.get("data", {}).get("batch", 64))
         self.x, self.y = x, y
         self.perm, self.pos = None, 0
+        self.lr0, self.decay_steps, self.steps = self.opt.param_groups[0]["lr"], 0, 0
 
     def params(self):
         return sum(p.numel() for p in self.net.parameters())
@@ -186,6 +187,10 @@ class Trainer:
         loss = F.cross_entropy(self.net(self.x[idx]), self.y[idx])
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
+        if self.decay_steps:
+            for g in self.opt.param_groups:
+                g["lr"] = self.lr0 * max(0.0, 1.0 - self.steps / self.decay_steps)
+        self.steps += 1
         if self.clip:
             torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.clip)
         self.opt.step()
@@ -275,6 +280,8 @@ def cmd_accuracy(args, cfg):
     tx, ty = load_split(d, "t10k", data.get("test_samples", 0))
     tr = Trainer(cfg, x, y)
     epochs = args.epochs or int(cfg.get("generations", 10))
+    if args.linear_decay:
+        tr.decay_steps = epochs * -(-x.shape[0] // tr.batch)
     t0 = time.perf_counter()
     for e in range(1, epochs + 1):
         tr.epoch()
@@ -297,6 +304,8 @@ def main():
     ap.add_argument("--no-nevo", action="store_true", help="bench: PyTorch alone")
     ap.add_argument("--epochs", type=int, default=0, help="accuracy: epochs (default: generations)")
     ap.add_argument("--threads", type=int, default=1, help="accuracy: PyTorch threads")
+    ap.add_argument("--linear-decay", action="store_true",
+                    help="accuracy: lr falls linearly to 0 over the epochs (an experiment; no nevo key yet)")
     args = ap.parse_args()
     cfg = load_config(args.config, args.overrides)
     sys.exit(cmd_bench(args, cfg) if args.mode == "bench" else cmd_accuracy(args, cfg))

@@ -494,6 +494,68 @@ TEST(grad_conv_matches_the_chain_rule_bits) {
     }
 }
 
+/* a and b (n floats) hold the same bits, or NaN in the same places (kernels.h: a NaN's
+ * payload is not part of the rule) */
+static int same_bits_or_nan(const float *a, const float *b, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (isnan(a[i]) ? !isnan(b[i]) : memcmp(a + i, b + i, sizeof(float)) != 0) return 0;
+    return 1;
+}
+
+TEST(grad_conv_tiles_match_the_chain_rule_bits) {
+    /* dense inputs, where dW runs in register tiles with every term and settles the zero
+     * sums after: the Fashion-MNIST net's two layers (tiles of 9 taps by 8 filters, 6
+     * by 16), 24 filters (16 then 8) and 11 (8, then the scatter for 3); three images
+     * a call each, adding up. Variants: 0 plain; 1 an infinite dy (that block by the
+     * scatter); 2 a filter whose dy is all zeros and an input channel of zeros, from
+     * starts of +0 and -0; 3 inputs and dy under 2^-51, whose products underflow, from
+     * +0 starts. */
+    const NevoLayer layers[4] = {conv_layer(28, 28, 1, 3, 1, 8), conv_layer(26, 26, 8, 3, 2, 16),
+                                 conv_layer(9, 9, 3, 3, 1, 24), conv_layer(8, 7, 5, 2, 1, 11)};
+    enum { IMAGES = 3 };
+    for (int k = 0; k < 4; k++)
+        for (int v = 0; v < 5; v++) {
+            const NevoLayer *L = &layers[k];
+            NevoRng rng = test_rng(80 + (uint32_t)(5 * k + v));
+            size_t nw = (size_t)L->fan_in * L->out_c, nx = (size_t)IMAGES * L->in_dim,
+                   ny = (size_t)IMAGES * L->out_dim;
+            float *W = floats(nw), *x = floats(nx), *dy = floats(ny);
+            fill_normal(&rng, W, nw, 0.3);
+            fill_sparse(&rng, x, nx, 0.3);
+            fill_sparse(&rng, dy, ny, 0.4);
+            float *dW = floats(nw), *db = floats(L->out_c), *dx = floats(nx);
+            float *rW = floats(nw), *rb = floats(L->out_c), *rx = floats(nx);
+            fill_normal(&rng, dW, nw, 1.0);
+            fill_normal(&rng, db, L->out_c, 1.0);
+            for (size_t i = 0; i < nw; i += 7) dW[i] = -0.0f;
+            if (v == 1) dy[ny / 3] = (k & 1) ? -INFINITY : INFINITY;
+            if (v == 2) { /* negative inputs: the dead filter's sums from -0 stay -0 without the zero inputs */
+                for (size_t i = 0; i < nx; i++) x[i] = x[i] != 0.0f ? -fabsf(x[i]) : x[i];
+                for (size_t i = 1; i < ny; i += L->out_c) dy[i] = 0.0f;
+                for (size_t i = 0; i < nx; i += L->in_c) x[i] = -0.0f;
+                for (size_t i = 0; i < nw; i++) dW[i] = i % 3 ? 0.0f : -0.0f;
+            }
+            if (v >= 3) { /* dy or inputs the smallest subnormal: most products round to +-0 */
+                float *t = v == 3 ? dy : x, *o = v == 3 ? x : dy;
+                size_t nt = v == 3 ? ny : nx, no = v == 3 ? nx : ny;
+                for (size_t i = 0; i < nt; i++) t[i] = t[i] != 0.0f ? copysignf(0x1p-149f, t[i]) : t[i];
+                for (size_t i = 0; i < no; i++) o[i] *= 0.3f;
+                memset(dW, 0, sizeof(float) * nw);
+            }
+            memcpy(rW, dW, sizeof(float) * nw);
+            memcpy(rb, db, sizeof(float) * L->out_c);
+            for (int r = 0; r < IMAGES; r++) {
+                size_t xo = (size_t)r * L->in_dim, yo = (size_t)r * L->out_dim;
+                nevo_conv_backward(L, W, x + xo, dy + yo, dW, db, dx + xo);
+                chain_conv(L, W, x + xo, dy + yo, rW, rb, rx + xo);
+            }
+            CHECK_MSG(same_bits_or_nan(dW, rW, nw), "conv %d variant %d: dW", k, v);
+            CHECK_MSG(same_bits_or_nan(db, rb, L->out_c), "conv %d variant %d: db", k, v);
+            CHECK_MSG(same_bits_or_nan(dx, rx, nx), "conv %d variant %d: dx", k, v);
+            free(W), free(x), free(dy), free(dW), free(db), free(dx), free(rW), free(rb), free(rx);
+        }
+}
+
 /* --- the whole network ------------------------------------------------------------- */
 
 /* P networks' parameters (P, nparams) and n rows of observations, row i through net[i] */

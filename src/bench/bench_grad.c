@@ -1,7 +1,8 @@
 /* The backward group of `nevo bench`: nevo_policy_backward against nevo_policy_forward
  * on a batch of rows of one network, whole and layer by layer, for the MinAtar net (on
- * observations of Breakout from random play) and a 64-64 tanh MLP on 17 inputs (a
- * MuJoCo-sized policy). Rates are dense-equivalent GFLOP/s, as the forward group counts
+ * observations of Breakout from random play), the Fashion-MNIST conv net of
+ * configs/fashion_mnist_sgd.json (on training images, where the dataset is installed)
+ * and a 64-64 tanh MLP on 17 inputs (a MuJoCo-sized policy). Rates are dense-equivalent GFLOP/s, as the forward group counts
  * them: a forward row is 2 fan_in out_dim FLOPs per layer, and a backward row twice that
  * (dW and dX) for every layer but the first, which computes no dX. Each rate is
  * compared with the FMA peak, and the backward's with the forward's. */
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "nevo/dataset.h"
 #include "nevo/env.h"
 #include "nevo/grad.h"
 #include "nevo/policy.h"
@@ -22,7 +24,7 @@
 /* A batch of B rows of one network, the buffers its forward and backward use, and
  * each layer's input gradient dY as the backward meets it. */
 typedef struct GradBench {
-    const char *name; /* "MinAtar net", "64-64 MLP" */
+    const char *name; /* "MinAtar net", "Fashion net", "64-64 MLP" */
     NevoPolicy *p;
     float *theta, *obs, *out, *fscratch, *tape, *dout, *grads, *bscratch;
     float *dys[NEVO_POLICY_MAX_LAYERS]; /* (B, out_dim) of layer l */
@@ -77,11 +79,16 @@ static void grad_bench_setup(GradBench *g, int B) {
             memcpy(g->dys[l], g->dout, sizeof(float) * (size_t)B * L->out_dim);
         } else {
             const NevoLayer *N = &p->layers[l + 1];
-            NEVO_ASSERT(N->kind == NEVO_LAYER_DENSE); /* the nets here have one conv layer, the first */
             float *scratch_grads = g->grads; /* zeroed again below */
-            nevo_dense_backward(g->theta + N->w_off, g->tape + nevo_grad_tape_offset(p, B, l), g->dys[l + 1], B,
-                                N->in_dim, N->out_dim, scratch_grads + N->w_off, scratch_grads + N->b_off,
-                                g->dys[l]);
+            const float *xn = g->tape + nevo_grad_tape_offset(p, B, l);
+            if (N->kind == NEVO_LAYER_CONV)
+                for (int r = 0; r < B; r++)
+                    nevo_conv_backward(N, g->theta + N->w_off, xn + (size_t)r * N->in_dim,
+                                       g->dys[l + 1] + (size_t)r * N->out_dim, scratch_grads + N->w_off,
+                                       scratch_grads + N->b_off, g->dys[l] + (size_t)r * N->in_dim);
+            else
+                nevo_dense_backward(g->theta + N->w_off, xn, g->dys[l + 1], B, N->in_dim, N->out_dim,
+                                    scratch_grads + N->w_off, scratch_grads + N->b_off, g->dys[l]);
             nevo_act_backward(L->act, g->tape + nevo_grad_tape_offset(p, B, l), g->dys[l], B * L->out_dim);
         }
         const float *x = l == 0 ? g->obs : g->tape + nevo_grad_tape_offset(p, B, l - 1);
@@ -224,7 +231,10 @@ static void bench_case(const NevoBenchOptions *o, const NevoBenchLimits *lim, Gr
     for (int l = 0; l < g->p->n_layers; l++) {
         const NevoLayer *L = &g->p->layers[l];
         char desc[64], what[128];
-        if (L->kind == NEVO_LAYER_CONV)
+        if (L->kind == NEVO_LAYER_CONV && L->stride > 1)
+            snprintf(desc, sizeof desc, "conv %dx%dx%d k%d s%d f%d", L->in_h, L->in_w, L->in_c, L->kernel, L->stride,
+                     L->out_c);
+        else if (L->kind == NEVO_LAYER_CONV)
             snprintf(desc, sizeof desc, "conv %dx%dx%d k%d f%d", L->in_h, L->in_w, L->in_c, L->kernel, L->out_c);
         else
             snprintf(desc, sizeof desc, "dense %dx%d", L->in_dim, L->out_dim);
@@ -284,6 +294,37 @@ NevoStatus nevo_bench_backward(const NevoBenchOptions *o, const NevoBenchLimits 
     grad_bench_setup(&g, B);
     bench_case(o, lim, &g, emit, ctx);
     grad_bench_free(&g);
+
+    /* the Fashion-MNIST net (configs/fashion_mnist_sgd.json: conv 3x3 8, conv 3x3 16
+     * stride 2, dense 32, ReLU) on B training images; skipped where the dataset is not
+     * installed */
+    NevoDataset *ds = NULL;
+    NevoError derr;
+    if (nevo_dataset_load("fashion-mnist", B, 1, &ds, &derr) == NEVO_OK && ds->train.n < B) nevo_dataset_free(ds), ds = NULL;
+    if (ds) {
+        NevoEnvSpec fspec;
+        nevo_dataset_env_spec(ds, &fspec);
+        NevoPolicyConfig fc = {0};
+        fc.n_conv = fc.n_conv_kernels = fc.n_conv_strides = 2;
+        fc.conv_filters[0] = 8, fc.conv_kernels[0] = 3, fc.conv_strides[0] = 1;
+        fc.conv_filters[1] = 16, fc.conv_kernels[1] = 3, fc.conv_strides[1] = 2;
+        fc.n_hidden = 1, fc.hidden[0] = 32;
+        snprintf(fc.activation, sizeof fc.activation, "relu");
+        snprintf(fc.init, sizeof fc.init, "scaled");
+        g = (GradBench){0};
+        g.name = "Fashion net";
+        st = nevo_policy_new(&fspec, &fc, 0, &g.p, err);
+        if (st != NEVO_OK) {
+            nevo_dataset_free(ds);
+            return st;
+        }
+        g.obs = nevo_alloc_aligned(sizeof(float) * (size_t)B * g.p->obs_dim);
+        memcpy(g.obs, ds->train.images, sizeof(float) * (size_t)B * g.p->obs_dim);
+        nevo_dataset_free(ds);
+        grad_bench_setup(&g, B);
+        bench_case(o, lim, &g, emit, ctx);
+        grad_bench_free(&g);
+    }
 
     /* a 64-64 tanh MLP on 17 inputs and 6 outputs (HalfCheetah's sizes) */
     NevoEnvSpec spec = {0};

@@ -108,6 +108,19 @@ static NevoDataView data_view(const NevoDataset *d, const NevoDataSplit *split) 
     return v;
 }
 
+/* The run's thread pool (threads, else the config's, else every CPU) and noise table. */
+static NevoStatus run_pool_and_noise(Run *r, int threads, NevoError *err) {
+    const NevoConfig *cfg = &r->cfg;
+    size_t table = nevo_algo_noise_floats(cfg, r->policy->nparams);
+    if (table <= r->policy->nparams)
+        return nevo_error(err, NEVO_ERR_INVALID,
+                          "noise_table_floats (%zu) must exceed the network's %zu parameters; use 0 (automatic)",
+                          table, r->policy->nparams);
+    r->pool = nevo_pool_new(threads > 0 ? threads : cfg->threads > 0 ? cfg->threads : nevo_cpu_count());
+    r->noise = nevo_noise_new(table, r->pool);
+    return NEVO_OK;
+}
+
 /* What a run on a dataset builds instead of envs and an evaluator. */
 static NevoStatus run_build_data(Run *r, int threads, NevoError *err) {
     const NevoConfig *cfg = &r->cfg;
@@ -123,13 +136,8 @@ static NevoStatus run_build_data(Run *r, int threads, NevoError *err) {
     if (st) return st;
     st = nevo_algo_check_memory(cfg, r->policy->nparams, err);
     if (st) return st;
-    r->pool = nevo_pool_new(threads > 0 ? threads : cfg->threads > 0 ? cfg->threads : nevo_cpu_count());
-    size_t table = nevo_algo_noise_floats(cfg, r->policy->nparams);
-    if (table <= r->policy->nparams)
-        return nevo_error(err, NEVO_ERR_INVALID,
-                          "noise_table_floats (%zu) must exceed the network's %zu parameters; use 0 (automatic)",
-                          table, r->policy->nparams);
-    r->noise = nevo_noise_new(table, r->pool);
+    st = run_pool_and_noise(r, threads, err);
+    if (st) return st;
     return nevo_algo_new_on_data(&r->cfg, &r->train, r->policy, r->noise, r->pool, &r->algo, err);
 }
 
@@ -151,15 +159,9 @@ static NevoStatus run_build(Run *r, const NevoConfig *cfg, int threads, NevoErro
     if (st) return st;
     st = nevo_algo_check_memory(cfg, r->policy->nparams, err);
     if (st) return st;
-    int n_threads = threads > 0 ? threads : cfg->threads > 0 ? cfg->threads : nevo_cpu_count();
-    r->pool = nevo_pool_new(n_threads);
+    st = run_pool_and_noise(r, threads, err);
+    if (st) return st;
     r->ev = nevo_evaluator_new(r->env, r->policy, r->pool, 0);
-    size_t table = nevo_algo_noise_floats(cfg, r->policy->nparams);
-    if (table <= r->policy->nparams)
-        return nevo_error(err, NEVO_ERR_INVALID,
-                          "noise_table_floats (%zu) must exceed the network's %zu parameters; use 0 (automatic)",
-                          table, r->policy->nparams);
-    r->noise = nevo_noise_new(table, r->pool);
     return nevo_algo_new(&r->cfg, r->env, r->policy, r->noise, r->pool, &r->algo, err);
 }
 

@@ -20,7 +20,10 @@
  * rows where it is nonzero; dX: a row's run of inputs over its nonzero dy, from a
  * transposed block of W), and lists of the nonzero multipliers, made from bit masks,
  * replace branches. Zero skipping makes ReLU layers and binary image planes cheap, as
- * in the forward. */
+ * in the forward. A conv layer's dW on dense inputs is the one place that computes the
+ * skipped terms: tap by tap as im2col's transposed product, the sums of a tile of taps
+ * and filters in registers over the pixels, where an exact zero term provably leaves
+ * the bits as the rule's but for a zero sum's sign, which is settled after (dw_tile). */
 #include "nevo/grad.h"
 
 #include <math.h>
@@ -39,8 +42,16 @@
  * bigger layers take their input channels in chunks that fit, and layers with more
  * than this many filter taps (k k out_c) read W in place (the same chains, slower). */
 #define CONV_WT_STACK 4096
-/* Nonzero inputs a conv layer's dW takes at once */
+/* Nonzero inputs a conv layer's dW scatter takes at once */
 #define CONV_LIST 256
+/* A conv dW term by the scatter costs about this many times one of a tile's (measured
+ * with dev/kernels/ab_conv_backward on the Fashion-MNIST and MinAtar layers: 6 leaves
+ * sparse Fashion images on the scatter, 8 moves Breakout's planes off it, both slower) */
+#define CONV_SCATTER_COST 7
+/* Floats of a conv window the dx pass cuts into chunks at once (a window of more takes
+ * its channels in parts), and filters whose nonzero dy it lists at once */
+#define CONV_WINDOW 1024
+#define CONV_FILTERS 256
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
@@ -89,6 +100,7 @@ static ALWAYS_INLINE void chain_tile(float *restrict dst, int n, int init, const
         }                                                                                   \
         _Pragma("GCC unroll 64") for (int t = 0; t < W; t++) db[t] = acc[t];                \
     }
+ADD_ROWS_W(8)
 ADD_ROWS_W(16)
 ADD_ROWS_W(32)
 ADD_ROWS_W(64)
@@ -101,6 +113,7 @@ static ALWAYS_INLINE void add_rows(float *restrict db, const float *rows, size_t
     for (; n - j >= 64; j += 64) add_rows_64(db + j, rows + j, rs, nrows);
     if (n - j >= 32) add_rows_32(db + j, rows + j, rs, nrows), j += 32;
     if (n - j >= 16) add_rows_16(db + j, rows + j, rs, nrows), j += 16;
+    if (n - j >= 8) add_rows_8(db + j, rows + j, rs, nrows), j += 8;
     if (j < n)
         for (int k = 0; k < nrows; k++)
             for (int t = j; t < n; t++) db[t] += rows[(size_t)k * rs + t];
@@ -264,12 +277,15 @@ void nevo_dense_backward(const float *W, const float *X, const float *dY, int B,
     }
 }
 
-/* conv dW for a list of nonzero inputs in ascending order: input q (row qy S + ry, column
- * qx S + rx, channel ch, value val) times dy of each output whose window holds it. An
- * input's positions are different rows of dW, whose chains run side by side. */
-static ALWAYS_INLINE void conv_dw_list(int K, int S, int C, int F, int OH, int OW, const int *qy, const int *ry,
-                                       const int *qx, const int *rx, const int *ch, const float *val, int cnt,
-                                       const float *restrict dy, float *restrict dW) {
+/* ---- convolution ----------------------------------------------------------------- */
+
+/* conv dW (exact path) for the filters [f0, f1) and a list of nonzero inputs in
+ * ascending order: input q (row qy S + ry, column qx S + rx, channel ch, value val)
+ * times dy of each output whose window holds it. An input's positions are different
+ * rows of dW, whose chains run side by side. */
+static ALWAYS_INLINE void conv_dw_list(int K, int S, int C, int F, int f0, int f1, int OH, int OW, const int *qy,
+                                       const int *ry, const int *qx, const int *rx, const int *ch, const float *val,
+                                       int cnt, const float *restrict dy, float *restrict dW) {
     for (int q = 0; q < cnt; q++) {
         float v = val[q];
         /* ky = ry + S a for a = 0, 1, ...: output row qy - a */
@@ -279,31 +295,25 @@ static ALWAYS_INLINE void conv_dw_list(int K, int S, int C, int F, int OH, int O
                 if (ox >= OW) continue;
                 float *g = dW + ((size_t)(ky * K + kx) * C + ch[q]) * F;
                 const float *d = dy + ((size_t)oy * OW + ox) * F;
-                for (int f = 0; f < F; f++) g[f] = fmaf(v, d[f], g[f]);
+                for (int f = f0; f < f1; f++) g[f] = fmaf(v, d[f], g[f]);
             }
         }
     }
 }
 
-/* One image's conv backward (nevo_conv_backward); wt: room for cap floats of the
- * layer's weights transposed. */
-NEVO_KERNEL_CLONES NEVO_VECTORIZE
-static void conv_backward(const NevoLayer *L, const float *restrict W, const float *restrict x,
-                          const float *restrict dy, float *restrict dW, float *restrict db, float *restrict dx,
-                          float *restrict wt, size_t cap) {
+/* conv dW for the filters [f0, f1), the rule's chains as written: the nonzero inputs,
+ * listed in ascending order a chunk at a time, each into the window positions that
+ * hold it (input (iy, ix) is at (ky, kx) of output ((iy - ky) / S, (ix - kx) / S) where
+ * S divides both). For each (ky, kx, c) the chunks, and the inputs in each, come in
+ * ascending order, which is ascending output order. The path for a dy that is not
+ * finite, and for a layer's last filters that fill no tile. */
+static ALWAYS_INLINE void conv_dw_scatter(const NevoLayer *L, const float *restrict x, const float *restrict dy,
+                                          float *restrict dW, int f0, int f1) {
     int K = L->kernel, S = L->stride, C = L->in_c, F = L->out_c;
-    int OH = L->out_h, OW = L->out_w, IH = L->in_h, IW = L->in_w;
-    int KC = K * C;
-    add_rows(db, dy, (size_t)F, OH * OW, F);
-    /* dW: the nonzero inputs, listed in ascending order a chunk at a time, each into
-     * the window positions that hold it: input (iy, ix) is at (ky, kx) of output
-     * ((iy - ky) / S, (ix - kx) / S) where S divides both. For each (ky, kx, c) the
-     * chunks, and the inputs in each, come in ascending order, which is ascending output
-     * order. Found 64 floats at a time from a mask, as most MinAtar planes are zeros. */
-    int RW = IW * C, cnt = 0;
+    int RW = L->in_w * C, cnt = 0;
     int qy[CONV_LIST], ry[CONV_LIST], qx[CONV_LIST], rx[CONV_LIST], ch[CONV_LIST];
     float val[CONV_LIST];
-    for (int iy = 0; iy < IH; iy++) {
+    for (int iy = 0; iy < L->in_h; iy++) {
         const float *xr = x + (size_t)iy * RW;
         for (int k0 = 0, ix = 0; k0 < RW; k0 += 64) {
             for (uint64_t m = nonzero_mask(xr + k0, RW - k0 < 64 ? RW - k0 : 64); m; m &= m - 1) {
@@ -314,51 +324,343 @@ static void conv_backward(const NevoLayer *L, const float *restrict W, const flo
                 qy[cnt] = S == 1 ? iy : iy / S, ry[cnt] = iy - qy[cnt] * S;
                 qx[cnt] = S == 1 ? ix : ix / S, rx[cnt] = ix - qx[cnt] * S;
                 if (++cnt == CONV_LIST) {
-                    conv_dw_list(K, S, C, F, OH, OW, qy, ry, qx, rx, ch, val, cnt, dy, dW);
+                    conv_dw_list(K, S, C, F, f0, f1, L->out_h, L->out_w, qy, ry, qx, rx, ch, val, cnt, dy, dW);
                     cnt = 0;
                 }
             }
         }
     }
-    if (cnt) conv_dw_list(K, S, C, F, OH, OW, qy, ry, qx, rx, ch, val, cnt, dy, dW);
+    if (cnt) conv_dw_list(K, S, C, F, f0, f1, L->out_h, L->out_w, qy, ry, qx, rx, ch, val, cnt, dy, dW);
+}
+
+/* The geometry a dW tile walks: input floats between output columns (cs) and rows
+ * (rs), the output's size, and dy's row length (F); and whether the image's inputs, and
+ * the dy of the filters at hand, hold a nonzero of magnitude under 2^-51 (tiny: 1, 0,
+ * or -1 while the inputs' is not yet known); bit l of dead: filter l's dy is all zeros */
+typedef struct ConvWalk {
+    size_t cs, rs, F;
+    int OH, OW, in_dim;
+    int x_tiny, dy_tiny;
+    uint32_t dead;
+} ConvWalk;
+
+/* a float's bits shifted past the sign: 0 for +-0, under TINY_BITS for a nonzero of
+ * magnitude under 2^-51 (biased exponent under 76), 0xff000000 or more for an infinity
+ * or a NaN */
+#define TINY_BITS (76u << 24)
+#define NONFINITE_BITS 0xff000000u
+
+/* One dW element's chain as the rule writes it: g, then x[window(p) + off] dy[p F] over
+ * the output pixels p in order, skipping zero inputs (dy at the element's filter). */
+NEVO_KERNEL_CLONES __attribute__((noinline)) static float conv_dw_exact(const float *x, int off, const ConvWalk *w,
+                                                                        const float *dy, float g) {
+    for (int oy = 0; oy < w->OH; oy++)
+        for (int ox = 0; ox < w->OW; ox++) {
+            float v = x[oy * w->rs + ox * w->cs + (size_t)off];
+            if (v != 0.0f) g = fmaf(v, dy[((size_t)oy * w->OW + ox) * w->F], g);
+        }
+    return g;
+}
+
+/* 1 where x (n floats) holds a nonzero of magnitude under 2^-51 */
+NEVO_KERNEL_CLONES NEVO_VECTORIZE __attribute__((noinline)) static int has_tiny(const float *x, int n) {
+    uint32_t t = 0;
+    for (int i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, x + i, sizeof u);
+        t |= (u << 1) - 1u < TINY_BITS - 1u;
+    }
+    return t != 0;
+}
+
+/* The sums of a dW tile (nt taps, fb filters; g, off, dy as dw_tile's) that ended at
+ * zero, from their starts init (nt by fb). From +0, with no input nor dy under 2^-51,
+ * every fused multiply-add's exact result is a multiple of 2^-149 (products of
+ * multiples of 2^-74, sums with floats), so none rounds to -0, and additions of zeros
+ * keep +0: both chains stay off -0 and end at +0 (so do they where the filter's dy is
+ * all zeros: every term is an exact zero). Any other zero sum (a -0 start, tiny values)
+ * is computed again as the rule writes it. */
+__attribute__((noinline)) static void dw_fix_zeros(const float *x, const int *off, ConvWalk *w, const float *dy,
+                                                   float *g, const float *init, int nt, int fb) {
+    for (int j = 0; j < nt; j++)
+        for (int l = 0; l < fb; l++) {
+            float *e = g + j * w->F + l;
+            if (*e != 0.0f) continue;
+            uint32_t u;
+            memcpy(&u, init + j * fb + l, sizeof u);
+            if (u == 0 && (w->dead >> l & 1)) continue;
+            if (u == 0 && !w->dy_tiny) {
+                if (w->x_tiny < 0) w->x_tiny = has_tiny(x, w->in_dim);
+                if (!w->x_tiny) continue;
+            }
+            *e = conv_dw_exact(x, off[j], w, dy + l, init[j * fb + l]);
+        }
+}
+
+/* dW rows of NT consecutive taps for FB filters (g: the first row's first filter, rows
+ * F apart; off[j]: tap j's input from the window's first, ((ky IW + kx) C + c); dy at
+ * the first filter), over one image: the NT FB sums stay in registers over the output
+ * pixels in order, and every term is computed, zero inputs too. With a finite dy that
+ * gives the rule's bits wherever the sum ends nonzero: a zero input's term x dy is an
+ * exact +-0, which leaves a nonzero sum as it is, so a chain with the terms and one
+ * without stay equal or both zero (a later nonzero term rounds the same on either zero).
+ * Only a zero sum's sign can differ: dw_fix_zeros settles those. */
+#define DW_PIXELS(NT, FB, DB)                                                                                   \
+    for (int oy = 0; oy < w->OH; oy++) {                                                                        \
+        const float *xr = x + oy * w->rs, *d = dy + (size_t)oy * w->OW * F;                                     \
+        for (int ox = 0; ox < w->OW; ox++) {                                                                    \
+            const float *xp = xr + ox * w->cs, *dp = d + ox * F;                                                \
+            _Pragma("GCC unroll 16") for (int j = 0; j < NT; j++) {                                             \
+                float v = xp[off[j]];                                                                           \
+                _Pragma("GCC unroll 16") for (int l = 0; l < FB; l++) acc[j][l] = fmaf(v, dp[l], acc[j][l]);    \
+            }                                                                                                   \
+            DB                                                                                                  \
+        }                                                                                                       \
+    }
+#define DW_TILE(NT, FB)                                                                                         \
+    NEVO_KERNEL_CLONES NEVO_VECTORIZE __attribute__((noinline)) static void dw_tile_##NT##_##FB(                \
+        const float *x, const int *off, ConvWalk *w, const float *dy, float *g, float *db) {                   \
+        size_t F = w->F;                                                                                        \
+        float acc[NT][FB], init[NT][FB];                                                                        \
+        _Pragma("GCC unroll 16") for (int j = 0; j < NT; j++)                                                   \
+            _Pragma("GCC unroll 16") for (int l = 0; l < FB; l++) acc[j][l] = init[j][l] = g[j * F + l];        \
+        if (db) {                                                                                               \
+            float b[FB];                                                                                        \
+            _Pragma("GCC unroll 16") for (int l = 0; l < FB; l++) b[l] = db[l];                                 \
+            DW_PIXELS(NT, FB, _Pragma("GCC unroll 16") for (int l = 0; l < FB; l++) b[l] += dp[l];)             \
+            _Pragma("GCC unroll 16") for (int l = 0; l < FB; l++) db[l] = b[l];                                 \
+        } else {                                                                                                \
+            DW_PIXELS(NT, FB, )                                                                                 \
+        }                                                                                                       \
+        int zero = 0;                                                                                           \
+        _Pragma("GCC unroll 16") for (int j = 0; j < NT; j++)                                                   \
+            _Pragma("GCC unroll 16") for (int l = 0; l < FB; l++) {                                             \
+                zero |= acc[j][l] == 0.0f;                                                                      \
+                g[j * F + l] = acc[j][l];                                                                       \
+            }                                                                                                   \
+        if (zero) dw_fix_zeros(x, off, w, dy, g, &init[0][0], NT, FB);                                          \
+    }
+/* 12 sums in registers, one or two AVX2 vectors of filters a tap; smaller tiles for the
+ * taps left over */
+DW_TILE(6, 16)
+DW_TILE(3, 16)
+DW_TILE(2, 16)
+DW_TILE(1, 16)
+DW_TILE(12, 8)
+DW_TILE(9, 8)
+DW_TILE(6, 8)
+DW_TILE(3, 8)
+DW_TILE(2, 8)
+DW_TILE(1, 8)
+
+/* the largest of 12, 9, 6, 3, 2, 1 (limited to max) that n reaches */
+static ALWAYS_INLINE int tile_of(int n, int max) {
+    int t = n >= 12 ? 12 : n >= 9 ? 9 : n >= 6 ? 6 : n >= 3 ? 3 : n;
+    return t < max ? t : max;
+}
+
+/* Over the P pixels of FB filters' dy (at the first filter, F floats a pixel): 1 where
+ * one is an infinity or a NaN; *tiny: 1 where one is a nonzero under 2^-51; bit l of
+ * *dead: filter l's dy is all zeros */
+#define DY_SCAN(FB)                                                                                             \
+    static ALWAYS_INLINE int dy_nonfinite_##FB(const float *dy, size_t P, size_t F, int *tiny, uint32_t *dead) { \
+        uint32_t mx[FB] = {0}, t[FB] = {0};                                                                     \
+        for (size_t p = 0; p < P; p++)                                                                          \
+            _Pragma("GCC unroll 16") for (int l = 0; l < FB; l++) {                                             \
+                uint32_t e;                                                                                     \
+                memcpy(&e, dy + p * F + l, sizeof e);                                                           \
+                e <<= 1;                                                                                        \
+                mx[l] = mx[l] > e ? mx[l] : e;                                                                  \
+                t[l] |= e - 1u < TINY_BITS - 1u ? 1u : 0u;                                                      \
+            }                                                                                                   \
+        uint32_t m = 0, tt = 0;                                                                                 \
+        *dead = 0;                                                                                              \
+        for (int l = 0; l < FB; l++) m = m > mx[l] ? m : mx[l], tt |= t[l], *dead |= (mx[l] == 0) << l;         \
+        *tiny = tt != 0;                                                                                        \
+        return m >= NONFINITE_BITS;                                                                             \
+    }
+DY_SCAN(16)
+DY_SCAN(8)
+
+/* 1 where x (n floats) has more than most nonzeros (it stops counting there) */
+static ALWAYS_INLINE int more_nonzeros(const float *x, int n, long most) {
+    long cnt = 0;
+    for (int k0 = 0; k0 < n && cnt <= most; k0 += 64)
+        cnt += __builtin_popcountll(nonzero_mask(x + k0, n - k0 < 64 ? n - k0 : 64));
+    return cnt > most;
+}
+
+/* conv dW and db of one image. Where the inputs are dense enough, tiles of taps by 16
+ * or 8 filters (dw_tile, the first of a block adding db's chains, which hide behind its
+ * FMAs) for the filters whose dy is finite; else, and for the last filters that fill no
+ * tile, add_rows and the scatter over the nonzero inputs. A tile computes T P terms, the
+ * scatter about (k / stride)^2 a nonzero input at CONV_SCATTER_COST times the cost. */
+static ALWAYS_INLINE void conv_dw(const NevoLayer *L, const float *restrict x, const float *restrict dy,
+                                  float *restrict dW, float *restrict db) {
+    int K = L->kernel, S = L->stride, C = L->in_c, F = L->out_c, T = K * K * C, f0 = 0;
+    size_t P = (size_t)L->out_h * L->out_w;
+    ConvWalk w = {(size_t)S * C, (size_t)S * L->in_w * C, (size_t)F, L->out_h, L->out_w, L->in_dim, -1, 0, 0};
+    long windows = (long)((K + S - 1) / S) * ((K + S - 1) / S); /* windows an input is in, at most */
+    if (F >= 8 && more_nonzeros(x, L->in_dim, (long)T * (long)P / (windows * CONV_SCATTER_COST))) {
+        while (F - f0 >= 8) {
+            int fb = F - f0 >= 16 ? 16 : 8;
+            if (fb == 16 ? dy_nonfinite_16(dy + f0, P, (size_t)F, &w.dy_tiny, &w.dead)
+                         : dy_nonfinite_8(dy + f0, P, (size_t)F, &w.dy_tiny, &w.dead)) {
+                add_rows(db + f0, dy + f0, (size_t)F, (int)P, fb);
+                conv_dw_scatter(L, x, dy, dW, f0, f0 + fb);
+                f0 += fb;
+                continue;
+            }
+            for (int t0 = 0, nt; t0 < T; t0 += nt) {
+                nt = tile_of(T - t0, fb == 16 ? 6 : 12);
+                int off[12];
+                for (int j = 0; j < nt; j++) {
+                    int t = t0 + j, c = t % C, kx = t / C % K, ky = t / C / K;
+                    off[j] = (ky * L->in_w + kx) * C + c;
+                }
+                float *g = dW + (size_t)t0 * F + f0, *bd = t0 == 0 ? db + f0 : NULL;
+                const float *d = dy + f0;
+                if (fb == 16) {
+                    switch (nt) {
+                    case 6: dw_tile_6_16(x, off, &w, d, g, bd); break;
+                    case 3: dw_tile_3_16(x, off, &w, d, g, bd); break;
+                    case 2: dw_tile_2_16(x, off, &w, d, g, bd); break;
+                    default: dw_tile_1_16(x, off, &w, d, g, bd); break;
+                    }
+                } else {
+                    switch (nt) {
+                    case 12: dw_tile_12_8(x, off, &w, d, g, bd); break;
+                    case 9: dw_tile_9_8(x, off, &w, d, g, bd); break;
+                    case 6: dw_tile_6_8(x, off, &w, d, g, bd); break;
+                    case 3: dw_tile_3_8(x, off, &w, d, g, bd); break;
+                    case 2: dw_tile_2_8(x, off, &w, d, g, bd); break;
+                    default: dw_tile_1_8(x, off, &w, d, g, bd); break;
+                    }
+                }
+            }
+            f0 += fb;
+        }
+    }
+    if (f0 < F) {
+        add_rows(db + f0, dy + f0, (size_t)F, (int)P, F - f0);
+        conv_dw_scatter(L, x, dy, dW, f0, F);
+    }
+}
+
+/* dx at NV chunks of 8 floats of one output pixel's window (xw: the window's first
+ * input; doff[j], woff[j]: chunk j in dx from xw and in a filter's weights of wt, fs
+ * floats a filter) over the pixel's nonzero dy (cnt of them: filter fl[q], value fv[q]),
+ * the sums in registers over the filters in order. */
+#define DX_TILE(NV)                                                                                             \
+    static ALWAYS_INLINE void dx_tile_##NV(float *xw, const int *doff, const int *woff, const float *wt,        \
+                                           size_t fs, const uint16_t *fl, const float *fv, int cnt) {          \
+        float acc[NV][8];                                                                                       \
+        _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)                                                   \
+            _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++) acc[j][l] = xw[doff[j] + l];                    \
+        for (int q = 0; q < cnt; q++) {                                                                         \
+            float v = fv[q];                                                                                    \
+            const float *w = wt + fl[q] * fs;                                                                   \
+            _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)                                               \
+                _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++) acc[j][l] = fmaf(v, w[woff[j] + l], acc[j][l]); \
+        }                                                                                                       \
+        _Pragma("GCC unroll 16") for (int j = 0; j < NV; j++)                                                   \
+            _Pragma("GCC unroll 8") for (int l = 0; l < 8; l++) xw[doff[j] + l] = acc[j][l];                    \
+    }
+DX_TILE(12)
+DX_TILE(9)
+DX_TILE(6)
+DX_TILE(3)
+DX_TILE(2)
+DX_TILE(1)
+
+/* One image's conv backward (nevo_conv_backward); wt: room for cap floats of the
+ * layer's weights transposed. */
+NEVO_KERNEL_CLONES NEVO_VECTORIZE
+static void conv_backward(const NevoLayer *L, const float *restrict W, const float *restrict x,
+                          const float *restrict dy, float *restrict dW, float *restrict db, float *restrict dx,
+                          float *restrict wt, size_t cap) {
+    int K = L->kernel, S = L->stride, C = L->in_c, F = L->out_c;
+    int OH = L->out_h, OW = L->out_w, IW = L->in_w;
+    int KC = K * C;
+    conv_dw(L, x, dy, dW, db);
     if (!dx) return;
-    /* dx: each output pixel's nonzero dy scattered over its window, a window row at a
-     * time, from the weights transposed to (out_c, k, k, in_c) in wt: in chunks of
-     * channels where wt holds fewer than all of them (each dx element lies in one chunk,
-     * so its chain is the same), from W in place where it does not hold one */
+    /* dx: each output pixel's nonzero dy over its window, the window cut into chunks of 8
+     * floats (dx_tile, sums in registers over the filters) and single floats, from the
+     * weights transposed to (out_c, k, k, in_c) in wt: in chunks of channels where wt (or
+     * the chunk lists) hold fewer than all of them (each dx element lies in one chunk, so
+     * its chain is the same), from W in place where they hold not one channel */
     memset(dx, 0, sizeof(float) * (size_t)L->in_dim);
-    size_t taps = (size_t)F * K * K, fit = cap / taps;
+    size_t taps = (size_t)F * K * K, fit = cap / taps, win = CONV_WINDOW / ((size_t)K * K);
+    if (win < fit) fit = win;
     int CC = fit >= (size_t)C ? C : (int)fit; /* channels per chunk; 0: W in place */
+    int doff[CONV_WINDOW / 8], woff[CONV_WINDOW / 8], sdoff[CONV_WINDOW], swoff[CONV_WINDOW];
+    uint16_t fl[CONV_FILTERS];
+    float fv[CONV_FILTERS];
     for (int c0 = 0; c0 < C; c0 += CC > 0 ? CC : C) {
         int cc = CC > 0 ? (C - c0 < CC ? C - c0 : CC) : C;
-        if (CC > 0)
-            for (int f = 0; f < F; f++)
-                for (int k = 0; k < K * K; k++)
-                    for (int c = 0; c < cc; c++)
-                        wt[((size_t)f * K * K + k) * cc + c] = W[((size_t)k * C + c0 + c) * F + f];
+        if (CC == 0) {
+            for (int oy = 0; oy < OH; oy++) {
+                for (int ox = 0; ox < OW; ox++) {
+                    const float *d = dy + ((size_t)oy * OW + ox) * F;
+                    for (int f0 = 0; f0 < F; f0 += 64) {
+                        int nf = F - f0 < 64 ? F - f0 : 64;
+                        for (uint64_t m = nonzero_mask(d + f0, nf); m; m &= m - 1) {
+                            int f = f0 + __builtin_ctzll(m);
+                            float v = d[f];
+                            for (int ky = 0; ky < K; ky++) {
+                                float *xr = dx + ((size_t)(oy * S + ky) * IW + (size_t)ox * S) * C;
+                                const float *w = W + (size_t)ky * KC * F + f;
+                                for (int t = 0; t < KC; t++) xr[t] = fmaf(v, w[(size_t)t * F], xr[t]);
+                            }
+                        }
+                    }
+                }
+            }
+            break;
+        }
+        for (int f = 0; f < F; f++)
+            for (int k = 0; k < K * K; k++)
+                for (int c = 0; c < cc; c++) wt[((size_t)f * K * K + k) * cc + c] = W[((size_t)k * C + c0 + c) * F + f];
+        /* the window's runs of contiguous floats (a row of K cc where cc == C, else one
+         * (ky, kx)'s cc channels), cut into chunks of 8 and the floats left over */
+        int nch = 0, ns = 0, seg = cc == C ? K : K * K, len = cc == C ? KC : cc;
+        for (int s = 0; s < seg; s++) {
+            int d0 = cc == C ? s * IW * C : ((s / K) * IW + s % K) * C + c0, w0 = s * len, t = 0;
+            for (; len - t >= 8; t += 8) doff[nch] = d0 + t, woff[nch] = w0 + t, nch++;
+            for (; t < len; t++) sdoff[ns] = d0 + t, swoff[ns] = w0 + t, ns++;
+        }
+        size_t fs = (size_t)K * K * cc;
         for (int oy = 0; oy < OH; oy++) {
             for (int ox = 0; ox < OW; ox++) {
                 const float *d = dy + ((size_t)oy * OW + ox) * F;
-                for (int f0 = 0; f0 < F; f0 += 64) {
-                    int nf = F - f0 < 64 ? F - f0 : 64;
-                    for (uint64_t m = nonzero_mask(d + f0, nf); m; m &= m - 1) {
-                        int f = f0 + __builtin_ctzll(m);
-                        float v = d[f];
-                        for (int ky = 0; ky < K; ky++) {
-                            float *xr = dx + ((size_t)(oy * S + ky) * IW + (size_t)ox * S) * C + c0;
-                            if (CC == 0) {
-                                const float *w = W + (size_t)ky * KC * F + f;
-                                for (int t = 0; t < KC; t++) xr[t] = fmaf(v, w[(size_t)t * F], xr[t]);
-                            } else if (cc == C) {
-                                const float *w = wt + ((size_t)f * K + ky) * KC;
-                                for (int t = 0; t < KC; t++) xr[t] = fmaf(v, w[t], xr[t]);
-                            } else {
-                                const float *w = wt + ((size_t)f * K + ky) * K * cc;
-                                for (int kx = 0; kx < K; kx++)
-                                    for (int c = 0; c < cc; c++)
-                                        xr[kx * C + c] = fmaf(v, w[kx * cc + c], xr[kx * C + c]);
-                            }
+                float *xw = dx + ((size_t)oy * S * IW + (size_t)ox * S) * C;
+                for (int fb = 0; fb < F; fb += CONV_FILTERS) {
+                    int nfb = F - fb < CONV_FILTERS ? F - fb : CONV_FILTERS, cnt = 0;
+                    for (int f0 = 0; f0 < nfb; f0 += 64) {
+                        uint64_t m = nonzero_mask(d + fb + f0, nfb - f0 < 64 ? nfb - f0 : 64);
+                        for (; m; m &= m - 1, cnt++) {
+                            int f = fb + f0 + __builtin_ctzll(m);
+                            fl[cnt] = (uint16_t)f;
+                            fv[cnt] = d[f];
                         }
+                    }
+                    if (cnt == 0) continue;
+                    for (int j0 = 0, nv; j0 < nch; j0 += nv) {
+                        nv = tile_of(nch - j0, 12);
+                        const int *dj = doff + j0, *wj = woff + j0;
+                        switch (nv) {
+                        case 12: dx_tile_12(xw, dj, wj, wt, fs, fl, fv, cnt); break;
+                        case 9: dx_tile_9(xw, dj, wj, wt, fs, fl, fv, cnt); break;
+                        case 6: dx_tile_6(xw, dj, wj, wt, fs, fl, fv, cnt); break;
+                        case 3: dx_tile_3(xw, dj, wj, wt, fs, fl, fv, cnt); break;
+                        case 2: dx_tile_2(xw, dj, wj, wt, fs, fl, fv, cnt); break;
+                        default: dx_tile_1(xw, dj, wj, wt, fs, fl, fv, cnt); break;
+                        }
+                    }
+                    for (int e = 0; e < ns; e++) {
+                        float a = xw[sdoff[e]];
+                        for (int q = 0; q < cnt; q++) a = fmaf(fv[q], wt[fl[q] * fs + swoff[e]], a);
+                        xw[sdoff[e]] = a;
                     }
                 }
             }
