@@ -55,7 +55,9 @@ size_t nevo_grad_tape_offset(const NevoPolicy *p, int n, int l);
 size_t nevo_grad_scratch_floats(const NevoPolicy *p, int n);
 
 /* nevo_policy_forward (same arguments, the same bits in out) that also fills tape
- * (nevo_grad_tape_floats(p, n)). Observations are normalised as there. */
+ * (nevo_grad_tape_floats(p, n)). Observations are normalised as there. Feed-forward
+ * policies only (a recurrent one's parts, p->pre and p->post, are: lstm.h does the
+ * LSTM between them). */
 void nevo_policy_forward_tape(const NevoPolicy *p, const float *params, size_t stride, const int *net,
                               const float *obs, int n, float *out, float *tape);
 

@@ -774,6 +774,8 @@ static void forward_rows_tape(const NevoPolicy *p, const NevoKernels *K, const f
 
 void nevo_policy_forward_tape(const NevoPolicy *p, const float *params, size_t stride, const int *net,
                               const float *obs, int n, float *out, float *tape) {
+    /* a recurrent policy's tape is its feed-forward parts' (p->pre, p->post) and the LSTM's */
+    NEVO_ASSERT(p->lstm_layer < 0);
     const NevoKernels *K = nevo_kernels();
     float *xn = tape + nevo_grad_tape_offset(p, n, p->n_layers);
     const float *last = tape + nevo_grad_tape_offset(p, n, p->n_layers - 1);
@@ -794,6 +796,7 @@ void nevo_policy_forward_tape(const NevoPolicy *p, const float *params, size_t s
 void nevo_policy_backward(const NevoPolicy *p, const float *params, size_t stride, const int *net, const float *obs,
                           int n, const float *tape, const float *dout, float *grads, size_t gstride, float *dobs,
                           float *scratch) {
+    NEVO_ASSERT(p->lstm_layer < 0); /* as for the forward with a tape */
     size_t Wd = (size_t)p->max_width * (size_t)n;
     float *wt = scratch + 2 * Wd;
     size_t nwt = max_conv_weights(p);
