@@ -9,7 +9,8 @@
 #       --warmup), then nevo's for the same work; prints one JSON line with both and
 #       nevo / torch. --no-nevo measures PyTorch alone.
 #   /usr/bin/python3 scripts/supervised_vs_pytorch.py accuracy configs/fashion_mnist_sgd.json
-#       trains generations epochs in PyTorch, one JSON line of test accuracy per epoch.
+#       trains generations epochs in PyTorch, one JSON line of test accuracy per epoch;
+#       --linear-decay lets the learning rate fall linearly to 0 over them.
 #
 # key=value arguments after the config override it as `nevo train` does (value parsed as
 # JSON where it parses), e.g. policy.hidden=[32] seed=2.
@@ -243,8 +244,8 @@ def run_nevo(config_path, steps, nevo="build/nevo", overrides=(), batch=64):
     if not recs:
         raise RuntimeError("%s: metrics.jsonl is empty" % " ".join(cmd))
     last = recs[-1]
-    wall = float(last["wall_s"])
-    samples = float(last.get("samples", steps * batch))
+    wall = float(last["wall_s"])  # since the run began, as nevo writes it
+    samples = float(last.get("samples", last.get("frames", steps * batch)))
     return samples / wall, last
 
 
