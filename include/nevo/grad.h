@@ -87,6 +87,9 @@ void nevo_log_softmax_backward(const float *y, const float *dy, int B, int C, fl
  * (1e4) give no inf or NaN. */
 double nevo_cross_entropy(const float *logits, const int *labels, int B, int C, float *dlogits);
 
+/* The sum over rows (in row order, from 0) of the same -log softmax(logits)[label]. */
+double nevo_cross_entropy_sum(const float *logits, const int *labels, int B, int C);
+
 /* Mean over the n elements of 0.5 (y - t)^2; dy (n) = its gradient (y - t) / n (or NULL). */
 double nevo_mse_loss(const float *y, const float *t, size_t n, float *dy);
 /* Mean over n elements of Huber(y - t; delta): 0.5 d^2 where |d| <= delta, else

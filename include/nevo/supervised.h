@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "nevo/config.h"
+#include "nevo/dataset.h"
 #include "nevo/io.h"
 #include "nevo/policy.h"
 #include "nevo/tasks.h"
@@ -28,6 +29,9 @@ typedef struct NevoDataView {
     const float *x; /* (n, dim) */
     const int *y;   /* (n) */
 } NevoDataView;
+
+/* A split of ds as its networks see it (a view: ds keeps the arrays). */
+NevoDataView nevo_data_view(const NevoDataset *ds, const NevoDataSplit *split);
 
 /* What a run on a dataset reports of a policy (metrics, summaries). */
 typedef struct NevoDataScores {

@@ -19,23 +19,33 @@
 #include "nevo/optim.h"
 #include "nevo/rng.h"
 
+NevoDataView nevo_data_view(const NevoDataset *ds, const NevoDataSplit *split) {
+    NevoDataView v = {split->n, ds->height * ds->width * ds->channels, ds->classes, split->images, split->labels};
+    return v;
+}
+
 /* ---- evaluation -------------------------------------------------------------------- */
 
 /* What one worker needs to run a piece: inputs gathered, outputs, forward scratch. */
 typedef struct Bufs {
-    float *x, *out, *scratch;
+    float *x, *out, *scratch, *classes;
+    int *y;
 } Bufs;
 
 static void bufs_init(Bufs *b, const NevoPolicy *p, int rows) {
     b->x = nevo_alloc_aligned(sizeof(float) * (size_t)rows * (size_t)p->obs_dim);
     b->out = nevo_alloc_aligned(sizeof(float) * (size_t)rows * (size_t)p->n_out);
     b->scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(p, rows));
+    b->classes = nevo_alloc(sizeof(float) * (size_t)rows);
+    b->y = nevo_alloc(sizeof(int) * (size_t)rows);
 }
 
 static void bufs_free(Bufs *b) {
     free(b->x);
     free(b->out);
     free(b->scratch);
+    free(b->classes);
+    free(b->y);
 }
 
 static void gather(const NevoDataView *d, const int *idx, int lo, int hi, float *x, int *y) {
@@ -53,23 +63,13 @@ static void score_piece(const NevoPolicy *p, const float *theta, const NevoDataV
     int n = hi - lo, C = p->n_out;
     int net[NEVO_SUP_CHUNK];
     memset(net, 0, sizeof(int) * (size_t)n);
-    gather(d, idx, lo, hi, b->x, NULL);
+    gather(d, idx, lo, hi, b->x, b->y);
     nevo_policy_forward(p, theta, 0, net, b->x, n, b->out, b->scratch);
-    double sum = 0.0;
+    /* the class is the policy's discrete action: the first maximum */
+    nevo_policy_actions(p, b->out, n, b->classes);
     int right = 0;
-    for (int r = 0; r < n; r++) {
-        const float *o = b->out + (size_t)r * C;
-        int label = d->y[idx ? idx[lo + r] : lo + r], best = 0;
-        float mx = o[0];
-        for (int c = 1; c < C; c++)
-            if (o[c] > o[best]) best = c;
-        mx = o[best];
-        double z = 0.0;
-        for (int c = 0; c < C; c++) z += exp((double)o[c] - (double)mx);
-        sum += log(z) - ((double)o[label] - (double)mx);
-        right += best == label;
-    }
-    *loss_sum = sum;
+    for (int r = 0; r < n; r++) right += (int)b->classes[r] == b->y[r];
+    *loss_sum = nevo_cross_entropy_sum(b->out, b->y, n, C);
     *correct = right;
 }
 

@@ -69,8 +69,7 @@ static NevoStatus eval_classifier(const NevoLoadedPolicy *lp, const char *file, 
         nevo_dataset_free(ds);
         return st;
     }
-    NevoDataView test = {ds->test.n, ds->height * ds->width * ds->channels, ds->classes, ds->test.images,
-                         ds->test.labels};
+    NevoDataView test = nevo_data_view(ds, &ds->test);
     NevoPool *pool = nevo_pool_new(threads > 0 ? threads : nevo_cpu_count());
     double loss = 0.0, acc = 0.0;
     st = nevo_supervised_eval(lp->policy, lp->theta, &test, NULL, test.n, pool, &loss, &acc, err);

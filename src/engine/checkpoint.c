@@ -136,8 +136,7 @@ NevoStatus nevo_load_any_policy(const char *path, NevoLoadedPolicy *out, NevoErr
         NevoAlgo *algo;
         NevoDataView one = {0};
         if (out->data) { /* what a gradient algorithm is built over: the sample loaded */
-            one = (NevoDataView){out->data->train.n, out->data->height * out->data->width * out->data->channels,
-                                 out->data->classes, out->data->train.images, out->data->train.labels};
+            one = nevo_data_view(out->data, &out->data->train);
             st = nevo_algo_new_on_data(&out->cfg, &one, out->policy, noise, pool, &algo, err);
         } else {
             st = nevo_algo_new(&out->cfg, out->env, out->policy, noise, pool, &algo, err);

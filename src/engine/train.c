@@ -103,11 +103,6 @@ static void run_free(Run *r) {
     nevo_dataset_free(r->data);
 }
 
-static NevoDataView data_view(const NevoDataset *d, const NevoDataSplit *split) {
-    NevoDataView v = {split->n, d->height * d->width * d->channels, d->classes, split->images, split->labels};
-    return v;
-}
-
 /* The run's thread pool (threads, else the config's, else every CPU) and noise table. */
 static NevoStatus run_pool_and_noise(Run *r, int threads, NevoError *err) {
     const NevoConfig *cfg = &r->cfg;
@@ -128,8 +123,8 @@ static NevoStatus run_build_data(Run *r, int threads, NevoError *err) {
     if (st) return st;
     st = nevo_dataset_load(cfg->dataset, cfg->data.train_samples, cfg->data.test_samples, &r->data, err);
     if (st) return st;
-    r->train = data_view(r->data, &r->data->train);
-    r->test = data_view(r->data, &r->data->test);
+    r->train = nevo_data_view(r->data, &r->data->train);
+    r->test = nevo_data_view(r->data, &r->data->test);
     NevoEnvSpec spec;
     nevo_dataset_env_spec(r->data, &spec);
     st = nevo_policy_new(&spec, &cfg->policy, 0, &r->policy, err);

@@ -889,13 +889,25 @@ void nevo_log_softmax_backward(const float *y, const float *dy, int B, int C, fl
     }
 }
 
+/* -log softmax(x)[label] of one row of C logits, in double; m and lse for its gradient */
+static double row_cross_entropy(const float *x, int label, int C, double *m, double *lse) {
+    NEVO_ASSERT(label >= 0 && label < C);
+    *lse = row_logsumexp(x, C, m);
+    return *lse - ((double)x[label] - *m);
+}
+
+double nevo_cross_entropy_sum(const float *logits, const int *labels, int B, int C) {
+    double loss = 0.0, m, lse;
+    for (int b = 0; b < B; b++) loss += row_cross_entropy(logits + (size_t)b * C, labels[b], C, &m, &lse);
+    return loss;
+}
+
 double nevo_cross_entropy(const float *logits, const int *labels, int B, int C, float *dlogits) {
     double loss = 0.0;
     for (int b = 0; b < B; b++) {
         const float *xr = logits + (size_t)b * C;
-        NEVO_ASSERT(labels[b] >= 0 && labels[b] < C);
-        double m, lse = row_logsumexp(xr, C, &m);
-        loss += lse - ((double)xr[labels[b]] - m);
+        double m, lse;
+        loss += row_cross_entropy(xr, labels[b], C, &m, &lse);
         if (dlogits) {
             float *d = dlogits + (size_t)b * C;
             for (int c = 0; c < C; c++)
