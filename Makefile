@@ -20,6 +20,12 @@ SOVERSION := 0
 
 SAN ?= 0
 TSAN ?= 0
+# CUDA=1 adds the CUDA backend (src/nn/backend_cuda.cu, built by nvcc for Hopper), in
+# build-cuda/ unless BUILD says otherwise; the default build has no CUDA dependency.
+CUDA ?= 0
+ifeq ($(CUDA),1)
+BUILD ?= build-cuda
+endif
 ifeq ($(TSAN),1)
 BUILD ?= build-tsan
 SANFLAGS = -fsanitize=thread -fno-omit-frame-pointer
@@ -77,6 +83,20 @@ TEST_SRC := $(sort $(wildcard tests/*.c))
 endif
 
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+
+# The CUDA backend: nvcc from PATH or CUDA_HOME; sm_90 code plus PTX for later GPUs.
+# --fmad=false and IEEE division keep the kernels' arithmetic the CPU kernels' (the same
+# bits: src/nn/kernel_bodies.h); the CUDA runtime is linked statically.
+ifeq ($(CUDA),1)
+CUDA_HOME ?= /usr/local/cuda
+NVCC ?= $(shell command -v nvcc 2>/dev/null || echo $(CUDA_HOME)/bin/nvcc)
+CUDA_ARCH ?= -gencode=arch=compute_90,code=[sm_90,compute_90]
+NVCCFLAGS = -std=c++17 -O2 -g $(CUDA_ARCH) --fmad=false -prec-div=true -prec-sqrt=true \
+            -Xcompiler -fPIC,-ffp-contract=off,-pthread,-Wall -Iinclude -Isrc -DNEVO_CUDA
+CFLAGS_BASE += -DNEVO_CUDA
+LIB_OBJ += $(BUILD)/src/nn/backend_cuda.o
+LIB_LIBS += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
+endif
 BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 # the command's picture writers, which the tests also check
@@ -116,6 +136,10 @@ deps: $(DEPS_STAMP)
 $(BUILD)/%.o: %.c | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/%.o: %.cu | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
 $(STATIC): $(LIB_OBJ)
 	@rm -f $@

@@ -409,6 +409,15 @@ TEST(algo_es_tasks_travel) {
                        3);
 }
 
+/* Low-rank ES: the members travel as rank-2 recipes (their compact slices named, built
+ * where they run), two episodes each (built first, in pairs). */
+TEST(algo_es_lowrank_tasks_travel) {
+    check_tasks_travel("{\"env\": \"Pendulum-v1\", \"algo\": \"es\", \"seed\": 9, \"population\": 10, \"episodes\": 2,"
+                       " \"max_episode_steps\": 60, \"policy\": {\"hidden\": [8, 8], \"init\": \"normc\"},"
+                       " \"es\": {\"rank\": 2, \"center_episodes\": 2}}",
+                       3);
+}
+
 /* NSRA-ES: the agents' first evaluation, novelty, behaviours. */
 TEST(algo_nsra_es_tasks_travel) {
     check_tasks_travel("{\"env\": \"maze/hard\", \"algo\": \"nsra-es\", \"seed\": 10, \"population\": 8,"
@@ -535,6 +544,15 @@ TEST(algo_es_solves_cartpole) {
     NevoTrainSummary s = train(&cfg, "es");
     CHECK(s.eval.episodes == 100);
     CHECK_MSG(s.eval.return_mean >= 475.0, "ES mean return %.2f < 475", s.eval.return_mean);
+}
+
+/* Rank-1 perturbations (EGGROLL) solve CartPole with the full-rank config's settings. */
+TEST(algo_es_lowrank_solves_cartpole) {
+    NevoConfig cfg;
+    load(&cfg, "configs/cartpole_es.json");
+    cfg.es.rank = 1;
+    NevoTrainSummary s = train(&cfg, "es-rank1");
+    CHECK_MSG(s.eval.return_mean >= 475.0, "rank-1 ES mean return %.2f < 475", s.eval.return_mean);
 }
 
 /* Mean return of a uniform-random policy over the same evaluation episodes. */

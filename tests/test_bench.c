@@ -373,7 +373,8 @@ TEST(bench_train_set_es_with_obs_norm_and_repetitions) {
 TEST(bench_groups_and_cli) {
     CHECK(nevo_bench_group_bit("peak") == NEVO_BENCH_PEAK);
     CHECK(nevo_bench_group_bit("ga") == NEVO_BENCH_GA);
-    CHECK(nevo_bench_group_bit("gpu") == 0);
+    CHECK(nevo_bench_group_bit("gpu") == NEVO_BENCH_GPU);
+    CHECK(nevo_bench_group_bit("tpu") == 0);
     char out[8192];
     int rc = test_run(out, sizeof out, "%s bench --quick --json --only peak", test_nevo_bin());
     CHECK_MSG(rc == 0, "exit %d: %s", rc, out);

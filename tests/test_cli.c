@@ -233,7 +233,19 @@ TEST(cli_kill_and_resume_es) {
 TEST(cli_resume_refuses_changed_config_and_corrupt_checkpoint) {
     write_file("small.json", small_ga);
     CHECK_EQ_INT(train("run", "generations=2"), 0);
-    expect_bad("train --resume run ga.sigma=0.5", "only generations and threads may change", NULL);
+    expect_bad("train --resume run ga.sigma=0.5", "only generations, max_frames, threads and backend may change",
+               NULL);
+    /* the backend may change on resume (it changes no result), to one that exists */
+    expect_bad("train --resume run --backend gpu", "backend = 'gpu' is not one of cpu|cuda", NULL);
+    char buf[8192];
+    int rc = test_run(buf, sizeof buf, "cd %s && %s/%s train --resume run generations=3 --backend cpu --quiet",
+                      test_tmpdir(), getenv("PWD"), test_nevo_bin());
+    CHECK_MSG(rc == 0, "resume with --backend cpu exited %d:\n%s", rc, buf);
+#ifndef NEVO_CUDA
+    expect_bad("train small.json --backend cuda --out cu", "the cuda backend is built by `make CUDA=1`", "cu");
+#endif
+    expect_bad("train small.json backend=cuda policy.lstm=4 --out cu", "recurrent policies (policy.lstm) run on the "
+               "cpu backend only", "cu");
     /* corrupt the checkpoint: flip one byte in the middle */
     char path[1024];
     snprintf(path, sizeof path, "%s/run/checkpoint.bin", test_tmpdir());

@@ -186,20 +186,20 @@ static void log_build(int net) {
     if (k < 4 * N_TASKS) build_log.net[k] = net, build_log.thread[k] = log_thread;
 }
 
-static void logged_build(void *ctx, NevoRows *r, int row, const NevoTaskSet *ts, const NevoPolicy *p, int net,
-                         int stream) {
+static void logged_build(void *ctx, NevoRows *r, int row, const NevoTaskSet *ts, const NevoRows *bases,
+                         const NevoPolicy *p, int net, int stream) {
     CHECK_MSG((uintptr_t)(r->data + (size_t)row * r->stride) % 64 == 0, "row %d: not on a 64-byte line", row);
     atomic_fetch_add(&build_log.builds, 1);
     log_build(net);
-    nevo_backend_cpu_ops.build(ctx, r, row, ts, p, net, stream);
+    nevo_backend_cpu_ops.build(ctx, r, row, ts, bases, p, net, stream);
 }
 
 static void logged_build_pair(void *ctx, NevoRows *r, int row_plus, int row_minus, const NevoTaskSet *ts,
-                              const NevoPolicy *p, int net, int stream) {
+                              const NevoRows *bases, const NevoPolicy *p, int net, int stream) {
     atomic_fetch_add(&build_log.pairs, 1);
     log_build(net);
     log_build(net + 1);
-    nevo_backend_cpu_ops.build_pair(ctx, r, row_plus, row_minus, ts, p, net, stream);
+    nevo_backend_cpu_ops.build_pair(ctx, r, row_plus, row_minus, ts, bases, p, net, stream);
 }
 
 static NevoBackendOps logged_ops;

@@ -31,8 +31,9 @@ static const struct {
 };
 #define N_LAYERS ((int)(sizeof layers / sizeof layers[0]))
 
-/* Internal headers src/bench may read: it measures the kernels and the bare simulator. */
-static const char *const bench_white_box[] = {"nn/kernels.h", "envs/mujoco_common.h"};
+/* Internal headers src/bench may read: it measures the kernels, the bare simulator and
+ * the CUDA device's limits. */
+static const char *const bench_white_box[] = {"nn/kernels.h", "envs/mujoco_common.h", "nn/backend_cuda.h"};
 
 static int layer_of_dir(const char *dir) {
     if (strcmp(dir, "bench") == 0) return N_LAYERS - 1; /* part of the command */

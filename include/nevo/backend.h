@@ -36,12 +36,19 @@ NevoRows *nevo_rows_new(NevoBackend *b, size_t row_floats, int rows);
  * view, no copy; a device backend copies them. */
 NevoRows *nevo_rows_host(NevoBackend *b, const float *host, size_t stride, int rows);
 void nevo_rows_free(NevoRows *r);
-/* Network `net` of the set into row `row` (stream: nevo_perturb_rows's hint). */
-void nevo_rows_build(NevoRows *r, int row, const NevoTaskSet *ts, const NevoPolicy *p, int net, int stream);
+/* Network `net` of the set into row `row` (stream: nevo_perturb_rows's hint). bases:
+ * the set's bases on this backend (nevo_rows_host of ts->bases), or NULL where the set
+ * has none in floats. A device backend may defer the build to the next forward that
+ * reads the rows (ordered before it). */
+void nevo_rows_build(NevoRows *r, int row, const NevoTaskSet *ts, const NevoRows *bases, const NevoPolicy *p,
+                     int net, int stream);
 /* Networks net and net + 1, an antithetic pair (nevo_taskset_is_pair), into rows
  * row_plus and row_minus in one pass over their noise slice. */
-void nevo_rows_build_pair(NevoRows *r, int row_plus, int row_minus, const NevoTaskSet *ts, const NevoPolicy *p,
-                          int net, int stream);
+void nevo_rows_build_pair(NevoRows *r, int row_plus, int row_minus, const NevoTaskSet *ts, const NevoRows *bases,
+                          const NevoPolicy *p, int net, int stream);
+/* The rows' floats copied to host memory (rows x row_floats, packed): for tests and
+ * checks; waits for the builds and forwards issued before. */
+void nevo_rows_read(const NevoRows *r, int row0, int rows, size_t row_floats, float *host);
 
 NevoWorkspace *nevo_workspace_new(NevoBackend *b, const NevoPolicy *p, int max_rows);
 void nevo_workspace_free(NevoWorkspace *w);
@@ -52,9 +59,21 @@ void nevo_workspace_free(NevoWorkspace *w);
  * read and updated (nevo_policy_forward_state); NULL for a feed-forward policy. */
 void nevo_backend_forward(NevoBackend *b, const NevoPolicy *p, const NevoRows *r, const int *which, const float *obs,
                           int n, float *state, float *out, NevoWorkspace *w);
+/* How the evaluator batches for this backend: slots per batch where its caller leaves
+ * them open (0: the CPU's rule, by nevo_backend_cache_bytes), and forward threads: 0,
+ * not pipelined; F >= 1, F threads run the forwards of batches while the others step
+ * envs, with a batch per thread (a device's forwards then overlap the simulation and
+ * each other). */
+void nevo_backend_batching(const NevoBackend *b, const NevoPolicy *p, int *slots, int *fwd_threads);
 /* The fast memory a worker's networks should fit in to be read again from it (the
  * CPU's L2 cache): what the evaluator sizes its episode slots by. */
 size_t nevo_backend_cache_bytes(const NevoBackend *b);
+
+/* Host memory (64-byte aligned) for a forward's observations and outputs, where the
+ * backend reads and writes them fastest (pinned for a device's DMA); freed by
+ * nevo_backend_host_free of the same backend. */
+void *nevo_backend_host_alloc(NevoBackend *b, size_t bytes);
+void nevo_backend_host_free(NevoBackend *b, void *p);
 
 /* Waits for every operation issued so far. */
 void nevo_backend_synchronize(NevoBackend *b);

@@ -66,6 +66,7 @@ typedef struct NevoESConfig {
                            * alive bonus of Hopper, Walker2d, Ant, Humanoid); 0 = none */
     int grad_cosine;      /* on a dataset: measure the cosine between each step's direction
                            * and the true gradient (Zhang et al. 2017) */
+    int rank;             /* low-rank perturbations of this rank (EGGROLL; params.h), 0 = full rank */
 } NevoESConfig;
 
 /* Gradient optimiser (optim.h): algo sgd, and the learners built on gradients. */
@@ -109,6 +110,7 @@ typedef struct NevoConfig {
     long long max_frames;  /* frame budget (0 = none): the last generation is the one
                             * whose frames reach it, so runs compare at equal frames */
     int threads;           /* 0 = nevo_cpu_count(); never changes results */
+    char backend[16];      /* where networks are computed: cpu, cuda; never changes results */
     int episodes;          /* episodes per individual for its fitness */
     int max_episode_steps; /* episode cap for training (0 = the env's own limit) */
     int eval_episodes;     /* episodes of the final evaluation of the best policy */

@@ -44,6 +44,21 @@ void nevo_perturb_rows(float *plus, float *minus, const float *theta, float sigm
  * once), so the bits do not depend on the kernel set or on how [0, n) is split. */
 void nevo_weighted_sum(double *g, const float *const *rows, const double *w, int m, size_t k0, size_t k1);
 
+/* Low-rank perturbations (EGGROLL: Sarkar et al. 2025). A member's noise is a compact
+ * vector z of nevo_lowrank_floats(p, rank) floats (a noise-table slice), standing for
+ * the full vector eps of p->nparams: every weight matrix (a dense layer's W (in, out), a
+ * conv layer's (k k in_c, out_c), an LSTM's Wx (in, 4H) and Wh (H, 4H)) gets
+ * A B^T / sqrt(rank), A (rows, rank) and B (cols, rank) taken from z in that order;
+ * every bias gets z's next floats as they are. The blocks follow the parameter layout,
+ * and eps[k] of a matrix element (a, b) is s c with s the fused sum of A[a][q] B[b][q]
+ * over q ascending from 0 and c = (float)(1 / sqrt(rank)): one rounding order
+ * everywhere. The population's perturbations then span rank-r directions per matrix,
+ * and a forward could apply one as a shared product plus a rank-r correction. */
+#define NEVO_LOWRANK_MAX 64
+size_t nevo_lowrank_floats(const NevoPolicy *p, int rank);
+/* eps[k - k0] for k0 <= k < k1: the full vector of z at `rank`, over that range. */
+void nevo_lowrank_expand(const NevoPolicy *p, int rank, const float *z, float *eps, size_t k0, size_t k1);
+
 /* Rebuilds a chain's vector into theta (p->nparams floats): init, then each mutation in
  * place, the same operations as the live run that made it. */
 void nevo_chain_build(const NevoPolicy *p, const NevoNoise *noise, uint64_t seed, const NevoChain *chain,

@@ -39,6 +39,9 @@ typedef enum NevoNetKind {
     NEVO_NET_PERTURBED = 2, /* base `base` + sign * sigma * noise slice (purpose, generation, individual) */
     NEVO_NET_SCALED = 3,    /* base `base` + sign * clip(sigma * slice / scale row `base`, +-NEVO_SCALED_CLIP)
                              * (nevo_perturb_scaled): a safe mutation's child (Lehman et al. 2018) */
+    NEVO_NET_LOWRANK = 4,   /* base `base` + sign * sigma * eps, eps the full vector of the compact slice
+                             * (purpose, generation, individual) of nevo_lowrank_floats floats at `rank`
+                             * (params.h): an ES member's low-rank perturbation */
 } NevoNetKind;
 
 /* A NEVO_NET_SCALED change of one parameter is clipped to +-this (the safe mutations'
@@ -56,8 +59,9 @@ typedef struct NevoNet {
     int32_t base;                    /* BASE, PERTURBED: index into the set's bases */
     uint32_t purpose;                /* PERTURBED: NEVO_RNG_MUTATE or NEVO_RNG_ES_NOISE */
     uint32_t generation, individual; /* INIT: the init stream; PERTURBED: the slice */
-    float sigma;                     /* PERTURBED, SCALED */
-    int32_t sign;                    /* PERTURBED, SCALED: +1 or -1 */
+    float sigma;                     /* PERTURBED, SCALED, LOWRANK */
+    int32_t sign;                    /* PERTURBED, SCALED, LOWRANK: +1 or -1 */
+    uint32_t rank;                   /* LOWRANK: 1 .. NEVO_LOWRANK_MAX */
 } NevoNet;
 
 #define NEVO_TASK_RECORD_OBS 1u    /* add this episode's observations to its NevoObsStats */
@@ -118,10 +122,11 @@ NevoStatus nevo_taskset_check(const NevoTaskSet *ts, const NevoPolicy *policy, c
 void nevo_taskset_build(const NevoTaskSet *ts, const NevoPolicy *policy, int net, float *theta, int stream);
 
 /* A pair: nets j and j + 1 are the same slice from the same base with opposite signs
- * (an ES antithetic pair), built in one pass over the slice. */
+ * (an ES antithetic pair, full or low rank), built in one pass over the slice. */
 int nevo_taskset_is_pair(const NevoTaskSet *ts, int j);
 /* Builds the pair j, j + 1 into plus and minus in that one pass. */
-void nevo_taskset_build_pair(const NevoTaskSet *ts, int net, float *plus, float *minus, int stream);
+void nevo_taskset_build_pair(const NevoTaskSet *ts, const NevoPolicy *policy, int net, float *plus, float *minus,
+                             int stream);
 
 /* Serialised task sets. A read set owns its memory (nevo_taskset_free); its bases are
  * floats (chains rebuilt by nevo_taskset_materialise) and its noise pointer NULL. Only

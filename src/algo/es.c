@@ -73,14 +73,18 @@ typedef struct ES {
     float *bcs;         /* (2 n, bc_dim) */
     int have_bcs;       /* bcs hold the last generation's behaviours (not part of the state) */
     double *grad;       /* (np) */
+    float *grad_eps;    /* low rank: (threads, GRAD_CHUNK) the pairs' vectors over a chunk */
     const float **grad_rows; /* (n) the noise slices the gradient sums */
     double *grad_w;          /* (n) their weights */
     double *fitness, *ranks, *novelty, *nranks, *weights; /* (2 n) each */
 } ES;
 
-/* Perturbation i of generation gen: a slice of the shared noise table, read in place. */
+/* Perturbation i of generation gen: a slice of the shared noise table, read in place
+ * (low rank: its compact slice, which the gradient expands). */
 static const float *noise_for(const ES *es, uint32_t gen, int i) {
-    return nevo_noise_slice(es->base.noise, es->np, es->base.cfg->seed, NEVO_RNG_ES_NOISE, gen, (uint32_t)i, 0);
+    int rank = es->base.cfg->es.rank;
+    size_t n = rank > 0 ? nevo_lowrank_floats(es->base.policy, rank) : es->np;
+    return nevo_noise_slice(es->base.noise, n, es->base.cfg->seed, NEVO_RNG_ES_NOISE, gen, (uint32_t)i, 0);
 }
 
 static int pick_agent(ES *es, uint32_t gen) {
@@ -143,10 +147,23 @@ typedef struct GradJob {
 
 static void grad_chunk(void *vctx, int c, int worker) {
     const GradJob *job = vctx;
-    size_t np = job->es->np, k0 = (size_t)c * GRAD_CHUNK, k1 = k0 + GRAD_CHUNK < np ? k0 + GRAD_CHUNK : np;
-    double *g = job->es->grad;
+    const ES *es = job->es;
+    size_t np = es->np, k0 = (size_t)c * GRAD_CHUNK, k1 = k0 + GRAD_CHUNK < np ? k0 + GRAD_CHUNK : np;
+    double *g = es->grad;
     for (size_t k = k0; k < k1; k++) g[k] = 0.0;
-    nevo_weighted_sum(g, job->rows, job->w, job->m, k0, k1);
+    int rank = es->base.cfg->es.rank;
+    if (rank == 0) {
+        nevo_weighted_sum(g, job->rows, job->w, job->m, k0, k1);
+        return;
+    }
+    /* low rank: each pair's full vector over the chunk, expanded from its compact slice,
+     * added in pair order as the full-rank sum adds its slices */
+    float *eps = es->grad_eps + (size_t)worker * GRAD_CHUNK;
+    for (int i = 0; i < job->m; i++) {
+        nevo_lowrank_expand(es->base.policy, rank, job->rows[i], eps, k0, k1);
+        const float *row = eps;
+        nevo_weighted_sum(g + k0, &row, &job->w[i], 1, 0, k1 - k0);
+    }
 }
 
 /* ARS's refinements on the rollout weights (Mania et al. 2018): with top_directions b,
@@ -191,9 +208,10 @@ static void es_ask(NevoAlgo *a) {
         es->chosen = pick_agent(es, es->gen);
         NevoNet *nets = nevo_algo_tasks(a, 2 * es->n_pairs, cfg->episodes, es->gen, es->pair_ids);
         for (int j = 0; j < 2 * es->n_pairs; j++)
-            nets[j] = (NevoNet){.kind = NEVO_NET_PERTURBED, .base = 0, .purpose = NEVO_RNG_ES_NOISE,
-                                .generation = es->gen, .individual = (uint32_t)(j / 2),
-                                .sigma = (float)cfg->es.sigma, .sign = j % 2 ? -1 : 1};
+            nets[j] = (NevoNet){.kind = cfg->es.rank > 0 ? NEVO_NET_LOWRANK : NEVO_NET_PERTURBED, .base = 0,
+                                .purpose = NEVO_RNG_ES_NOISE, .generation = es->gen, .individual = (uint32_t)(j / 2),
+                                .sigma = (float)cfg->es.sigma, .sign = j % 2 ? -1 : 1,
+                                .rank = (uint32_t)cfg->es.rank};
         if (es->obs_norm) nevo_algo_record_obs(a, es->gen, cfg->es.obs_norm_prob);
     } else {
         /* the M agents (seed) or the updated one (center) on the common episodes */
@@ -461,6 +479,7 @@ static void es_free(NevoAlgo *a) {
     free(es->center_ids);
     free(es->bcs);
     free(es->grad);
+    free(es->grad_eps);
     free(es->grad_rows);
     free(es->grad_w);
     free(es->fitness);
@@ -557,6 +576,7 @@ NevoStatus nevo_es_new(const NevoAlgo *base, int variant, NevoAlgo **out, NevoEr
     for (int m = 0; m < es->M; m++) es->center_ids[m] = NEVO_STREAM_CENTER;
     es->bcs = nevo_alloc(sizeof(float) * (size_t)rows * (size_t)(es->bc_dim > 0 ? es->bc_dim : 1));
     es->grad = nevo_alloc(sizeof(double) * es->np);
+    if (cfg->es.rank > 0) es->grad_eps = nevo_alloc(sizeof(float) * GRAD_CHUNK * (size_t)nevo_pool_threads(base->pool));
     es->grad_rows = nevo_alloc(sizeof(const float *) * (size_t)es->n_pairs);
     es->grad_w = nevo_alloc(sizeof(double) * (size_t)es->n_pairs);
     es->fitness = nevo_alloc(sizeof(double) * (size_t)rows);

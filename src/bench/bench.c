@@ -60,7 +60,8 @@ unsigned nevo_bench_group_bit(const char *name) {
                   {"ga", NEVO_BENCH_GA},
                   {"mujoco", NEVO_BENCH_MUJOCO},
                   {"novelty", NEVO_BENCH_NOVELTY},
-                  {"backward", NEVO_BENCH_BACKWARD}};
+                  {"backward", NEVO_BENCH_BACKWARD},
+                  {"gpu", NEVO_BENCH_GPU}};
     for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++)
         if (strcmp(name, groups[i].name) == 0) return groups[i].bit;
     return 0;
@@ -1276,6 +1277,7 @@ NevoStatus nevo_bench_run(const NevoBenchOptions *o, unsigned groups, NevoBenchE
     }
 
     if ((groups & NEVO_BENCH_BACKWARD) && (st = nevo_bench_backward(o, &lim, emit, ctx, err)) != NEVO_OK) goto done;
+    if ((groups & NEVO_BENCH_GPU) && (st = nevo_bench_gpu(o, emit, ctx, err)) != NEVO_OK) goto done;
 
     if (groups & NEVO_BENCH_GA) {
         int gens = o->quick ? 2 : 8;

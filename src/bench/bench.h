@@ -15,7 +15,9 @@
  *            replays the same episodes on the same model (the env layer's overhead),
  *            and the env loop on 2 threads against 1 (bench_mujoco.c);
  *   backward nevo_policy_backward against nevo_policy_forward on 64 rows of one network,
- *            whole and layer by layer, for the MinAtar net and a 64-64 MLP (bench_grad.c).
+ *            whole and layer by layer, for the MinAtar net and a 64-64 MLP (bench_grad.c);
+ *   gpu      the CUDA device's FMA peak and copy bandwidth, and the cuda backend's
+ *            forward against them (bench_gpu.c; a CUDA=1 build on a machine with a GPU).
  *
  * Method: each measurement is calibrated until one repetition takes at least
  * min_time_s (the calibration runs double as warm-up), then repeated `reps` times; the
@@ -49,10 +51,11 @@ enum {
     NEVO_BENCH_MUJOCO = 1u << 5,
     NEVO_BENCH_NOVELTY = 1u << 6,
     NEVO_BENCH_BACKWARD = 1u << 7,
-    NEVO_BENCH_ALL = (1u << 8) - 1,
+    NEVO_BENCH_GPU = 1u << 8,
+    NEVO_BENCH_ALL = (1u << 9) - 1,
 };
 /* Group bit of a name ("peak", "memory", "envs", "forward", "ga", "mujoco",
- * "novelty", "backward"); 0 if unknown. */
+ * "novelty", "backward", "gpu"); 0 if unknown. */
 unsigned nevo_bench_group_bit(const char *name);
 
 #define NEVO_BENCH_EXTRA_SIZE 640
@@ -392,6 +395,8 @@ NevoStatus nevo_bench_mujoco(const NevoBenchOptions *o, const char *name, NevoBe
  * GFLOP/s (a backward row counts 2 fan_in out_dim FLOPs per layer for dW and as many
  * again for dX, which the first layer does not compute), against lim's FMA peak and,
  * for the backward, against the forward's rate. */
+/* The gpu group (bench_gpu.c): says it was skipped where there is no CUDA device. */
+NevoStatus nevo_bench_gpu(const NevoBenchOptions *o, NevoBenchEmit emit, void *ctx, NevoError *err);
 NevoStatus nevo_bench_backward(const NevoBenchOptions *o, const NevoBenchLimits *lim, NevoBenchEmit emit, void *ctx,
                                NevoError *err);
 

@@ -19,8 +19,8 @@
 #include "nevo/train.h"
 
 static const char *help =
-    "usage: nevo train CONFIG [key=value ...] [--out DIR] [--threads N] [--quiet]\n"
-    "       nevo train [CONFIG] --resume DIR [generations=N] [max_frames=N] [--threads N]\n"
+    "usage: nevo train CONFIG [key=value ...] [--out DIR] [--threads N] [--backend B] [--quiet]\n"
+    "       nevo train [CONFIG] --resume DIR [generations=N] [max_frames=N] [--threads N] [--backend B]\n"
     "\n"
     "Trains a population on the config's environment and writes the run directory:\n"
     "  config.json    the resolved config (every key)\n"
@@ -31,9 +31,11 @@ static const char *help =
     "\n"
     "options:\n"
     "  --out DIR      run directory (default runs/<config name>, never an existing run)\n"
-    "  --resume DIR   continue the run in DIR; only generations, max_frames and threads may change\n"
+    "  --resume DIR   continue the run in DIR; only generations, max_frames, threads and backend\n"
+    "                 may change\n"
     "  --threads N    worker threads (default: the config's `threads`, 0 = every CPU this\n"
     "                 process may run on); results do not depend on it\n"
+    "  --backend B    cpu or cuda (the config's `backend`); results do not depend on it\n"
     "  --quiet        no progress output\n";
 
 typedef struct Progress {
@@ -172,6 +174,8 @@ static int configs_match(const NevoConfig *a, const NevoConfig *b) {
     x.generations = y.generations = 0;
     x.max_frames = y.max_frames = 0;
     x.threads = y.threads = 0;
+    memset(x.backend, 0, sizeof x.backend);
+    memset(y.backend, 0, sizeof y.backend);
     char *ja = nevo_config_to_json(&x), *jb = nevo_config_to_json(&y);
     int same = strcmp(ja, jb) == 0;
     free(ja);
@@ -197,6 +201,7 @@ int nevo_cmd_train(int argc, char **argv) {
     int n_over = 0;
     long long threads = 0, kill_after = 0;
     int quiet = 0;
+    char backend_over[64];
     for (int i = 1; i < argc; i++) {
         const char *v;
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -218,6 +223,11 @@ int nevo_cmd_train(int argc, char **argv) {
         } else if (cli_option(argc, argv, &i, "--threads", &v)) {
             if (cli_parse_int(v, 1, 4096, &threads))
                 return cli_usage_error("train", "--threads needs a whole number from 1 to 4096");
+        } else if (cli_option(argc, argv, &i, "--backend", &v)) {
+            if (!v) return cli_usage_error("train", "--backend needs a name (cpu or cuda)");
+            if (n_over == 256) return cli_usage_error("train", "too many overrides");
+            snprintf(backend_over, sizeof backend_over, "backend=%s", v);
+            overrides[n_over++] = backend_over;
         } else if (cli_option(argc, argv, &i, "--kill-after-frames", &v)) {
             if (cli_parse_int(v, 1, (long long)1 << 62, &kill_after))
                 return cli_usage_error("train", "--kill-after-frames needs a positive number");
@@ -259,7 +269,7 @@ int nevo_cmd_train(int argc, char **argv) {
         if (!configs_match(&cfg, &stored)) {
             nevo_error(&err, NEVO_ERR_INVALID,
                        "the config differs from the one %s was started with; on resume only "
-                       "generations and threads may change",
+                       "generations, max_frames, threads and backend may change",
                        resume_dir);
             return cli_fail(&err);
         }

@@ -46,6 +46,9 @@ static const Key schema[] = {
     {"max_frames", T_I64, OFF(max_frames), 0, 1e15, NULL, 0, 0,
      "frame budget: stop after the generation that brings the run's frames to it (0 = none)"},
     {"threads", T_INT, OFF(threads), 0, 4096, NULL, 0, 0, "worker threads (0 = every CPU this process may run on); never changes results"},
+    {"backend", T_STRING, OFF(backend), 0, 0, "cpu|cuda", sizeof(((NevoConfig *)0)->backend), 0,
+     "where the networks are computed: cpu, or cuda (an NVIDIA GPU, in a `make CUDA=1` build; env episodes only, "
+     "feed-forward policies); both give the same bits"},
     {"episodes", T_INT, OFF(episodes), 1, 1e6, NULL, 0, 0, "episodes per individual for its fitness"},
     {"max_episode_steps", T_INT, OFF(max_episode_steps), 0, 1e9, NULL, 0, 0,
      "episode cap during training (0 = the environment's own time limit)"},
@@ -106,6 +109,9 @@ static const Key schema[] = {
     {"es.reward_shift", T_DOUBLE, OFF(es.reward_shift), 0, 1e6, NULL, 0, 0,
      "ARS: subtracted per step from the perturbed rollouts' returns used for the update (e.g. 1, the "
      "alive bonus); reports and evaluations use true returns"},
+    {"es.rank", T_INT, OFF(es.rank), 0, 64, NULL, 0, 0,
+     "low-rank perturbations (EGGROLL, Sarkar et al. 2025): each weight matrix of a member moves by "
+     "A B^T / sqrt(rank), biases by full noise; 0 = full-rank noise (OpenAI ES)"},
     {"es.grad_cosine", T_BOOL, OFF(es.grad_cosine), 0, 1, NULL, 0, 0,
      "on a dataset: report the cosine between each step's direction and the true gradient of the fitness on "
      "the same batches (metrics' grad_cosine)"},
@@ -149,6 +155,7 @@ void nevo_config_defaults(NevoConfig *cfg) {
     memset(cfg, 0, sizeof *cfg);
     strcpy(cfg->env, "CartPole-v1");
     strcpy(cfg->algo, "ga");
+    strcpy(cfg->backend, "cpu");
     cfg->seed = 1;
     cfg->population = 100;
     cfg->generations = 50;

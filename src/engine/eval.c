@@ -67,6 +67,8 @@ struct NevoEvaluator {
     int own_backend;
     int slots, depth;
     int slots_asked; /* the caller's slot count, 0 = the default (default_slots) */
+    int fwd_threads; /* pipelined mode: threads 0 .. fwd_threads - 1 run forwards (a device's
+                        calls overlap each other), the rest step envs */
     size_t inst_size;
     Batch *batches;   /* one per worker (fused) or depth of them (pipelined) */
     int n_batches;
@@ -104,11 +106,13 @@ struct NevoEvaluator {
     NevoError first_error;
 };
 
-static void batch_alloc(Batch *b, const NevoEnvSpec *spec, const NevoPolicy *policy, size_t inst_size, int S) {
+static void batch_alloc(Batch *b, NevoBackend *be, const NevoEnvSpec *spec, const NevoPolicy *policy,
+                        size_t inst_size, int S) {
     memset(b, 0, sizeof *b);
     b->insts = nevo_alloc_aligned(inst_size * (size_t)S);
-    b->obs = nevo_alloc_aligned(sizeof(float) * (size_t)S * spec->obs_dim);
-    b->out = nevo_alloc_aligned(sizeof(float) * (size_t)S * policy->n_out);
+    /* the forward's inputs and outputs where the backend moves them fastest */
+    b->obs = nevo_backend_host_alloc(be, sizeof(float) * (size_t)S * spec->obs_dim);
+    b->out = nevo_backend_host_alloc(be, sizeof(float) * (size_t)S * policy->n_out);
     b->actions = nevo_alloc_aligned(sizeof(float) * (size_t)S * spec->action_dim);
     b->net = nevo_alloc(sizeof(int) * (size_t)S);
     b->task = nevo_alloc(sizeof(int) * (size_t)S);
@@ -123,8 +127,8 @@ static void batches_free(NevoEvaluator *ev) {
         Batch *b = &ev->batches[i];
         for (int s = 0; s < ev->slots; s++) nevo_env_instance_free(ev->env, b->insts + (size_t)s * ev->inst_size);
         free(b->insts);
-        free(b->obs);
-        free(b->out);
+        nevo_backend_host_free(ev->backend, b->obs);
+        nevo_backend_host_free(ev->backend, b->out);
         free(b->actions);
         free(b->net);
         free(b->task);
@@ -142,7 +146,7 @@ static void batches_make(NevoEvaluator *ev, int n) {
     batches_free(ev);
     ev->batches = nevo_alloc(sizeof(Batch) * (size_t)n);
     for (int i = 0; i < n; i++) {
-        batch_alloc(&ev->batches[i], nevo_env_spec(ev->env), ev->policy, ev->inst_size, ev->slots);
+        batch_alloc(&ev->batches[i], ev->backend, nevo_env_spec(ev->env), ev->policy, ev->inst_size, ev->slots);
         ev->batches[i].ws = nevo_workspace_new(ev->backend, ev->policy, ev->slots);
     }
     ev->n_batches = n;
@@ -175,6 +179,7 @@ NevoEvaluator *nevo_evaluator_new(const NevoEnv *env, const NevoPolicy *policy, 
     ev->slots_asked = slots > 0 ? slots : 0;
     ev->slots = slots > 0 ? slots : default_slots(ev);
     ev->depth = 1;
+    ev->fwd_threads = 1;
     ev->inst_size = nevo_env_instance_size(env);
     pthread_mutex_init(&ev->mu, NULL);
     pthread_cond_init(&ev->changed, NULL);
@@ -205,7 +210,15 @@ void nevo_evaluator_set_backend(NevoEvaluator *ev, NevoBackend *backend) {
     if (ev->own_backend) nevo_backend_free(ev->backend);
     ev->backend = backend;
     ev->own_backend = 0;
-    if (!ev->slots_asked && ev->depth == 1) ev->slots = default_slots(ev); /* its cache, its slots */
+    /* a device's batching: large batches, pipelined with a batch per thread (its
+     * figures, where the caller asked for none) */
+    int slots, fwd;
+    nevo_backend_batching(backend, ev->policy, &slots, &fwd);
+    int nt = nevo_pool_threads(ev->pool);
+    int half = nt / 2 > 1 ? nt / 2 : 1; /* the rest step envs */
+    ev->fwd_threads = fwd < 1 ? 1 : fwd < half ? fwd : half;
+    if (fwd > 0) ev->depth = nt + ev->fwd_threads;
+    if (!ev->slots_asked) ev->slots = slots > 0 ? slots : ev->depth == 1 ? default_slots(ev) : DEFAULT_SLOTS;
     batches_make(ev, ev->depth == 1 ? nevo_pool_threads(ev->pool) : ev->depth);
 }
 
@@ -298,7 +311,7 @@ static int start(NevoEvaluator *ev, Batch *bt, Clock *clk, int s, int q) {
     nevo_env_reset(ev->env, inst, task->seed, obs);
     if (ev->layout == LAYOUT_BUILT) {
         double t0 = ev->timing ? now_s() : 0.0;
-        nevo_rows_build(bt->rows, bt->row[s], ev->ts, ev->policy, task->net, 0);
+        nevo_rows_build(bt->rows, bt->row[s], ev->ts, ev->bases, ev->policy, task->net, 0);
         if (ev->timing) clk->build_s += now_s() - t0;
         bt->net[s] = bt->row[s];
     } else {
@@ -491,7 +504,7 @@ static void run_pipelined(void *ctx, int item, int worker) {
     Clock *clk = &ev->clocks[worker];
     (void)item;
     int threads = nevo_pool_threads(ev->pool);
-    int does_forward = worker == 0, does_env = worker > 0 || threads == 1;
+    int does_forward = worker < ev->fwd_threads, does_env = worker >= ev->fwd_threads || threads == 1;
     const int timing = ev->timing;
     int i = 0;
     while (atomic_load(&ev->batches_done) < ev->n_batches && !failed(ev)) {
@@ -611,9 +624,9 @@ static void build_unit(void *ctx, int u, int worker) {
     double t0 = ev->timing ? now_s() : 0.0;
     int j = ev->units[u] / 2;
     if (ev->units[u] % 2)
-        nevo_rows_build_pair(ev->pop, j, j + 1, ev->ts, ev->policy, j, 1);
+        nevo_rows_build_pair(ev->pop, j, j + 1, ev->ts, ev->bases, ev->policy, j, 1);
     else
-        nevo_rows_build(ev->pop, j, ev->ts, ev->policy, j, 1);
+        nevo_rows_build(ev->pop, j, ev->ts, ev->bases, ev->policy, j, 1);
     if (ev->timing) clk->build_s += now_s() - t0;
 }
 
@@ -637,9 +650,10 @@ NevoStatus nevo_evaluate_tasks(NevoEvaluator *ev, const NevoTaskSet *ts, NevoEpi
     make_queue(ev, episodes_of);
     free(episodes_of);
     int nw = nevo_pool_threads(ev->pool);
-    if (ev->layout == LAYOUT_BASES) {
-        ev->bases = nevo_rows_host(ev->backend, ts->bases, ts->base_stride, ts->n_bases);
-    } else if (ev->layout == LAYOUT_BUILT) {
+    /* the bases where the backend reads them: in place on the CPU, copied to a device
+     * once per call (the forward reads them, or the builds) */
+    if (ts->bases && ts->n_bases > 0) ev->bases = nevo_rows_host(ev->backend, ts->bases, ts->base_stride, ts->n_bases);
+    if (ev->layout == LAYOUT_BUILT) {
         for (int i = 0; i < ev->n_batches; i++)
             if (!ev->batches[i].rows) ev->batches[i].rows = nevo_rows_new(ev->backend, ev->policy->nparams, ev->slots);
     } else {

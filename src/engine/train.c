@@ -2,6 +2,8 @@
  * final evaluation. */
 #include "nevo/train.h"
 
+#include "nevo/backend.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -87,6 +89,7 @@ typedef struct Run {
     NevoPool *pool;
     NevoNoise *noise;
     NevoEvaluator *ev;
+    NevoBackend *backend;       /* the evaluator's, where not the CPU's */
     NevoAlgo *algo;
     NevoDataset *data;          /* a run on a dataset (no env, no evaluator) */
     NevoDataView train, test;   /* its splits as the networks see them */
@@ -95,6 +98,7 @@ typedef struct Run {
 static void run_free(Run *r) {
     nevo_algo_free(r->algo);
     nevo_evaluator_free(r->ev);
+    nevo_backend_free(r->backend);
     nevo_noise_free(r->noise);
     nevo_pool_free(r->pool);
     nevo_policy_free(r->policy);
@@ -121,6 +125,9 @@ static NevoStatus run_build_data(Run *r, int threads, NevoError *err) {
     const NevoConfig *cfg = &r->cfg;
     NevoStatus st = nevo_algo_check(cfg, NULL, err);
     if (st) return st;
+    if (strcmp(cfg->backend, "cpu") != 0)
+        return nevo_error(err, NEVO_ERR_INVALID, "backend %s computes env episodes; a run on a dataset computes on "
+                          "the cpu backend (backend=cpu)", cfg->backend);
     st = nevo_dataset_load(cfg->dataset, cfg->data.train_samples, cfg->data.test_samples, &r->data, err);
     if (st) return st;
     r->train = nevo_data_view(r->data, &r->data->train);
@@ -157,6 +164,14 @@ static NevoStatus run_build(Run *r, const NevoConfig *cfg, int threads, NevoErro
     st = run_pool_and_noise(r, threads, err);
     if (st) return st;
     r->ev = nevo_evaluator_new(r->env, r->policy, r->pool, 0);
+    if (strcmp(cfg->backend, "cpu") != 0) {
+        if (r->policy->lstm_layer >= 0)
+            return nevo_error(err, NEVO_ERR_INVALID, "backend %s: recurrent policies (policy.lstm) run on the cpu "
+                              "backend only", cfg->backend);
+        st = nevo_backend_new(cfg->backend, &r->backend, err);
+        if (st) return st;
+        nevo_evaluator_set_backend(r->ev, r->backend);
+    }
     return nevo_algo_new(&r->cfg, r->env, r->policy, r->noise, r->pool, &r->algo, err);
 }
 

@@ -6,7 +6,12 @@
 #include <string.h>
 
 /* A new backend: its ops here, its file beside backend_cpu.c. */
-static const NevoBackendOps *const backends[] = {&nevo_backend_cpu_ops};
+static const NevoBackendOps *const backends[] = {
+    &nevo_backend_cpu_ops,
+#ifdef NEVO_CUDA
+    &nevo_backend_cuda_ops,
+#endif
+};
 #define N_BACKENDS ((int)(sizeof backends / sizeof backends[0]))
 
 const char *nevo_backend_names(void) {
@@ -24,14 +29,18 @@ NevoStatus nevo_backend_new(const char *name, NevoBackend **out, NevoError *err)
     for (int i = 0; i < N_BACKENDS; i++) {
         if (strcmp(backends[i]->name, name) != 0) continue;
         void *ctx = backends[i]->init();
-        if (!ctx) return nevo_error(err, NEVO_ERR_UNSUPPORTED, "backend %s cannot run on this machine", name);
+        if (!ctx)
+            return nevo_error(err, NEVO_ERR_UNSUPPORTED, "backend %s cannot run on this machine%s%s", name,
+                              backends[i]->unavailable ? ": " : "",
+                              backends[i]->unavailable ? backends[i]->unavailable() : "");
         NevoBackend *b = nevo_alloc(sizeof *b);
         b->ops = backends[i];
         b->ctx = ctx;
         *out = b;
         return NEVO_OK;
     }
-    return nevo_error(err, NEVO_ERR_NOTFOUND, "unknown backend '%s' (built in: %s)", name, nevo_backend_names());
+    return nevo_error(err, NEVO_ERR_NOTFOUND, "unknown backend '%s' (built in: %s%s)", name, nevo_backend_names(),
+                      strcmp(name, "cuda") == 0 ? "; the cuda backend is built by `make CUDA=1`" : "");
 }
 
 void nevo_backend_free(NevoBackend *b) {
@@ -65,16 +74,24 @@ void nevo_rows_free(NevoRows *r) {
     free(r);
 }
 
-void nevo_rows_build(NevoRows *r, int row, const NevoTaskSet *ts, const NevoPolicy *p, int net, int stream) {
+void nevo_rows_build(NevoRows *r, int row, const NevoTaskSet *ts, const NevoRows *bases, const NevoPolicy *p,
+                     int net, int stream) {
     NEVO_ASSERT(row >= 0 && row < r->rows && !r->view);
-    r->backend->ops->build(r->backend->ctx, r, row, ts, p, net, stream);
+    NEVO_ASSERT(!bases || (bases->backend == r->backend && bases->rows == ts->n_bases));
+    r->backend->ops->build(r->backend->ctx, r, row, ts, bases, p, net, stream);
 }
 
-void nevo_rows_build_pair(NevoRows *r, int row_plus, int row_minus, const NevoTaskSet *ts, const NevoPolicy *p,
-                          int net, int stream) {
+void nevo_rows_build_pair(NevoRows *r, int row_plus, int row_minus, const NevoTaskSet *ts, const NevoRows *bases,
+                          const NevoPolicy *p, int net, int stream) {
     NEVO_ASSERT(row_plus >= 0 && row_plus < r->rows && row_minus >= 0 && row_minus < r->rows && !r->view);
     NEVO_ASSERT(nevo_taskset_is_pair(ts, net));
-    r->backend->ops->build_pair(r->backend->ctx, r, row_plus, row_minus, ts, p, net, stream);
+    NEVO_ASSERT(!bases || (bases->backend == r->backend && bases->rows == ts->n_bases));
+    r->backend->ops->build_pair(r->backend->ctx, r, row_plus, row_minus, ts, bases, p, net, stream);
+}
+
+void nevo_rows_read(const NevoRows *r, int row0, int rows, size_t row_floats, float *host) {
+    NEVO_ASSERT(row0 >= 0 && rows >= 0 && row0 + rows <= r->rows && row_floats <= r->stride);
+    r->backend->ops->rows_read(r->backend->ctx, r, row0, rows, row_floats, host);
 }
 
 NevoWorkspace *nevo_workspace_new(NevoBackend *b, const NevoPolicy *p, int max_rows) {
@@ -99,3 +116,19 @@ void nevo_backend_forward(NevoBackend *b, const NevoPolicy *p, const NevoRows *r
 void nevo_backend_synchronize(NevoBackend *b) { b->ops->synchronize(b->ctx); }
 
 size_t nevo_backend_cache_bytes(const NevoBackend *b) { return b->ops->cache_bytes(b->ctx); }
+
+void nevo_backend_batching(const NevoBackend *b, const NevoPolicy *p, int *slots, int *fwd_threads) {
+    *slots = *fwd_threads = 0;
+    if (b->ops->batching) b->ops->batching(b->ctx, p, slots, fwd_threads);
+}
+
+void *nevo_backend_host_alloc(NevoBackend *b, size_t bytes) {
+    return b->ops->host_alloc ? b->ops->host_alloc(b->ctx, bytes) : nevo_alloc_aligned(bytes ? bytes : 1);
+}
+
+void nevo_backend_host_free(NevoBackend *b, void *p) {
+    if (b->ops->host_free)
+        b->ops->host_free(b->ctx, p);
+    else
+        free(p);
+}

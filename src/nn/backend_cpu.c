@@ -1,6 +1,7 @@
 /* The CPU backend: rows in host memory, nevo's kernels (nevo_policy_forward and the
  * kernel set's perturbation) on the calling thread, nothing asynchronous. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "nn/backend_impl.h"
 #include "nevo/rng.h"
@@ -26,17 +27,25 @@ static void cpu_rows_free(void *ctx, NevoRows *r) {
     if (!r->view) free(r->data);
 }
 
-static void cpu_build(void *ctx, NevoRows *r, int row, const NevoTaskSet *ts, const NevoPolicy *p, int net,
-                      int stream) {
+static void cpu_rows_read(void *ctx, const NevoRows *r, int row0, int rows, size_t row_floats, float *host) {
     (void)ctx;
+    for (int i = 0; i < rows; i++)
+        memcpy(host + (size_t)i * row_floats, r->data + (size_t)(row0 + i) * r->stride, sizeof(float) * row_floats);
+}
+
+/* builds read the set's own floats: the bases' rows here are views of them */
+static void cpu_build(void *ctx, NevoRows *r, int row, const NevoTaskSet *ts, const NevoRows *bases,
+                      const NevoPolicy *p, int net, int stream) {
+    (void)ctx;
+    (void)bases;
     nevo_taskset_build(ts, p, net, r->data + (size_t)row * r->stride, stream);
 }
 
 static void cpu_build_pair(void *ctx, NevoRows *r, int row_plus, int row_minus, const NevoTaskSet *ts,
-                           const NevoPolicy *p, int net, int stream) {
+                           const NevoRows *bases, const NevoPolicy *p, int net, int stream) {
     (void)ctx;
-    (void)p;
-    nevo_taskset_build_pair(ts, net, r->data + (size_t)row_plus * r->stride, r->data + (size_t)row_minus * r->stride,
+    (void)bases;
+    nevo_taskset_build_pair(ts, p, net, r->data + (size_t)row_plus * r->stride, r->data + (size_t)row_minus * r->stride,
                             stream);
 }
 
@@ -72,6 +81,7 @@ const NevoBackendOps nevo_backend_cpu_ops = {
     .done = cpu_done,
     .rows_alloc = cpu_rows_alloc,
     .rows_free = cpu_rows_free,
+    .rows_read = cpu_rows_read,
     .build = cpu_build,
     .build_pair = cpu_build_pair,
     .workspace_new = cpu_workspace_new,

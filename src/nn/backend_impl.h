@@ -14,9 +14,14 @@ typedef struct NevoBackendOps {
      * host memory (host != NULL: a device copies it) */
     void (*rows_alloc)(void *ctx, NevoRows *r, const float *host);
     void (*rows_free)(void *ctx, NevoRows *r);
-    void (*build)(void *ctx, NevoRows *r, int row, const NevoTaskSet *ts, const NevoPolicy *p, int net, int stream);
+    /* rows row0 .. row0 + rows - 1, their first row_floats floats each, into host (packed) */
+    void (*rows_read)(void *ctx, const NevoRows *r, int row0, int rows, size_t row_floats, float *host);
+    /* bases: the set's bases on this backend (nevo_rows_host of ts->bases), or NULL
+     * where the set has none in floats */
+    void (*build)(void *ctx, NevoRows *r, int row, const NevoTaskSet *ts, const NevoRows *bases,
+                  const NevoPolicy *p, int net, int stream);
     void (*build_pair)(void *ctx, NevoRows *r, int row_plus, int row_minus, const NevoTaskSet *ts,
-                       const NevoPolicy *p, int net, int stream);
+                       const NevoRows *bases, const NevoPolicy *p, int net, int stream);
     void *(*workspace_new)(void *ctx, const NevoPolicy *p, int max_rows);
     void (*workspace_free)(void *ctx, void *ws);
     /* state: (n, nevo_policy_state_floats(p)) rows read and updated (a recurrent
@@ -25,6 +30,15 @@ typedef struct NevoBackendOps {
                     float *state, float *out, void *ws);
     void (*synchronize)(void *ctx);
     size_t (*cache_bytes)(void *ctx);
+    /* slots per batch where the caller leaves them open (0: the evaluator's CPU
+     * default), and forward threads (nevo_backend_batching); NULL: neither */
+    void (*batching)(void *ctx, const NevoPolicy *p, int *slots, int *fwd_threads);
+    /* why init returned NULL, for the error message; NULL: no reason given */
+    const char *(*unavailable)(void);
+    /* host memory the forward's observations and outputs are best in (pinned, for a
+     * device's DMA); NULL: nevo_alloc_aligned and free */
+    void *(*host_alloc)(void *ctx, size_t bytes);
+    void (*host_free)(void *ctx, void *p);
 } NevoBackendOps;
 
 struct NevoBackend {
@@ -38,6 +52,7 @@ struct NevoRows {
     size_t stride;  /* floats from one row to the next */
     int rows;
     int view;       /* data is the caller's host memory */
+    void *priv;     /* the backend's own state of these rows */
 };
 
 struct NevoWorkspace {
@@ -46,5 +61,8 @@ struct NevoWorkspace {
 };
 
 extern const NevoBackendOps nevo_backend_cpu_ops;
+#ifdef NEVO_CUDA
+extern const NevoBackendOps nevo_backend_cuda_ops; /* backend_cuda.cu, in a CUDA=1 build */
+#endif
 
 #endif

@@ -53,30 +53,7 @@ static void conv_generic(const NevoLayer *L, const float *W, const float *b, con
 }
 
 NEVO_KERNEL_CLONES
-float nevo_tanhf(float x) {
-    float ax = fabsf(x);
-    if (!(ax < NEVO_TANH_CLAMP)) return isnan(x) ? x : copysignf(1.0f, x);
-    float z = ax + ax;
-    float t = fmaf(z, NEVO_TANH_INV_LN2, NEVO_TANH_SHIFTER);
-    float n = t - NEVO_TANH_SHIFTER; /* round(z / ln2), 0..26 */
-    float r = fmaf(-n, NEVO_TANH_LN2_HI, z);
-    r = fmaf(-n, NEVO_TANH_LN2_LO, r);
-    float h = NEVO_TANH_H6;
-    h = fmaf(h, r, NEVO_TANH_H5);
-    h = fmaf(h, r, NEVO_TANH_H4);
-    h = fmaf(h, r, NEVO_TANH_H3);
-    h = fmaf(h, r, NEVO_TANH_H2);
-    h = fmaf(h, r, NEVO_TANH_H1);
-    h = fmaf(h, r, NEVO_TANH_H0);
-    float p = fmaf(r * r, h, r); /* e^r - 1 */
-    uint32_t bits;
-    memcpy(&bits, &t, sizeof bits); /* n sits in t's low mantissa bits */
-    bits = (bits << 23) + 0x3F800000u;
-    float s;
-    memcpy(&s, &bits, sizeof s);          /* 2^n */
-    float em1 = fmaf(s, p, s - 1.0f);     /* e^z - 1; s - 1 is exact up to n = 24 */
-    return copysignf(em1 / (em1 + 2.0f), x);
-}
+float nevo_tanhf(float x) { return nevo_tanh_body(x); }
 
 static void tanh_generic(float *y, int n) {
     for (int i = 0; i < n; i++) y[i] = nevo_tanhf(y[i]);

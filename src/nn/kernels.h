@@ -40,6 +40,7 @@
 #include <stddef.h>
 
 #include "nevo/policy.h"
+#include "nn/kernel_bodies.h"
 
 /* The portable kernels are also compiled for x86-64-v3/v4 (target_clones, picked at
  * load time), so the hardware FMA replaces libm's software fma where the CPU has one.
@@ -149,21 +150,8 @@ const NevoKernels *nevo_kernels_named(const char *name);
  * sampled in tests/test_policy.c); |x| >= 9 gives +-1, NaN stays NaN. */
 float nevo_tanhf(float x);
 
-/* Its constants, shared with the SIMD versions so every path computes the same
- * operations on the same values. */
-#define NEVO_TANH_CLAMP 9.0f
-#define NEVO_TANH_INV_LN2 1.44269504f
-#define NEVO_TANH_LN2_HI 0.693145751953125f /* ln 2 to 16 bits: n LN2_HI is exact */
-#define NEVO_TANH_LN2_LO 1.42860682e-06f    /* ln 2 - LN2_HI */
-#define NEVO_TANH_SHIFTER 12582912.0f       /* 1.5 x 2^23: adding it rounds to an integer */
-/* h(r) = (e^r - 1 - r) / r^2 = 1/2! + r/3! + ... + r^6/8!, evaluated from the top */
-#define NEVO_TANH_H6 (1.0f / 40320)
-#define NEVO_TANH_H5 (1.0f / 5040)
-#define NEVO_TANH_H4 (1.0f / 720)
-#define NEVO_TANH_H3 (1.0f / 120)
-#define NEVO_TANH_H2 (1.0f / 24)
-#define NEVO_TANH_H1 (1.0f / 6)
-#define NEVO_TANH_H0 0.5f
+/* Its constants (NEVO_TANH_*) and body are in kernel_bodies.h, which the CUDA kernels
+ * share. */
 
 /* y = act(y) elementwise: the set's tanh, or the portable relu (y < 0 ? 0 : y; -0 and
  * NaN stay as they are), which the compiler vectorises for each clone. */

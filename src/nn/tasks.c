@@ -45,7 +45,7 @@ static NevoStatus check_structure(const NevoTaskSet *ts, NevoError *err) {
         return nevo_error(err, NEVO_ERR_INVALID, "task set: seed chains without a noise table");
     for (int j = 0; j < ts->n_nets; j++) {
         const NevoNet *n = &ts->nets[j];
-        if (n->kind > NEVO_NET_SCALED)
+        if (n->kind > NEVO_NET_LOWRANK)
             return nevo_error(err, NEVO_ERR_INVALID, "task set: network %d has unknown kind %u", j, n->kind);
         if (n->kind != NEVO_NET_INIT && (n->base < 0 || n->base >= ts->n_bases))
             return nevo_error(err, NEVO_ERR_INVALID, "task set: network %d names base %d of %d", j, n->base,
@@ -54,7 +54,10 @@ static NevoStatus check_structure(const NevoTaskSet *ts, NevoError *err) {
             return nevo_error(err, NEVO_ERR_INVALID, "task set: network %d needs noise, the set has none", j);
         if (n->kind == NEVO_NET_SCALED && !ts->scales)
             return nevo_error(err, NEVO_ERR_INVALID, "task set: network %d is scaled, the set has no scale rows", j);
-        if (n->kind != NEVO_NET_PERTURBED && n->kind != NEVO_NET_SCALED) continue;
+        if (n->kind == NEVO_NET_LOWRANK && (n->rank < 1 || n->rank > NEVO_LOWRANK_MAX))
+            return nevo_error(err, NEVO_ERR_INVALID, "task set: network %d has rank %u (1 to %d)", j, n->rank,
+                              NEVO_LOWRANK_MAX);
+        if (n->kind != NEVO_NET_PERTURBED && n->kind != NEVO_NET_SCALED && n->kind != NEVO_NET_LOWRANK) continue;
         if (n->purpose != NEVO_RNG_MUTATE && n->purpose != NEVO_RNG_ES_NOISE)
             return nevo_error(err, NEVO_ERR_INVALID, "task set: network %d perturbs with noise purpose %u", j,
                               n->purpose);
@@ -153,6 +156,11 @@ NevoStatus nevo_taskset_check(const NevoTaskSet *ts, const NevoPolicy *policy, c
     for (int j = 0; j < ts->n_nets; j++) needs_noise |= ts->nets[j].kind != NEVO_NET_BASE;
     if (needs_noise && (!ts->noise || ts->noise->size != ts->noise_floats || ts->noise->size <= ts->nparams))
         return nevo_error(err, NEVO_ERR_INVALID, "task set needs a noise table of %zu floats", ts->noise_floats);
+    for (int j = 0; j < ts->n_nets; j++) /* a compact slice never exceeds a full one: it fits */
+        if (ts->nets[j].kind == NEVO_NET_LOWRANK &&
+            nevo_lowrank_floats(policy, (int)ts->nets[j].rank) >= ts->noise_floats)
+            return nevo_error(err, NEVO_ERR_INVALID, "task set: network %d's rank-%u noise is longer than the noise "
+                              "table", j, ts->nets[j].rank);
     return NEVO_OK;
 }
 
@@ -164,6 +172,21 @@ static const float *slice_of(const NevoTaskSet *ts, const NevoNet *n) {
     return nevo_noise_slice(ts->noise, ts->nparams, ts->seed, n->purpose, n->generation, n->individual, 0);
 }
 
+/* base +- sigma eps of a low-rank recipe, eps expanded a chunk at a time into a buffer
+ * on the stack (then the perturbation's operations, nevo_perturb_rows's bits) */
+static void build_lowrank(const NevoTaskSet *ts, const NevoPolicy *policy, const NevoNet *n, float *plus,
+                          float *minus) {
+    const float *base = base_of(ts, n);
+    const float *z = nevo_noise_slice(ts->noise, nevo_lowrank_floats(policy, (int)n->rank), ts->seed, n->purpose,
+                                      n->generation, n->individual, 0);
+    float eps[1024];
+    for (size_t k0 = 0; k0 < ts->nparams; k0 += 1024) {
+        size_t k1 = k0 + 1024 < ts->nparams ? k0 + 1024 : ts->nparams;
+        nevo_lowrank_expand(policy, (int)n->rank, z, eps, k0, k1);
+        nevo_perturb_rows(plus ? plus + k0 : NULL, minus ? minus + k0 : NULL, base + k0, n->sigma, eps, k1 - k0, 0);
+    }
+}
+
 void nevo_taskset_build(const NevoTaskSet *ts, const NevoPolicy *policy, int net, float *theta, int stream) {
     const NevoNet *n = &ts->nets[net];
     if (n->kind == NEVO_NET_BASE)
@@ -173,20 +196,27 @@ void nevo_taskset_build(const NevoTaskSet *ts, const NevoPolicy *policy, int net
     else if (n->kind == NEVO_NET_SCALED)
         nevo_perturb_scaled(theta, base_of(ts, n), n->sigma, slice_of(ts, n),
                             ts->scales + (size_t)n->base * ts->base_stride, n->sign, ts->nparams);
+    else if (n->kind == NEVO_NET_LOWRANK)
+        build_lowrank(ts, policy, n, n->sign > 0 ? theta : NULL, n->sign > 0 ? NULL : theta);
     else
         nevo_perturb_rows(n->sign > 0 ? theta : NULL, n->sign > 0 ? NULL : theta, base_of(ts, n), n->sigma,
                           slice_of(ts, n), ts->nparams, stream);
 }
 
-void nevo_taskset_build_pair(const NevoTaskSet *ts, int net, float *plus, float *minus, int stream) {
+void nevo_taskset_build_pair(const NevoTaskSet *ts, const NevoPolicy *policy, int net, float *plus, float *minus,
+                             int stream) {
     const NevoNet *n = &ts->nets[net];
-    nevo_perturb_rows(plus, minus, base_of(ts, n), n->sigma, slice_of(ts, n), ts->nparams, stream);
+    if (n->kind == NEVO_NET_LOWRANK)
+        build_lowrank(ts, policy, n, plus, minus);
+    else
+        nevo_perturb_rows(plus, minus, base_of(ts, n), n->sigma, slice_of(ts, n), ts->nparams, stream);
 }
 
 int nevo_taskset_is_pair(const NevoTaskSet *ts, int j) {
     if (j + 1 >= ts->n_nets) return 0;
     const NevoNet *a = &ts->nets[j], *b = &ts->nets[j + 1];
-    return a->kind == NEVO_NET_PERTURBED && b->kind == NEVO_NET_PERTURBED && a->base == b->base &&
+    return (a->kind == NEVO_NET_PERTURBED || a->kind == NEVO_NET_LOWRANK) && b->kind == a->kind &&
+           a->rank == b->rank && a->base == b->base &&
            a->purpose == b->purpose && a->generation == b->generation && a->individual == b->individual &&
            a->sigma == b->sigma && a->sign == 1 && b->sign == -1;
 }
@@ -240,6 +270,7 @@ NevoStatus nevo_taskset_write(const NevoTaskSet *ts, NevoBuf *out, NevoError *er
         nevo_buf_u32(&p, n->individual);
         nevo_buf_put(&p, &n->sigma, 4);
         nevo_buf_u32(&p, (uint32_t)n->sign);
+        if (n->kind == NEVO_NET_LOWRANK) nevo_buf_u32(&p, n->rank);
     }
     nevo_buf_u32(&p, (uint32_t)ts->n_tasks);
     for (int t = 0; t < ts->n_tasks; t++) {
@@ -339,6 +370,7 @@ NevoStatus nevo_taskset_read(const uint8_t *data, size_t len, NevoTaskSet **out,
             n->individual = nevo_read_u32(&r);
             nevo_read(&r, &n->sigma, 4);
             n->sign = (int32_t)nevo_read_u32(&r);
+            if (n->kind == NEVO_NET_LOWRANK) n->rank = nevo_read_u32(&r);
         }
         ts->nets = o->nets;
     }

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Everything the CUDA backend needs a GPU for, in one run (GPU time is scarce):
+#   1. the parity tests: the cuda backend's forwards, builds and whole evaluations
+#      against the CPU backend, bit for bit (tests/test_cuda.c);
+#   2. `nevo bench --only gpu`: the device's FMA peak and copy bandwidth, and the
+#      forward against them;
+#   3. end to end, the GA on MinAtar Breakout (and Freeway, whose episodes are long from
+#      the start) with the GPU and all cores against all cores alone, same config and
+#      seed: frames/s, and whether the two runs' metrics are the same bits;
+#   4. compute-sanitizer's memcheck over the forward's parity test.
+# Results go to $OUT (default dev/cuda/out). Binaries come from BIN (default build-cuda;
+# `dev/cuda/stage.sh` stages a CUDA=1 build with its shared libraries in .devrun/ for a
+# machine without the Debian packages).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-dev/cuda/out}
+RUNS=${RUNS:-$(mktemp -d)} # run directories (the device tool brings back 8 files)
+BIN=${BIN:-build-cuda}
+mkdir -p "$OUT"
+[ -d "$BIN/lib" ] && export LD_LIBRARY_PATH="$BIN/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
+THREADS=$(nproc)
+GENS=${GENS:-12}
+
+log "device"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit --format=csv 2>&1 | tee -a "$OUT/summary.txt"
+log "cpus: $THREADS ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2))"
+
+log "1. parity tests"
+"$BIN/nevo_tests" cuda 2>&1 | tee "$OUT/tests.txt" | tail -12 | tee -a "$OUT/summary.txt"
+
+log "2. nevo bench --only gpu"
+"$BIN/nevo" bench --only gpu --json > "$OUT/bench_gpu.jsonl" 2>> "$OUT/summary.txt"
+python3 - "$OUT/bench_gpu.jsonl" <<'PY' | tee -a "$OUT/summary.txt"
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("group") != "gpu": continue
+    extra = {k: r[k] for k in ("fraction_of_fma_peak", "fraction_of_copy_bandwidth", "gflops") if k in r}
+    print(f'{r["name"]:<62} {r["value"]:10.4g} {r["unit"]:<8} {extra}')
+PY
+
+# frames/s of generations 2.. (0 and 1 include start-up, the noise table's upload)
+rate() {
+    python3 - "$1" "$2" <<'PY'
+import json, sys
+pop = int(sys.argv[2])
+try: m = [json.loads(l) for l in open(sys.argv[1])]
+except OSError: m = []
+if len(m) < 3: print("n/a"); sys.exit()
+f = m[-1]["frames"] - m[1]["frames"]; t = m[-1]["wall_s"] - m[1]["wall_s"]
+print(f"{f / t:.4g} frames/s over generations 2-{len(m) - 1} ({f} frames, {t:.3g} s, "
+      f"{f / (len(m) - 2) / pop:.3g} frames per episode)")
+PY
+}
+# Breakout's episodes are ~10 frames at first (random paddles miss); Freeway's are 2500
+for spec in "breakout 8192 $GENS" "freeway 4096 3"; do
+    set -- $spec
+    env=$1 pop=$2 gens=$3
+    log "3. GA on minatar/$env, population $pop, $gens generations, $THREADS threads"
+    for be in cpu cuda; do
+        d="$RUNS/ga_${env}_$be"
+        rm -rf "$d"
+        timeout 200 "$BIN/nevo" train configs/minatar_breakout_ga_gpu.json env=minatar/$env population=$pop \
+            generations=$gens eval_episodes=10 --backend $be --threads "$THREADS" --out "$d" --quiet > "$d.log" 2>&1
+        echo "$be: $(rate "$d/metrics.jsonl" $pop)" | tee -a "$OUT/summary.txt"
+    done
+    strip() { sed 's/"wall_s": [0-9.e+-]*,//' "$1"; }
+    if cmp -s <(strip "$RUNS/ga_${env}_cpu/metrics.jsonl") <(strip "$RUNS/ga_${env}_cuda/metrics.jsonl"); then
+        log "   metrics (all but wall time) identical on cpu and cuda"
+    else
+        log "   metrics DIFFER between cpu and cuda"
+    fi
+done
+for v in "128 4" "512 4" "256 8" "256 2"; do
+    set -- $v
+    d="$RUNS/ga_freeway_s$1_f$2"
+    rm -rf "$d"
+    NEVO_CUDA_SLOTS=$1 NEVO_CUDA_FORWARD_THREADS=$2 timeout 60 "$BIN/nevo" train configs/minatar_breakout_ga_gpu.json \
+        env=minatar/freeway population=2048 generations=3 eval_episodes=10 --threads "$THREADS" --out "$d" --quiet \
+        > "$d.log" 2>&1
+    echo "freeway cuda population 2048, slots $1, forward threads $2: $(rate "$d/metrics.jsonl" 2048)" | tee -a "$OUT/summary.txt"
+done
+
+log "SASS of the dense kernel: 16-byte loads, FMAs, local memory"
+cuobjdump -sass "$BIN/nevo" 2>/dev/null | awk '/Function : _Z7k_dense/{p=1} /Function : _Z6k_conv/{p=0} p' > "$RUNS/dense.sass"
+echo "LDG.E.128 $(grep -c 'LDG.E.128' "$RUNS/dense.sass"), FFMA $(grep -c FFMA "$RUNS/dense.sass"), LDS $(grep -c 'LDS' "$RUNS/dense.sass"), LDL/STL $(grep -c 'LDL\|STL' "$RUNS/dense.sass")" | tee -a "$OUT/summary.txt"
+
+log "4. compute-sanitizer memcheck, forward parity"
+timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/nevo_tests" cuda_forward > "$OUT/memcheck.txt" 2>&1
+echo "memcheck exit $?: $(grep -c 'Invalid\|ERROR SUMMARY' "$OUT/memcheck.txt") lines; $(grep 'ERROR SUMMARY' "$OUT/memcheck.txt")" | tee -a "$OUT/summary.txt"
+log "done"

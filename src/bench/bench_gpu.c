@@ -1,0 +1,144 @@
+/* The gpu group of `nevo bench`: the CUDA device's own limits measured in the same run
+ * (the FP32 FMA rate, the device-memory copy bandwidth), then the CUDA backend's
+ * batched heterogeneous forward on the networks the issue's PyTorch and JAX figures
+ * were measured on:
+ *   - the MinAtar net (conv 3x3x16, dense 1024 -> 128, 6 outputs) at P = 1024 networks
+ *     of B = 1, 16 and 64 rows each, as network-steps/s and dense-equivalent FLOP/s
+ *     against the FMA peak;
+ *   - the 348-256-256-17 tanh MLP at P = 4096, B = 1, where the weights are streamed:
+ *     weight bytes read per second against the copy bandwidth.
+ * Each shape twice: the kernels alone on inputs already on the device (device events),
+ * and the whole call as the evaluator makes it (observations up, outputs back). Without
+ * a CUDA=1 build or a device the group says so and emits nothing. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench.h"
+#include "nevo/env.h"
+#include "nevo/rng.h"
+#include "nn/backend_cuda.h"
+
+#ifdef NEVO_CUDA
+
+static void row_init(NevoBenchResult *r, const char *unit) {
+    memset(r, 0, sizeof *r);
+    r->group = "gpu";
+    snprintf(r->unit, sizeof r->unit, "%s", unit);
+    r->median = r->limit = r->ratio = r->cpu_share = NAN;
+}
+
+static void row_limit(NevoBenchResult *r, double limit, const char *name) {
+    r->limit = limit;
+    snprintf(r->limit_name, sizeof r->limit_name, "%s", name);
+    r->ratio = limit > 0 ? r->value / limit : NAN;
+}
+
+typedef struct GpuCase {
+    const char *label, *env;
+    int conv; /* the MinAtar net, else the MLP */
+    int P, B;
+    double torch_msteps; /* the PyTorch figure on an H100 (low end of its range), 0: none */
+} GpuCase;
+
+static NevoStatus case_policy(const GpuCase *c, NevoEnv **env, NevoPolicy **p, NevoError *err) {
+    NevoPolicyConfig pc;
+    memset(&pc, 0, sizeof pc);
+    if (c->conv) {
+        pc.n_conv = pc.n_conv_kernels = pc.n_conv_strides = 1;
+        pc.conv_filters[0] = 16, pc.conv_kernels[0] = 3, pc.conv_strides[0] = 1;
+        pc.n_hidden = 1, pc.hidden[0] = 128;
+        strcpy(pc.activation, "relu");
+    } else {
+        pc.n_hidden = 2, pc.hidden[0] = pc.hidden[1] = 256;
+        strcpy(pc.activation, "tanh");
+    }
+    strcpy(pc.init, "scaled");
+    NevoStatus st = nevo_env_new(c->env, NULL, 0, env, err);
+    if (st) return st;
+    return nevo_policy_new(nevo_env_spec(*env), &pc, 0, p, err);
+}
+
+NevoStatus nevo_bench_gpu(const NevoBenchOptions *o, NevoBenchEmit emit, void *ctx, NevoError *err) {
+    char name[96];
+    int sms;
+    size_t l2;
+    if (!nevo_cuda_device(name, sizeof name, &sms, &l2)) {
+        fprintf(stderr, "gpu: skipped (no CUDA device)\n");
+        return NEVO_OK;
+    }
+    NevoBenchResult r;
+    double peak = nevo_cuda_fma_peak(), bw = nevo_cuda_copy_bandwidth();
+    row_init(&r, "GFLOP/s");
+    snprintf(r.name, sizeof r.name, "gpu FP32 FMA peak, %s", name);
+    r.value = peak * 1e-9;
+    snprintf(r.extra, sizeof r.extra, "\"device\": \"%s\", \"multiprocessors\": %d, \"l2_bytes\": %zu", name, sms, l2);
+    emit(ctx, &r);
+    row_init(&r, "GB/s");
+    snprintf(r.name, sizeof r.name, "gpu device-memory copy, 2 GiB, read + write");
+    r.value = bw * 1e-9;
+    emit(ctx, &r);
+
+    static const GpuCase cases[] = {
+        {"MinAtar net", "minatar/breakout", 1, 1024, 1, 3.6},
+        {"MinAtar net", "minatar/breakout", 1, 1024, 16, 5.1},
+        {"MinAtar net", "minatar/breakout", 1, 1024, 64, 7.7},
+        {"MLP 348-256-256-17", "mujoco/humanoid", 0, 4096, 1, 4.6},
+    };
+    int reps = o->quick ? 2 : 10;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const GpuCase *c = &cases[k];
+        NevoEnv *env = NULL;
+        NevoPolicy *p = NULL;
+        NevoStatus st = case_policy(c, &env, &p, err);
+        if (st) {
+            nevo_env_free(env);
+            return st;
+        }
+        int P = o->quick ? c->P / 8 : c->P, n = P * c->B;
+        size_t stride = (p->nparams + 15) & ~(size_t)15;
+        float *params = nevo_alloc_aligned(sizeof(float) * stride * (size_t)P);
+        float *obs = nevo_alloc(sizeof(float) * (size_t)n * (size_t)p->obs_dim);
+        int *which = nevo_alloc(sizeof(int) * (size_t)n);
+        NevoRng rng;
+        nevo_rng_init(&rng, 3, NEVO_RNG_USER, 0, 0, 0);
+        nevo_rng_fill_normal(&rng, params, stride * (size_t)P);
+        for (size_t i = 0; i < stride * (size_t)P; i++) params[i] *= 0.05f;
+        /* MinAtar-like planes: 10% of cells set; else normals */
+        for (size_t i = 0; i < (size_t)n * (size_t)p->obs_dim; i++)
+            obs[i] = c->conv ? (nevo_rng_uniform(&rng) < 0.1 ? 1.0f : 0.0f) : (float)nevo_rng_normal(&rng);
+        for (int i = 0; i < n; i++) which[i] = i / c->B; /* each network's rows together */
+        double call_s, kern_s;
+        nevo_cuda_time_forward(p, params, stride, P, which, obs, n, reps, &call_s, &kern_s);
+        double flops = nevo_policy_flops(p), wbytes = (double)P * (double)p->nparams * sizeof(float);
+        for (int whole = 0; whole < 2; whole++) {
+            double t = whole ? call_s : kern_s;
+            row_init(&r, "Msteps/s");
+            snprintf(r.name, sizeof r.name, "gpu %s P=%d B=%d, %s", c->label, P, c->B,
+                     whole ? "whole call (obs up, outputs back)" : "kernels");
+            r.value = n / t * 1e-6;
+            if (c->torch_msteps > 0 && !whole) row_limit(&r, 5 * c->torch_msteps, "5x PyTorch (H100)");
+            snprintf(r.extra, sizeof r.extra,
+                     "\"P\": %d, \"B\": %d, \"seconds\": %.6g, \"gflops\": %.6g, \"fraction_of_fma_peak\": %.4g, "
+                     "\"weight_gb_per_s\": %.6g, \"fraction_of_copy_bandwidth\": %.4g, \"pytorch_msteps\": %.3g",
+                     P, c->B, t, n * flops / t * 1e-9, n * flops / t / peak, wbytes / t * 1e-9, wbytes / t / bw,
+                     c->torch_msteps);
+            emit(ctx, &r);
+        }
+        free(params), free(obs), free(which);
+        nevo_policy_free(p);
+        nevo_env_free(env);
+    }
+    return NEVO_OK;
+}
+
+#else
+
+NevoStatus nevo_bench_gpu(const NevoBenchOptions *o, NevoBenchEmit emit, void *ctx, NevoError *err) {
+    (void)o, (void)emit, (void)ctx, (void)err;
+    fprintf(stderr, "gpu: skipped (built without CUDA; `make CUDA=1` builds the cuda backend)\n");
+    return NEVO_OK;
+}
+
+#endif

@@ -1,0 +1,666 @@
+/* The CUDA backend: parameter rows in device memory, networks built there from their
+ * base and a noise slice of the device's copy of the noise table, and the batched
+ * heterogeneous forward as one kernel per layer (kernel_bodies.h holds the kernels'
+ * bodies, which tests/test_cuda.c also runs on the CPU).
+ *
+ * What crosses PCIe: each call's bases once (a GA's parents, ES's mean), the noise table
+ * once per run, and per forward the observations, the row -> network map and the
+ * outputs. A network built from a recipe is never uploaded: its build is queued on its
+ * rows and runs, one kernel for all queued builds, on the stream of the next forward
+ * that reads them, so it is ordered before that forward.
+ *
+ * The forward's bits are the CPU backend's (kernel_bodies.h says why), so a run gives
+ * the same results on either backend. Built only with `make CUDA=1`. */
+#include <cuda_runtime.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define _Noreturn [[noreturn]] /* C11's spelling, in nevo's C headers */
+extern "C" {
+#include "nn/backend_cuda.h"
+#include "nn/backend_impl.h"
+#include "nevo/noise.h"
+}
+#include "nn/kernel_bodies.h"
+
+#define CK(call)                                                                                       \
+    do {                                                                                               \
+        cudaError_t e_ = (call);                                                                       \
+        if (e_ != cudaSuccess) nevo_fatal(__FILE__, __LINE__, "CUDA: %s: %s", #call, cudaGetErrorString(e_)); \
+    } while (0)
+#define CK_LAUNCH() CK(cudaGetLastError())
+
+/* ---- kernels ------------------------------------------------------------------------ */
+
+__global__ void __launch_bounds__(NEVO_KD_THREADS) k_dense(NevoKDense a) {
+    __shared__ float tile[NEVO_KD_KC * NEVO_KD_ROWS];
+    float acc[NEVO_KD_ROWS * NEVO_KD_NJ];
+    int run = blockIdx.x, cb = blockIdx.y, t = threadIdx.x;
+    nevo_kd_init(a, run, cb, t, acc);
+    for (int k0 = 0; k0 < a.in; k0 += NEVO_KD_KC) {
+        nevo_kd_load(a, run, t, k0, tile);
+        __syncthreads();
+        nevo_kd_accum(a, run, cb, t, k0, tile, acc);
+        __syncthreads();
+    }
+    nevo_kd_store(a, run, cb, t, acc);
+}
+
+__global__ void __launch_bounds__(NEVO_KC_THREADS) k_conv(NevoKConv a) {
+    nevo_kc_out(a, blockIdx.x, blockIdx.y, threadIdx.x);
+}
+
+__global__ void k_norm(const float *obs, const float *mean, const float *std, int n, int dim, float *x, int xs) {
+    nevo_kn_elem(obs, mean, std, n, dim, x, xs, blockIdx.x, threadIdx.x);
+}
+
+__global__ void k_build(const NevoKBuild *e, size_t n) {
+    nevo_kb_elems(&e[blockIdx.x], n, blockIdx.y, gridDim.y, threadIdx.x);
+}
+
+/* ---- context, rows and queued builds ------------------------------------------------ */
+
+typedef struct Pending {
+    NevoKBuild e;
+    float *upload; /* host floats to copy to e.plus instead (a network built on the host) */
+} Pending;
+
+typedef struct RowsPriv {
+    pthread_mutex_t mu;
+    Pending *q;
+    int n, cap;
+    size_t nparams; /* floats each queued build writes */
+    cudaEvent_t built; /* the last flush's builds done (each flush waits for the one before) */
+    int flushed;
+    float *lo, *hi; /* the allocation, to drop queued builds that read it when it goes */
+    struct RowsPriv *next;
+} RowsPriv;
+
+typedef struct Cuda {
+    int device;
+    cudaDeviceProp prop;
+    pthread_mutex_t mu;           /* the noise table and the list of rows */
+    const float *noise_host;      /* the host table the device copy is of */
+    size_t noise_size;
+    float *noise_d;
+    RowsPriv *rows;               /* every live rows object */
+} Cuda;
+
+static char unavailable[256];
+
+static void *cuda_init(void) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        snprintf(unavailable, sizeof unavailable, "%s",
+                 e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device is present");
+        return NULL;
+    }
+    Cuda *c = (Cuda *)nevo_alloc(sizeof *c);
+    CK(cudaGetDevice(&c->device));
+    CK(cudaGetDeviceProperties(&c->prop, c->device));
+    pthread_mutex_init(&c->mu, NULL);
+    return c;
+}
+
+static const char *cuda_unavailable(void) { return unavailable; }
+
+static void cuda_done(void *ctx) {
+    Cuda *c = (Cuda *)ctx;
+    CK(cudaDeviceSynchronize());
+    if (c->noise_d) CK(cudaFree(c->noise_d));
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+static void rows_alloc(void *ctx, NevoRows *r, const float *host) {
+    Cuda *c = (Cuda *)ctx;
+    /* a copy of host rows gets rows on 64 bytes too (the forward's 16-byte weight loads) */
+    size_t hs = r->stride;
+    r->stride = (hs + 15) & ~(size_t)15;
+    size_t n = r->stride * (size_t)(r->rows > 0 ? r->rows : 1);
+    CK(cudaMalloc((void **)&r->data, sizeof(float) * n));
+    if (host && r->rows > 0) {
+        CK(cudaMemcpy2D(r->data, sizeof(float) * r->stride, host, sizeof(float) * hs, sizeof(float) * hs,
+                        (size_t)r->rows, cudaMemcpyHostToDevice));
+        CK(cudaStreamSynchronize(0)); /* from pageable memory the copy may still be in flight */
+    }
+    r->view = 0; /* a device copy, never the caller's memory */
+    RowsPriv *q = (RowsPriv *)nevo_alloc(sizeof *q);
+    pthread_mutex_init(&q->mu, NULL);
+    CK(cudaEventCreateWithFlags(&q->built, cudaEventDisableTiming));
+    q->lo = r->data;
+    q->hi = r->data + n;
+    pthread_mutex_lock(&c->mu);
+    q->next = c->rows;
+    c->rows = q;
+    pthread_mutex_unlock(&c->mu);
+    r->priv = q;
+}
+
+static void drop(Pending *p) { free(p->upload); }
+
+static void rows_free(void *ctx, NevoRows *r) {
+    Cuda *c = (Cuda *)ctx;
+    RowsPriv *q = (RowsPriv *)r->priv;
+    CK(cudaDeviceSynchronize());
+    pthread_mutex_lock(&c->mu);
+    for (RowsPriv **pp = &c->rows; *pp; pp = &(*pp)->next)
+        if (*pp == q) {
+            *pp = q->next;
+            break;
+        }
+    /* builds queued on other rows that read these (an evaluation that stopped early) */
+    for (RowsPriv *o = c->rows; o; o = o->next) {
+        pthread_mutex_lock(&o->mu);
+        int k = 0;
+        for (int i = 0; i < o->n; i++) {
+            const float *b = o->q[i].e.base;
+            if (b && b >= q->lo && b < q->hi)
+                drop(&o->q[i]);
+            else
+                o->q[k++] = o->q[i];
+        }
+        o->n = k;
+        pthread_mutex_unlock(&o->mu);
+    }
+    pthread_mutex_unlock(&c->mu);
+    for (int i = 0; i < q->n; i++) drop(&q->q[i]);
+    free(q->q);
+    CK(cudaEventDestroy(q->built));
+    pthread_mutex_destroy(&q->mu);
+    free(q);
+    CK(cudaFree(r->data));
+}
+
+static void enqueue(NevoRows *r, Pending p, size_t nparams) {
+    RowsPriv *q = (RowsPriv *)r->priv;
+    pthread_mutex_lock(&q->mu);
+    NEVO_ASSERT(q->n == 0 || q->nparams == nparams);
+    q->nparams = nparams;
+    if (q->n == q->cap) {
+        q->cap = q->cap ? 2 * q->cap : 64;
+        q->q = (Pending *)realloc(q->q, sizeof(Pending) * (size_t)q->cap);
+        if (!q->q) nevo_fatal(__FILE__, __LINE__, "out of memory");
+    }
+    q->q[q->n++] = p;
+    pthread_mutex_unlock(&q->mu);
+}
+
+/* The device's copy of the set's noise table (uploaded once per table). */
+static const float *device_noise(Cuda *c, const NevoNoise *noise) {
+    pthread_mutex_lock(&c->mu);
+    if (c->noise_host != noise->table || c->noise_size != noise->size) {
+        if (c->noise_d) CK(cudaFree(c->noise_d));
+        CK(cudaMalloc((void **)&c->noise_d, sizeof(float) * noise->size));
+        CK(cudaMemcpy(c->noise_d, noise->table, sizeof(float) * noise->size, cudaMemcpyHostToDevice));
+        CK(cudaStreamSynchronize(0)); /* landed before any stream's build reads it */
+        c->noise_host = noise->table;
+        c->noise_size = noise->size;
+    }
+    const float *d = c->noise_d;
+    pthread_mutex_unlock(&c->mu);
+    return d;
+}
+
+/* A PERTURBED or BASE recipe as a device build; else (an init stream, a safe mutation's
+ * scaled step, a low-rank perturbation, bases not in floats) built on the host and
+ * queued as an upload. */
+static void queue_build(Cuda *c, NevoRows *r, float *plus, float *minus, const NevoTaskSet *ts,
+                        const NevoRows *bases, const NevoPolicy *p, int net) {
+    const NevoNet *n = &ts->nets[net];
+    Pending e;
+    memset(&e, 0, sizeof e);
+    if (bases && (n->kind == NEVO_NET_BASE || n->kind == NEVO_NET_PERTURBED)) {
+        e.e.base = bases->data + (size_t)n->base * bases->stride;
+        if (n->kind == NEVO_NET_PERTURBED) {
+            const float *slice =
+                nevo_noise_slice(ts->noise, ts->nparams, ts->seed, n->purpose, n->generation, n->individual, 0);
+            e.e.eps = device_noise(c, ts->noise) + (slice - ts->noise->table);
+            e.e.sigma = n->sigma;
+            e.e.plus = plus;
+            e.e.minus = minus;
+        } else {
+            e.e.plus = plus;
+        }
+    } else {
+        NEVO_ASSERT(!minus);
+        e.upload = (float *)nevo_alloc(sizeof(float) * ts->nparams);
+        nevo_taskset_build(ts, p, net, e.upload, 0);
+        e.e.plus = plus;
+    }
+    enqueue(r, e, ts->nparams);
+}
+
+static void cuda_build(void *ctx, NevoRows *r, int row, const NevoTaskSet *ts, const NevoRows *bases,
+                       const NevoPolicy *p, int net, int stream) {
+    (void)stream;
+    const NevoNet *n = &ts->nets[net];
+    float *dst = r->data + (size_t)row * r->stride;
+    int minus = n->kind == NEVO_NET_PERTURBED && n->sign < 0 && bases;
+    queue_build((Cuda *)ctx, r, minus ? NULL : dst, minus ? dst : NULL, ts, bases, p, net);
+}
+
+static void cuda_build_pair(void *ctx, NevoRows *r, int row_plus, int row_minus, const NevoTaskSet *ts,
+                            const NevoRows *bases, const NevoPolicy *p, int net, int stream) {
+    if (!bases || ts->nets[net].kind != NEVO_NET_PERTURBED) { /* each on the host (a low-rank pair) */
+        cuda_build(ctx, r, row_plus, ts, bases, p, net, stream);
+        cuda_build(ctx, r, row_minus, ts, bases, p, net + 1, stream);
+        return;
+    }
+    queue_build((Cuda *)ctx, r, r->data + (size_t)row_plus * r->stride, r->data + (size_t)row_minus * r->stride, ts,
+                bases, p, net);
+}
+
+/* Staging for the queued builds' entries: pinned on the host, and on the device. */
+typedef struct Entries {
+    NevoKBuild *h, *d;
+    int cap;
+} Entries;
+
+/* Runs the rows' queued builds on stream s (uploads, then one kernel for the rest), and
+ * makes s wait for every build of these rows, queued by any thread and flushed on any
+ * stream (a population built by the pool's threads, then read by each worker's forward). */
+static void flush(NevoRows *r, Entries *st, cudaStream_t s) {
+    RowsPriv *q = (RowsPriv *)r->priv;
+    pthread_mutex_lock(&q->mu);
+    int n = q->n;
+    if (q->flushed) CK(cudaStreamWaitEvent(s, q->built, 0));
+    if (n == 0) {
+        pthread_mutex_unlock(&q->mu);
+        return;
+    }
+    size_t nparams = q->nparams;
+    CK(cudaStreamSynchronize(s)); /* the staging's last use is done */
+    if (n > st->cap) {
+        if (st->h) CK(cudaFreeHost(st->h));
+        if (st->d) CK(cudaFree(st->d));
+        st->cap = n > 2 * st->cap ? n : 2 * st->cap;
+        CK(cudaHostAlloc((void **)&st->h, sizeof(NevoKBuild) * (size_t)st->cap, cudaHostAllocDefault));
+        CK(cudaMalloc((void **)&st->d, sizeof(NevoKBuild) * (size_t)st->cap));
+    }
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        Pending *p = &q->q[i];
+        if (p->upload) {
+            CK(cudaMemcpyAsync(p->e.plus, p->upload, sizeof(float) * nparams, cudaMemcpyHostToDevice, s));
+            CK(cudaStreamSynchronize(s)); /* then the host buffer may go */
+            free(p->upload);
+        } else {
+            st->h[m++] = p->e;
+        }
+    }
+    q->n = 0;
+    if (m > 0) {
+        CK(cudaMemcpyAsync(st->d, st->h, sizeof(NevoKBuild) * (size_t)m, cudaMemcpyHostToDevice, s));
+        size_t per = (size_t)NEVO_KB_THREADS * 8;
+        int chunks = (int)((nparams + per - 1) / per);
+        if (chunks > 65535) chunks = 65535;
+        k_build<<<dim3((unsigned)m, (unsigned)chunks), NEVO_KB_THREADS, 0, s>>>(st->d, nparams);
+        CK_LAUNCH();
+    }
+    CK(cudaEventRecord(q->built, s));
+    q->flushed = 1;
+    pthread_mutex_unlock(&q->mu);
+}
+
+static void rows_read(void *ctx, const NevoRows *r, int row0, int rows, size_t row_floats, float *host) {
+    (void)ctx;
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    Entries st = {NULL, NULL, 0};
+    flush((NevoRows *)r, &st, s);
+    CK(cudaMemcpy2DAsync(host, sizeof(float) * row_floats, r->data + (size_t)row0 * r->stride,
+                         sizeof(float) * r->stride, sizeof(float) * row_floats, (size_t)rows, cudaMemcpyDeviceToHost,
+                         s));
+    CK(cudaStreamSynchronize(s));
+    if (st.h) CK(cudaFreeHost(st.h));
+    if (st.d) CK(cudaFree(st.d));
+    CK(cudaStreamDestroy(s));
+}
+
+/* ---- the forward ---------------------------------------------------------------------- */
+
+typedef struct Work {
+    cudaStream_t s;
+    int max_rows, obs_dim, width, n_out;
+    float *h_obs, *d_obs; /* (max_rows, obs_dim), then mean and std (obs_dim each); the
+                             host side holds only the statistics */
+    int *h_idx, *d_idx;   /* which (max_rows), then the runs (max_rows + 1) */
+    float *d_out;         /* (max_rows, n_out) */
+    float *d_a, *d_b;     /* (max_rows, width) activations, layer to layer */
+    Entries builds;
+} Work;
+
+static void *cuda_workspace_new(void *ctx, const NevoPolicy *p, int max_rows) {
+    (void)ctx;
+    Work *w = (Work *)nevo_alloc(sizeof *w);
+    w->max_rows = max_rows > 0 ? max_rows : 1;
+    w->obs_dim = p->obs_dim;
+    w->width = p->max_width > p->obs_dim ? p->max_width : p->obs_dim;
+    w->n_out = p->n_out;
+    size_t R = (size_t)w->max_rows;
+    size_t obs_f = R * (size_t)w->obs_dim + 2 * (size_t)w->obs_dim, idx_n = 2 * R + 1;
+    CK(cudaStreamCreateWithFlags(&w->s, cudaStreamNonBlocking));
+    CK(cudaHostAlloc((void **)&w->h_obs, sizeof(float) * obs_f, cudaHostAllocDefault));
+    CK(cudaHostAlloc((void **)&w->h_idx, sizeof(int) * idx_n, cudaHostAllocDefault));
+    CK(cudaMalloc((void **)&w->d_obs, sizeof(float) * obs_f));
+    CK(cudaMalloc((void **)&w->d_idx, sizeof(int) * idx_n));
+    CK(cudaMalloc((void **)&w->d_out, sizeof(float) * R * (size_t)w->n_out));
+    CK(cudaMalloc((void **)&w->d_a, sizeof(float) * R * (size_t)w->width));
+    CK(cudaMalloc((void **)&w->d_b, sizeof(float) * R * (size_t)w->width));
+    return w;
+}
+
+static void cuda_workspace_free(void *ctx, void *ws) {
+    (void)ctx;
+    Work *w = (Work *)ws;
+    if (!w) return;
+    CK(cudaStreamSynchronize(w->s));
+    CK(cudaFreeHost(w->h_obs));
+    CK(cudaFreeHost(w->h_idx));
+    CK(cudaFree(w->d_obs));
+    CK(cudaFree(w->d_idx));
+    CK(cudaFree(w->d_out));
+    CK(cudaFree(w->d_a));
+    CK(cudaFree(w->d_b));
+    if (w->builds.h) CK(cudaFreeHost(w->builds.h));
+    if (w->builds.d) CK(cudaFree(w->builds.d));
+    CK(cudaStreamDestroy(w->s));
+    free(w);
+}
+
+/* Rows in runs of at most NEVO_KD_ROWS consecutive rows with one network: runs[u] is
+ * run u's first row, runs[n_runs] = n. */
+static int make_runs(const int *which, int n, int *runs) {
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (i == 0 || which[i] != which[i - 1] || i - runs[m - 1] == NEVO_KD_ROWS) runs[m++] = i;
+    runs[m] = n;
+    return m;
+}
+
+/* The forward's stages: the inputs to the device (observations, statistics, the row ->
+ * network map and its runs), the layers' kernels, the outputs back. */
+static int stage_inputs(Work *w, const NevoPolicy *p, const int *which, const float *obs, int n) {
+    cudaStream_t s = w->s;
+    size_t R = (size_t)w->max_rows, D = (size_t)p->obs_dim;
+    float *h_mean = w->h_obs + R * D;
+    if (p->obs_norm) {
+        memcpy(h_mean, p->obs_mean, sizeof(float) * D);
+        memcpy(h_mean + D, p->obs_std, sizeof(float) * D);
+    }
+    memcpy(w->h_idx, which, sizeof(int) * (size_t)n);
+    int n_runs = make_runs(which, n, w->h_idx + R);
+    /* straight from the caller's memory: pinned where the evaluator took its batches'
+     * buffers from nevo_backend_host_alloc, so the copy is one DMA */
+    CK(cudaMemcpyAsync(w->d_obs, obs, sizeof(float) * (size_t)n * D, cudaMemcpyHostToDevice, s));
+    if (p->obs_norm) CK(cudaMemcpyAsync(w->d_obs + R * D, h_mean, sizeof(float) * 2 * D, cudaMemcpyHostToDevice, s));
+    CK(cudaMemcpyAsync(w->d_idx, w->h_idx, sizeof(int) * (size_t)n, cudaMemcpyHostToDevice, s));
+    CK(cudaMemcpyAsync(w->d_idx + R, w->h_idx + R, sizeof(int) * (size_t)(n_runs + 1), cudaMemcpyHostToDevice, s));
+    return n_runs;
+}
+
+static void run_layers(Work *w, const NevoPolicy *p, const NevoRows *r, int n, int n_runs) {
+    cudaStream_t s = w->s;
+    size_t R = (size_t)w->max_rows, D = (size_t)p->obs_dim;
+    const float *X = w->d_obs;
+    int xs = (int)D;
+    if (p->obs_norm) {
+        const float *d_mean = w->d_obs + R * D;
+        unsigned blocks = (unsigned)(((size_t)n * D + NEVO_KN_THREADS - 1) / NEVO_KN_THREADS);
+        k_norm<<<blocks, NEVO_KN_THREADS, 0, s>>>(w->d_obs, d_mean, d_mean + D, n, (int)D, w->d_a, w->width);
+        CK_LAUNCH();
+        X = w->d_a;
+        xs = w->width;
+    }
+    for (int l = 0; l < p->n_layers; l++) {
+        const NevoLayer *L = &p->layers[l];
+        int last = l == p->n_layers - 1;
+        float *Y = last ? w->d_out : X == w->d_a ? w->d_b : w->d_a;
+        int ys = last ? p->n_out : w->width;
+        if (L->kind == NEVO_LAYER_CONV) {
+            NevoKConv a = {r->data, r->stride, w->d_idx, X, xs, L->in_w, L->in_c, L->out_h, L->out_w, L->out_c,
+                           L->kernel, L->stride, L->w_off, L->b_off, (int)L->act, Y, ys};
+            unsigned ob = (unsigned)((L->out_dim + NEVO_KC_THREADS - 1) / NEVO_KC_THREADS);
+            k_conv<<<dim3((unsigned)n, ob), NEVO_KC_THREADS, 0, s>>>(a);
+        } else {
+            NEVO_ASSERT(L->kind == NEVO_LAYER_DENSE);
+            int vec = L->out_dim % 4 == 0 && L->w_off % 4 == 0 && r->stride % 4 == 0 && (uintptr_t)r->data % 16 == 0;
+            NevoKDense a = {r->data, r->stride, w->d_idx, w->d_idx + R, X, xs, L->in_dim, L->out_dim,
+                            L->w_off, L->b_off, (int)L->act, vec, Y, ys};
+            unsigned cb = (unsigned)((L->out_dim + NEVO_KD_COLS - 1) / NEVO_KD_COLS);
+            k_dense<<<dim3((unsigned)n_runs, cb), NEVO_KD_THREADS, 0, s>>>(a);
+        }
+        CK_LAUNCH();
+        X = Y;
+        xs = ys;
+    }
+}
+
+static void fetch_outputs(Work *w, const NevoPolicy *p, int n, float *out) {
+    size_t no = (size_t)n * (size_t)p->n_out;
+    CK(cudaMemcpyAsync(out, w->d_out, sizeof(float) * no, cudaMemcpyDeviceToHost, w->s));
+    CK(cudaStreamSynchronize(w->s));
+}
+
+static void cuda_forward(void *ctx, const NevoPolicy *p, const NevoRows *r, const int *which, const float *obs, int n,
+                         float *state, float *out, void *ws) {
+    (void)ctx;
+    Work *w = (Work *)ws;
+    if (state) nevo_fatal(__FILE__, __LINE__, "the cuda backend has no recurrent (LSTM) forward");
+    NEVO_ASSERT(n <= w->max_rows && p->obs_dim == w->obs_dim);
+    if (n <= 0) return;
+    flush((NevoRows *)r, &w->builds, w->s);
+    int n_runs = stage_inputs(w, p, which, obs, n);
+    run_layers(w, p, r, n, n_runs);
+    fetch_outputs(w, p, n, out);
+}
+
+/* Pinned host memory: the batches' observations and outputs, copied by DMA. */
+static void *cuda_host_alloc(void *ctx, size_t bytes) {
+    (void)ctx;
+    void *p;
+    CK(cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable));
+    return p;
+}
+
+static void cuda_host_free(void *ctx, void *p) {
+    (void)ctx;
+    if (p) CK(cudaFreeHost(p));
+}
+
+static void cuda_synchronize(void *ctx) {
+    (void)ctx;
+    CK(cudaDeviceSynchronize());
+}
+
+static size_t cuda_cache_bytes(void *ctx) { return (size_t)((Cuda *)ctx)->prop.l2CacheSize; }
+
+/* Batches of 256 slots, pipelined with 8 forward threads (the evaluator gives them at
+ * most half its threads): each thread's forward is synchronous (inputs up, kernels,
+ * outputs back), so the device overlaps as many batches as there are forward threads,
+ * and a population of thousands still gives every env thread a batch. The best of the
+ * H100 sweep in dev/cuda/NOTES.md; NEVO_CUDA_SLOTS and NEVO_CUDA_FORWARD_THREADS
+ * override them. */
+static int env_int(const char *name, int dflt, int lo, int hi) {
+    const char *v = getenv(name);
+    if (!v || !*v) return dflt;
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (*end || x < lo || x > hi)
+        nevo_fatal(__FILE__, __LINE__, "%s=%s: expected a whole number from %d to %d", name, v, lo, hi);
+    return (int)x;
+}
+
+static void cuda_batching(void *ctx, const NevoPolicy *p, int *slots, int *fwd_threads) {
+    (void)ctx;
+    (void)p;
+    *slots = env_int("NEVO_CUDA_SLOTS", 256, 1, 1 << 20);
+    *fwd_threads = env_int("NEVO_CUDA_FORWARD_THREADS", 8, 1, 64);
+}
+
+extern "C" const NevoBackendOps nevo_backend_cuda_ops = {
+    "cuda",
+    cuda_init,
+    cuda_done,
+    rows_alloc,
+    rows_free,
+    rows_read,
+    cuda_build,
+    cuda_build_pair,
+    cuda_workspace_new,
+    cuda_workspace_free,
+    cuda_forward,
+    cuda_synchronize,
+    cuda_cache_bytes,
+    cuda_batching,
+    cuda_unavailable,
+    cuda_host_alloc,
+    cuda_host_free,
+};
+
+/* ---- the device's own limits, for `nevo bench --only gpu` ----------------------------- */
+
+__global__ void k_fma_peak(float *out, int iters, float a, float b) {
+    float x[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) x[i] = (float)(threadIdx.x + i);
+    for (int it = 0; it < iters; it++)
+#pragma unroll
+        for (int i = 0; i < 8; i++) x[i] = fmaf(x[i], a, b);
+    float s = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) s += x[i];
+    if (s == 12345.678f) out[0] = s; /* keeps the chains live */
+}
+
+__global__ void k_copy(const float4 *src, float4 *dst, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = src[i];
+}
+
+static float time_ms(cudaEvent_t a, cudaEvent_t b) {
+    float ms;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    return ms;
+}
+
+extern "C" int nevo_cuda_device(char *name, size_t size, int *sms, size_t *l2) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) return 0;
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    snprintf(name, size, "%s", prop.name);
+    *sms = prop.multiProcessorCount;
+    *l2 = (size_t)prop.l2CacheSize;
+    return 1;
+}
+
+extern "C" double nevo_cuda_fma_peak(void) {
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    float *out;
+    CK(cudaMalloc((void **)&out, sizeof(float)));
+    int blocks = prop.multiProcessorCount * 8, threads = 256, iters = 1 << 14;
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    k_fma_peak<<<blocks, threads>>>(out, iters, 0.999f, 0.001f); /* warm-up */
+    CK_LAUNCH();
+    double best = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        CK(cudaEventRecord(a));
+        k_fma_peak<<<blocks, threads>>>(out, iters, 0.999f, 0.001f);
+        CK(cudaEventRecord(b));
+        CK(cudaEventSynchronize(b));
+        double flops = 2.0 * 8 * iters * (double)blocks * threads / (time_ms(a, b) * 1e-3);
+        if (flops > best) best = flops;
+    }
+    CK(cudaEventDestroy(a));
+    CK(cudaEventDestroy(b));
+    CK(cudaFree(out));
+    return best;
+}
+
+extern "C" double nevo_cuda_copy_bandwidth(void) {
+    size_t bytes = (size_t)1 << 31, n = bytes / sizeof(float4);
+    float4 *src, *dst;
+    CK(cudaMalloc((void **)&src, bytes));
+    CK(cudaMalloc((void **)&dst, bytes));
+    CK(cudaMemset(src, 1, bytes));
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    int blocks = prop.multiProcessorCount * 8;
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    k_copy<<<blocks, 512>>>(src, dst, n);
+    CK_LAUNCH();
+    double best = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        CK(cudaEventRecord(a));
+        k_copy<<<blocks, 512>>>(src, dst, n);
+        CK(cudaEventRecord(b));
+        CK(cudaEventSynchronize(b));
+        double bw = 2.0 * (double)bytes / (time_ms(a, b) * 1e-3);
+        if (bw > best) best = bw;
+    }
+    CK(cudaEventDestroy(a));
+    CK(cudaEventDestroy(b));
+    CK(cudaFree(src));
+    CK(cudaFree(dst));
+    return best;
+}
+
+/* Seconds per forward of n rows over `nets` networks: the whole call (inputs up,
+ * kernels, outputs back; best of reps, host clock) and the kernels alone on inputs
+ * already on the device (best of reps, device events). */
+extern "C" void nevo_cuda_time_forward(const NevoPolicy *p, const float *params, size_t stride, int nets,
+                                       const int *which, const float *obs, int n, int reps, double *call_s,
+                                       double *kernels_s) {
+    void *ctx = cuda_init();
+    if (!ctx) nevo_fatal(__FILE__, __LINE__, "no CUDA device: %s", unavailable);
+    NevoRows r;
+    memset(&r, 0, sizeof r);
+    r.stride = stride;
+    r.rows = nets;
+    rows_alloc(ctx, &r, params);
+    Work *w = (Work *)cuda_workspace_new(ctx, p, n);
+    /* the observations and outputs in pinned memory, as the evaluator's batches are */
+    float *out = (float *)cuda_host_alloc(ctx, sizeof(float) * (size_t)n * (size_t)p->n_out);
+    float *pobs = (float *)cuda_host_alloc(ctx, sizeof(float) * (size_t)n * (size_t)p->obs_dim);
+    memcpy(pobs, obs, sizeof(float) * (size_t)n * (size_t)p->obs_dim);
+    obs = pobs;
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    *call_s = *kernels_s = 1e30;
+    for (int rep = -1; rep < reps; rep++) { /* -1: the warm-up */
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        cuda_forward(ctx, p, &r, which, obs, n, NULL, out, w);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double t = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        if (rep >= 0 && t < *call_s) *call_s = t;
+    }
+    int n_runs = stage_inputs(w, p, which, obs, n);
+    for (int rep = -1; rep < reps; rep++) {
+        CK(cudaEventRecord(a, w->s));
+        run_layers(w, p, &r, n, n_runs);
+        CK(cudaEventRecord(b, w->s));
+        CK(cudaEventSynchronize(b));
+        double t = time_ms(a, b) * 1e-3;
+        if (rep >= 0 && t < *kernels_s) *kernels_s = t;
+    }
+    CK(cudaEventDestroy(a));
+    CK(cudaEventDestroy(b));
+    cuda_host_free(ctx, out);
+    cuda_host_free(ctx, pobs);
+    cuda_workspace_free(ctx, w);
+    rows_free(ctx, &r);
+    cuda_done(ctx);
+}

@@ -1,0 +1,27 @@
+/* The CUDA backend's measurements of its device (internal; `nevo bench --only gpu`).
+ * Defined in backend_cuda.cu, so only in a CUDA=1 build (NEVO_CUDA). */
+#ifndef NEVO_BACKEND_CUDA_H
+#define NEVO_BACKEND_CUDA_H
+
+#include <stddef.h>
+
+#include "nevo/policy.h"
+
+#ifdef NEVO_CUDA
+/* Device 0's name, multiprocessors and L2 bytes; 0 where there is no device. */
+int nevo_cuda_device(char *name, size_t size, int *sms, size_t *l2);
+/* The FP32 fused multiply-add rate measured (FLOP/s, an FMA counted as 2): 8 independent
+ * chains per thread, 8 blocks of 256 threads per multiprocessor, best of 5. */
+double nevo_cuda_fma_peak(void);
+/* Device-memory bandwidth measured by a 2 GiB copy (bytes read plus bytes written per
+ * second), best of 5. */
+double nevo_cuda_copy_bandwidth(void);
+/* Seconds per forward of n rows (row i through network which[i] of nets rows of params
+ * at stride) on device 0: *call_s the whole call as the evaluator makes it (inputs up,
+ * kernels, outputs back; host clock), *kernels_s the kernels alone on inputs already on
+ * the device (device events); each the best of reps after a warm-up. */
+void nevo_cuda_time_forward(const NevoPolicy *p, const float *params, size_t stride, int nets, const int *which,
+                            const float *obs, int n, int reps, double *call_s, double *kernels_s);
+#endif
+
+#endif

@@ -1,0 +1,255 @@
+/* Kernel bodies shared by the CPU and the CUDA backend (internal), in C that the C
+ * compiler builds for the host and nvcc for the device.
+ *
+ * A CUDA kernel here is a grid of blocks of threads running phases separated by
+ * barriers; each phase is a function of (block, thread) and the memory it names, so
+ * tests/test_cuda.c runs the same index arithmetic on the CPU by looping over the grid
+ * phase by phase (every thread of a block through one phase before any starts the next),
+ * and src/nn/backend_cuda.cu's kernels call these functions between __syncthreads().
+ *
+ * Every output is the CPU kernels' sum in their order (kernels.h): the bias, then one
+ * fused multiply-add per nonzero input, ascending; then nevo's tanh or the relu. So the
+ * CUDA forward gives the CPU's bits, on a device built without contraction and with
+ * IEEE division (the Makefile's NVCCFLAGS: --fmad=false, -prec-div=true). */
+#ifndef NEVO_KERNEL_BODIES_H
+#define NEVO_KERNEL_BODIES_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __CUDACC__
+#define NEVO_HD static inline __host__ __device__
+#else
+#include <math.h>
+#define NEVO_HD static inline
+#endif
+
+/* nevo_tanhf's constants (kernels.h says how it is built and how close it is), shared
+ * with the SIMD versions so every path computes the same operations on the same values */
+#define NEVO_TANH_CLAMP 9.0f
+#define NEVO_TANH_INV_LN2 1.44269504f
+#define NEVO_TANH_LN2_HI 0.693145751953125f /* ln 2 to 16 bits: n LN2_HI is exact */
+#define NEVO_TANH_LN2_LO 1.42860682e-06f    /* ln 2 - LN2_HI */
+#define NEVO_TANH_SHIFTER 12582912.0f       /* 1.5 x 2^23: adding it rounds to an integer */
+/* h(r) = (e^r - 1 - r) / r^2 = 1/2! + r/3! + ... + r^6/8!, evaluated from the top */
+#define NEVO_TANH_H6 (1.0f / 40320)
+#define NEVO_TANH_H5 (1.0f / 5040)
+#define NEVO_TANH_H4 (1.0f / 720)
+#define NEVO_TANH_H3 (1.0f / 120)
+#define NEVO_TANH_H2 (1.0f / 24)
+#define NEVO_TANH_H1 (1.0f / 6)
+#define NEVO_TANH_H0 0.5f
+
+/* nevo_tanhf: the CPU's portable function and the CUDA kernels both call this body */
+NEVO_HD float nevo_tanh_body(float x) {
+    float ax = fabsf(x);
+    if (!(ax < NEVO_TANH_CLAMP)) return x != x ? x : copysignf(1.0f, x);
+    float z = ax + ax;
+    float t = fmaf(z, NEVO_TANH_INV_LN2, NEVO_TANH_SHIFTER);
+    float n = t - NEVO_TANH_SHIFTER; /* round(z / ln2), 0..26 */
+    float r = fmaf(-n, NEVO_TANH_LN2_HI, z);
+    r = fmaf(-n, NEVO_TANH_LN2_LO, r);
+    float h = NEVO_TANH_H6;
+    h = fmaf(h, r, NEVO_TANH_H5);
+    h = fmaf(h, r, NEVO_TANH_H4);
+    h = fmaf(h, r, NEVO_TANH_H3);
+    h = fmaf(h, r, NEVO_TANH_H2);
+    h = fmaf(h, r, NEVO_TANH_H1);
+    h = fmaf(h, r, NEVO_TANH_H0);
+    float p = fmaf(r * r, h, r); /* e^r - 1 */
+    uint32_t bits;
+    memcpy(&bits, &t, sizeof bits); /* n sits in t's low mantissa bits */
+    bits = (bits << 23) + 0x3F800000u;
+    float s;
+    memcpy(&s, &bits, sizeof s);      /* 2^n */
+    float em1 = fmaf(s, p, s - 1.0f); /* e^z - 1; s - 1 is exact up to n = 24 */
+    return copysignf(em1 / (em1 + 2.0f), x);
+}
+
+/* act(y): 0 tanh, 1 relu (NaN and -0 stay), 2 none (NevoActivation's values) */
+NEVO_HD float nevo_k_act(int act, float y) {
+    return act == 0 ? nevo_tanh_body(y) : act == 1 ? (y < 0.0f ? 0.0f : y) : y;
+}
+
+/* ---- dense: Y = act(b + X W) for runs of rows that share a network -------------------
+ * Grid (n_runs, ceil(out / NEVO_KD_COLS)); a block is one warp and one run: up to
+ * NEVO_KD_ROWS consecutive rows with one network (the host splits the call's rows into
+ * runs), so each weight is read once for all of them. Lane t owns outputs j0 .. j0 + 3,
+ * j0 = blockIdx.y NEVO_KD_COLS + NEVO_KD_NJ t (one 16-byte load of weights where their
+ * rows are 16-byte aligned, a.vec), for every row of the run: NEVO_KD_ROWS x NEVO_KD_NJ
+ * sums in registers, so each input read from the shared tile feeds 4 FMAs, and each
+ * weight loaded feeds one FMA per row. Inputs come through a shared tile of NEVO_KD_KC
+ * inputs x NEVO_KD_ROWS rows, input-major (the rows of one input side by side). The
+ * phases take the arguments by value (a kernel's parameters, never copied to memory once
+ * inlined). dev/cuda/NOTES.md has the variants measured. */
+#define NEVO_KD_ROWS 16
+#define NEVO_KD_NJ 4
+#define NEVO_KD_THREADS 32
+#define NEVO_KD_COLS (NEVO_KD_THREADS * NEVO_KD_NJ)
+#define NEVO_KD_KC 64
+
+typedef struct NevoKDense {
+    const float *params; /* row q's network at params + q stride */
+    size_t stride;
+    const int *which;    /* (n) each row's network */
+    const int *runs;     /* (n_runs + 1) the first row of each run, then n */
+    const float *X;      /* (n, xs) */
+    int xs, in, out;
+    size_t w_off, b_off; /* W (in, out) row-major, b (out) within a network */
+    int act;
+    int vec;             /* every weight row starts on 16 bytes (out, w_off, stride and
+                          * params all multiples of 4 floats) */
+    float *Y;            /* (n, ys) */
+    int ys;
+} NevoKDense;
+
+/* phase 1: acc[r NJ + q] = the bias of output j0 + q */
+NEVO_HD void nevo_kd_init(NevoKDense a, int run, int cblock, int t, float *acc) {
+    int j0 = cblock * NEVO_KD_COLS + t * NEVO_KD_NJ;
+    if (j0 >= a.out) return;
+    const float *b = a.params + (size_t)a.which[a.runs[run]] * a.stride + a.b_off + (size_t)j0;
+    for (int q = 0; q < NEVO_KD_NJ; q++) {
+        float bq = j0 + q < a.out ? b[q] : 0.0f;
+        for (int r = 0; r < NEVO_KD_ROWS; r++) acc[r * NEVO_KD_NJ + q] = bq;
+    }
+}
+
+/* phase 2 (per tile k0): the tile of inputs k0 .. k0 + NEVO_KD_KC - 1 of the run's rows */
+NEVO_HD void nevo_kd_load(NevoKDense a, int run, int t, int k0, float *tile) {
+    int row0 = a.runs[run], cnt = a.runs[run + 1] - row0;
+    for (int e = t; e < NEVO_KD_KC * cnt; e += NEVO_KD_THREADS) {
+        int r = e / NEVO_KD_KC, kk = e - r * NEVO_KD_KC, k = k0 + kk;
+        tile[kk * NEVO_KD_ROWS + r] = k < a.in ? a.X[(size_t)(row0 + r) * a.xs + k] : 0.0f;
+    }
+}
+
+/* NEVO_KD_NJ weights of one input row from w (those past the layer's outputs 0) */
+NEVO_HD void nevo_kd_weights(const float *w, int vec, int valid, float *out) {
+#ifdef __CUDA_ARCH__
+    if (vec) {
+        float4 v = *(const float4 *)w;
+        out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
+        return;
+    }
+#endif
+    (void)vec;
+    for (int q = 0; q < NEVO_KD_NJ; q++) out[q] = q < valid ? w[q] : 0.0f;
+}
+
+/* phase 3 (per tile k0): each row's sums over the tile's nonzero inputs, ascending */
+NEVO_HD void nevo_kd_accum(NevoKDense a, int run, int cblock, int t, int k0, const float *tile,
+                           float *acc) {
+    int j0 = cblock * NEVO_KD_COLS + t * NEVO_KD_NJ;
+    if (j0 >= a.out) return;
+    int row0 = a.runs[run], cnt = a.runs[run + 1] - row0, valid = a.out - j0;
+    int kn = a.in - k0 < NEVO_KD_KC ? a.in - k0 : NEVO_KD_KC;
+    const float *W = a.params + (size_t)a.which[row0] * a.stride + a.w_off + (size_t)k0 * a.out + j0;
+#ifdef __CUDA_ARCH__
+#pragma unroll 4
+#endif
+    for (int kk = 0; kk < kn; kk++) {
+        float w[NEVO_KD_NJ];
+        nevo_kd_weights(W + (size_t)kk * a.out, a.vec, valid, w);
+        const float *x = tile + kk * NEVO_KD_ROWS;
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+        for (int r = 0; r < NEVO_KD_ROWS; r++) {
+            if (r >= cnt) continue;
+            float xv = x[r];
+            if (xv == 0.0f) continue; /* zero inputs skipped */
+            for (int q = 0; q < NEVO_KD_NJ; q++) acc[r * NEVO_KD_NJ + q] = fmaf(xv, w[q], acc[r * NEVO_KD_NJ + q]);
+        }
+    }
+}
+
+/* phase 4: the activation, written out */
+NEVO_HD void nevo_kd_store(NevoKDense a, int run, int cblock, int t, const float *acc) {
+    int j0 = cblock * NEVO_KD_COLS + t * NEVO_KD_NJ;
+    if (j0 >= a.out) return;
+    int row0 = a.runs[run], cnt = a.runs[run + 1] - row0;
+    for (int r = 0; r < NEVO_KD_ROWS; r++)
+        for (int q = 0; q < NEVO_KD_NJ; q++)
+            if (r < cnt && j0 + q < a.out)
+                a.Y[(size_t)(row0 + r) * a.ys + (size_t)(j0 + q)] = nevo_k_act(a.act, acc[r * NEVO_KD_NJ + q]);
+}
+
+/* ---- convolution: one "valid" conv layer, HWC ---------------------------------------
+ * Grid (n, ceil(out_h out_w out_c / NEVO_KC_THREADS)); block NEVO_KC_THREADS threads, one
+ * output (oy, ox, f) each, its window summed in (ky, kx, c) order. */
+#define NEVO_KC_THREADS 128
+
+typedef struct NevoKConv {
+    const float *params;
+    size_t stride;
+    const int *which;
+    const float *X; /* (n, xs): HWC images */
+    int xs;
+    int in_w, in_c, out_h, out_w, out_c, kernel, step;
+    size_t w_off, b_off; /* W (k, k, in_c, out_c), b (out_c) */
+    int act;
+    float *Y;
+    int ys;
+} NevoKConv;
+
+NEVO_HD void nevo_kc_out(NevoKConv a, int row, int oblock, int t) {
+    int o = oblock * NEVO_KC_THREADS + t, F = a.out_c, C = a.in_c, K = a.kernel;
+    if (o >= a.out_h * a.out_w * F) return;
+    int f = o % F, px = o / F, ox = px % a.out_w, oy = px / a.out_w;
+    const float *theta = a.params + (size_t)a.which[row] * a.stride;
+    const float *W = theta + a.w_off + f, *x = a.X + (size_t)row * a.xs;
+    float acc = theta[a.b_off + (size_t)f];
+    for (int ky = 0; ky < K; ky++)
+        for (int kx = 0; kx < K; kx++) {
+            const float *xp = x + ((size_t)(oy * a.step + ky) * a.in_w + (size_t)(ox * a.step + kx)) * C;
+            const float *wp = W + (size_t)(ky * K + kx) * C * F;
+            for (int c = 0; c < C; c++) {
+                float xv = xp[c];
+                if (xv != 0.0f) acc = fmaf(xv, wp[(size_t)c * F], acc);
+            }
+        }
+    a.Y[(size_t)row * a.ys + (size_t)o] = nevo_k_act(a.act, acc);
+}
+
+/* ---- observation normalisation: clip((x - mean) / std, +-5), as the policy does ------
+ * Grid ceil(n dim / NEVO_KN_THREADS), one element per thread. */
+#define NEVO_KN_THREADS 256
+
+NEVO_HD void nevo_kn_elem(const float *obs, const float *mean, const float *std, int n, int dim, float *x,
+                          int xs, int block, int t) {
+    int e = block * NEVO_KN_THREADS + t;
+    if (e >= n * dim) return;
+    int i = e / dim, k = e - i * dim;
+    float v = (obs[e] - mean[k]) / std[k];
+    x[(size_t)i * xs + k] = v < -5.0f ? -5.0f : v > 5.0f ? 5.0f : v;
+}
+
+/* ---- networks built on the device ----------------------------------------------------
+ * One entry per network (or antithetic pair): plus = base + d and minus = base - d with
+ * d = sigma eps[k] rounded (nevo_perturb_rows's operations), either NULL to skip it, or a
+ * copy of the base (eps NULL). Grid (n_entries, chunks); NEVO_KB_THREADS threads, each
+ * element k = (chunk NEVO_KB_THREADS + t) + i chunks NEVO_KB_THREADS for i = 0, 1, ... */
+#define NEVO_KB_THREADS 256
+
+typedef struct NevoKBuild {
+    float *plus, *minus;
+    const float *base, *eps;
+    float sigma;
+    int pad;
+} NevoKBuild;
+
+NEVO_HD void nevo_kb_elems(const NevoKBuild *e, size_t n, int chunk, int chunks, int t) {
+    for (size_t k = (size_t)chunk * NEVO_KB_THREADS + (size_t)t; k < n; k += (size_t)chunks * NEVO_KB_THREADS) {
+        float th = e->base[k];
+        if (!e->eps) {
+            e->plus[k] = th;
+            continue;
+        }
+        float d = e->sigma * e->eps[k];
+        if (e->plus) e->plus[k] = th + d;
+        if (e->minus) e->minus[k] = th - d;
+    }
+}
+
+#endif

@@ -1,0 +1,404 @@
+/* The CUDA backend's kernels, checked against the CPU bit for bit.
+ *
+ * Without a GPU (CI): the kernels' bodies (src/nn/kernel_bodies.h) run on the CPU, the
+ * grid looped over phase by phase as the device runs it, with the CUDA backend's
+ * forward's own sequence of launches; every output must equal nevo_policy_forward's,
+ * every built network nevo_taskset_build's (memcmp). With a CUDA=1 build and a GPU:
+ * the backend itself against the CPU backend (forwards, builds, whole evaluations);
+ * without one those tests print that they were skipped. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "nevo/backend.h"
+#include "nevo/eval.h"
+#include "nevo/rng.h"
+#include "nevo/tasks.h"
+#include "nn/kernel_bodies.h"
+
+static NevoEnv *open_env(const char *name) {
+    NevoEnv *env = NULL;
+    NevoError err = {0};
+    CHECK_MSG(nevo_env_new(name, NULL, 0, &env, &err) == NEVO_OK, "%s: %s", name, err.msg);
+    return env;
+}
+
+/* The three shapes the kernels must cover. */
+enum { NET_MINATAR, NET_MLP_NORM, NET_CONV_S2, N_SHAPES };
+
+static NevoPolicy *shape_policy(int shape, NevoEnv **env_out) {
+    NevoPolicyConfig c;
+    memset(&c, 0, sizeof c);
+    const char *env_name = "minatar/breakout";
+    int norm = 0;
+    if (shape == NET_MINATAR) { /* conv 3x3x16, dense 128, relu: the MinAtar network */
+        c.n_conv = c.n_conv_kernels = c.n_conv_strides = 1;
+        c.conv_filters[0] = 16, c.conv_kernels[0] = 3, c.conv_strides[0] = 1;
+        c.n_hidden = 1, c.hidden[0] = 128;
+        strcpy(c.activation, "relu");
+    } else if (shape == NET_MLP_NORM) { /* tanh MLP, normalised observations, box actions */
+        env_name = "mujoco/halfcheetah";
+        c.n_hidden = 2, c.hidden[0] = 70, c.hidden[1] = 150; /* widths off the kernels' tiles */
+        strcpy(c.activation, "tanh");
+        norm = 1;
+    } else { /* conv 4x4 stride 2 then 3x3, tanh */
+        env_name = "minatar/space_invaders";
+        c.n_conv = c.n_conv_kernels = c.n_conv_strides = 2;
+        c.conv_filters[0] = 8, c.conv_kernels[0] = 4, c.conv_strides[0] = 2;
+        c.conv_filters[1] = 20, c.conv_kernels[1] = 2, c.conv_strides[1] = 1;
+        c.n_hidden = 1, c.hidden[0] = 33;
+        strcpy(c.activation, "tanh");
+    }
+    strcpy(c.init, "scaled");
+    NevoEnv *env = open_env(env_name);
+    NevoPolicy *p = NULL;
+    NevoError err = {0};
+    CHECK_MSG(nevo_policy_new(nevo_env_spec(env), &c, norm, &p, &err) == NEVO_OK, "%s", err.msg);
+    if (norm) {
+        NevoRng rng;
+        nevo_rng_init(&rng, 77, 0, 0, 0, 0);
+        for (int k = 0; k < p->obs_dim; k++) {
+            p->obs_mean[k] = 0.3f * (float)nevo_rng_normal(&rng);
+            p->obs_std[k] = 0.5f + (float)nevo_rng_uniform(&rng);
+        }
+    }
+    *env_out = env;
+    return p;
+}
+
+/* rows x stride parameters: N(0, 0.3) weights and biases, some exact zeros and -0 */
+static float *random_params(const NevoPolicy *p, int rows, size_t stride, uint64_t seed) {
+    float *params = nevo_alloc_aligned(sizeof(float) * stride * (size_t)rows);
+    NevoRng rng;
+    nevo_rng_init(&rng, seed, 1, 0, 0, 0);
+    for (size_t k = 0; k < stride * (size_t)rows; k++) {
+        double u = nevo_rng_uniform(&rng);
+        params[k] = u < 0.01 ? 0.0f : u < 0.02 ? -0.0f : 0.3f * (float)nevo_rng_normal(&rng);
+    }
+    return params;
+}
+
+/* n observations: image planes of 0/1 (a third set, some -0), or normals */
+static float *random_obs(const NevoPolicy *p, int n, uint64_t seed) {
+    float *obs = nevo_alloc(sizeof(float) * (size_t)n * (size_t)p->obs_dim);
+    NevoRng rng;
+    nevo_rng_init(&rng, seed, 2, 0, 0, 0);
+    int image = p->layers[0].kind == NEVO_LAYER_CONV;
+    for (size_t k = 0; k < (size_t)n * (size_t)p->obs_dim; k++) {
+        double u = nevo_rng_uniform(&rng);
+        obs[k] = image ? (u < 0.33 ? 1.0f : u < 0.4 ? -0.0f : 0.0f) : 2.0f * (float)nevo_rng_normal(&rng);
+    }
+    return obs;
+}
+
+/* Row -> network: runs of 1 to 37 rows (longer than a dense block's, so they split), the
+ * networks in no order, one coming back after others. */
+static void make_which(int n, int nets, uint64_t seed, int *which) {
+    NevoRng rng;
+    nevo_rng_init(&rng, seed, 3, 0, 0, 0);
+    for (int i = 0; i < n;) {
+        int len = 1 + (int)(nevo_rng_uniform(&rng) * 37), net = (int)(nevo_rng_uniform(&rng) * nets);
+        for (int k = 0; k < len && i < n; k++) which[i++] = net;
+    }
+}
+
+/* The CUDA backend's forward (backend_cuda.cu: cuda_forward), its launches run on the
+ * CPU: each grid block by block, each phase by every thread of the block before the
+ * next phase. */
+static void emulate_forward(const NevoPolicy *p, const float *params, size_t stride, const int *which,
+                            const float *obs, int n, float *out) {
+    int width = p->max_width > p->obs_dim ? p->max_width : p->obs_dim;
+    float *A = nevo_alloc(sizeof(float) * (size_t)n * (size_t)width);
+    float *B = nevo_alloc(sizeof(float) * (size_t)n * (size_t)width);
+    int *runs = nevo_alloc(sizeof(int) * (size_t)(n + 1));
+    int n_runs = 0;
+    for (int i = 0; i < n; i++)
+        if (i == 0 || which[i] != which[i - 1] || i - runs[n_runs - 1] == NEVO_KD_ROWS) runs[n_runs++] = i;
+    runs[n_runs] = n;
+    const float *X = obs;
+    int xs = p->obs_dim;
+    if (p->obs_norm) {
+        int blocks = (n * p->obs_dim + NEVO_KN_THREADS - 1) / NEVO_KN_THREADS;
+        for (int b = 0; b < blocks; b++)
+            for (int t = 0; t < NEVO_KN_THREADS; t++)
+                nevo_kn_elem(obs, p->obs_mean, p->obs_std, n, p->obs_dim, A, width, b, t);
+        X = A;
+        xs = width;
+    }
+    float(*acc)[NEVO_KD_ROWS * NEVO_KD_NJ] = nevo_alloc(sizeof(float) * NEVO_KD_THREADS * NEVO_KD_ROWS * NEVO_KD_NJ);
+    float tile[NEVO_KD_KC * NEVO_KD_ROWS];
+    for (int l = 0; l < p->n_layers; l++) {
+        const NevoLayer *L = &p->layers[l];
+        int last = l == p->n_layers - 1;
+        float *Y = last ? out : X == A ? B : A;
+        int ys = last ? p->n_out : width;
+        if (L->kind == NEVO_LAYER_CONV) {
+            NevoKConv a = {params, stride, which, X, xs, L->in_w, L->in_c, L->out_h, L->out_w, L->out_c,
+                           L->kernel, L->stride, L->w_off, L->b_off, (int)L->act, Y, ys};
+            int ob = (L->out_dim + NEVO_KC_THREADS - 1) / NEVO_KC_THREADS;
+            for (int row = 0; row < n; row++)
+                for (int b = 0; b < ob; b++)
+                    for (int t = 0; t < NEVO_KC_THREADS; t++) nevo_kc_out(a, row, b, t);
+        } else {
+            NevoKDense a = {params, stride, which, runs, X, xs, L->in_dim, L->out_dim,
+                            L->w_off, L->b_off, (int)L->act, 0, Y, ys};
+            int cb = (L->out_dim + NEVO_KD_COLS - 1) / NEVO_KD_COLS;
+            for (int run = 0; run < n_runs; run++)
+                for (int b = 0; b < cb; b++) {
+                    for (int t = 0; t < NEVO_KD_THREADS; t++) nevo_kd_init(a, run, b, t, acc[t]);
+                    for (int k0 = 0; k0 < L->in_dim; k0 += NEVO_KD_KC) {
+                        for (int t = 0; t < NEVO_KD_THREADS; t++) nevo_kd_load(a, run, t, k0, tile);
+                        for (int t = 0; t < NEVO_KD_THREADS; t++) nevo_kd_accum(a, run, b, t, k0, tile, acc[t]);
+                    }
+                    for (int t = 0; t < NEVO_KD_THREADS; t++) nevo_kd_store(a, run, b, t, acc[t]);
+                }
+        }
+        X = Y;
+        xs = ys;
+    }
+    free(acc);
+    free(A);
+    free(B);
+    free(runs);
+}
+
+/* CHECK that two output arrays hold the same bits, naming the first difference. */
+static void check_same(const float *want, const float *got, size_t n, const char *what) {
+    for (size_t k = 0; k < n; k++)
+        CHECK_MSG(memcmp(&want[k], &got[k], sizeof(float)) == 0, "%s: element %zu: %.9g, want %.9g", what, k,
+                  (double)got[k], (double)want[k]);
+}
+
+TEST(cuda_kernel_bodies_forward_match_cpu) {
+    for (int shape = 0; shape < N_SHAPES; shape++) {
+        NevoEnv *env;
+        NevoPolicy *p = shape_policy(shape, &env);
+        int nets = 5, n = 150;
+        size_t stride = (p->nparams + 15) & ~(size_t)15;
+        float *params = random_params(p, nets, stride, 10 + (uint64_t)shape);
+        float *obs = random_obs(p, n, 20 + (uint64_t)shape);
+        int *which = nevo_alloc(sizeof(int) * (size_t)n);
+        make_which(n, nets, 30 + (uint64_t)shape, which);
+        float *want = nevo_alloc(sizeof(float) * (size_t)n * (size_t)p->n_out);
+        float *got = nevo_alloc(sizeof(float) * (size_t)n * (size_t)p->n_out);
+        float *scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(p, n));
+        nevo_policy_forward(p, params, stride, which, obs, n, want, scratch);
+        memset(got, 0xff, sizeof(float) * (size_t)n * (size_t)p->n_out); /* NaN: unwritten shows */
+        emulate_forward(p, params, stride, which, obs, n, got);
+        char what[64];
+        snprintf(what, sizeof what, "shape %d", shape);
+        check_same(want, got, (size_t)n * (size_t)p->n_out, what);
+        free(params), free(obs), free(which), free(want), free(got), free(scratch);
+        nevo_policy_free(p);
+        nevo_env_free(env);
+    }
+}
+
+/* A task set over 6 bases with every kind of recipe: GA children, an ES pair, a lone
+ * minus, a base as it is, a fresh network. */
+typedef struct Set {
+    NevoTaskSet ts;
+    NevoNet nets[8];
+    NevoNoise *noise;
+    float *bases;
+} Set;
+
+static void make_set(Set *s, const NevoPolicy *p, const NevoEnv *env, size_t stride) {
+    NevoPool *pool = nevo_pool_new(1);
+    s->noise = nevo_noise_new(nevo_noise_auto_size(p->nparams), pool);
+    nevo_pool_free(pool);
+    s->bases = random_params(p, 6, stride, 40);
+    s->nets[0] = (NevoNet){.kind = NEVO_NET_PERTURBED, .base = 0, .purpose = NEVO_RNG_MUTATE, .generation = 2,
+                           .individual = 0, .sigma = 0.02f, .sign = 1};
+    s->nets[1] = (NevoNet){.kind = NEVO_NET_PERTURBED, .base = 3, .purpose = NEVO_RNG_MUTATE, .generation = 2,
+                           .individual = 1, .sigma = 0.02f, .sign = 1};
+    s->nets[2] = (NevoNet){.kind = NEVO_NET_PERTURBED, .base = 5, .purpose = NEVO_RNG_ES_NOISE, .generation = 7,
+                           .individual = 4, .sigma = 0.05f, .sign = 1};
+    s->nets[3] = s->nets[2];
+    s->nets[3].sign = -1;
+    s->nets[4] = (NevoNet){.kind = NEVO_NET_PERTURBED, .base = 1, .purpose = NEVO_RNG_ES_NOISE, .generation = 7,
+                           .individual = 9, .sigma = 0.05f, .sign = -1};
+    s->nets[5] = (NevoNet){.kind = NEVO_NET_BASE, .base = 2};
+    s->nets[6] = (NevoNet){.kind = NEVO_NET_INIT, .generation = 0, .individual = 3};
+    s->nets[7] = (NevoNet){.kind = NEVO_NET_BASE, .base = 4};
+    nevo_taskset_for_policy(&s->ts, p, env);
+    s->ts.seed = 5;
+    s->ts.noise = s->noise;
+    s->ts.noise_floats = s->noise->size;
+    s->ts.n_bases = 6;
+    s->ts.bases = s->bases;
+    s->ts.base_stride = stride;
+    s->ts.n_nets = 8;
+    s->ts.nets = s->nets;
+}
+
+TEST(cuda_kernel_bodies_build_match_cpu) {
+    NevoEnv *env;
+    NevoPolicy *p = shape_policy(NET_MLP_NORM, &env);
+    size_t stride = (p->nparams + 15) & ~(size_t)15, n = p->nparams;
+    Set s;
+    make_set(&s, p, env, stride);
+    float *want = nevo_alloc(sizeof(float) * n), *plus = nevo_alloc(sizeof(float) * n);
+    float *minus = nevo_alloc(sizeof(float) * n);
+    for (int j = 0; j < 8; j++) {
+        const NevoNet *nt = &s.nets[j];
+        if (nt->kind == NEVO_NET_INIT) continue; /* built on the host by the backend */
+        NevoKBuild e = {0};
+        e.base = s.bases + (size_t)nt->base * stride;
+        e.plus = plus;
+        if (nt->kind == NEVO_NET_PERTURBED) {
+            e.eps = nevo_noise_slice(s.noise, n, s.ts.seed, nt->purpose, nt->generation, nt->individual, 0);
+            e.sigma = nt->sigma;
+            e.minus = minus;
+        }
+        memset(plus, 0xff, sizeof(float) * n);
+        memset(minus, 0xff, sizeof(float) * n);
+        int per = NEVO_KB_THREADS * 8, chunks = (int)((n + (size_t)per - 1) / (size_t)per);
+        for (int c = 0; c < chunks; c++)
+            for (int t = 0; t < NEVO_KB_THREADS; t++) nevo_kb_elems(&e, n, c, chunks, t);
+        nevo_taskset_build(&s.ts, p, j, want, 0);
+        check_same(want, nt->kind == NEVO_NET_PERTURBED && nt->sign < 0 ? minus : plus, n, "build");
+    }
+    free(want), free(plus), free(minus), free(s.bases);
+    nevo_noise_free(s.noise);
+    nevo_policy_free(p);
+    nevo_env_free(env);
+}
+
+/* ---- on a GPU ------------------------------------------------------------------------- */
+
+static NevoBackend *cuda_or_skip(void) {
+    NevoBackend *b = NULL;
+    NevoError err = {0};
+    if (nevo_backend_new("cuda", &b, &err) != NEVO_OK) {
+        printf("     skipped: %s\n", err.msg);
+        return NULL;
+    }
+    return b;
+}
+
+TEST(cuda_forward_matches_cpu_backend) {
+    NevoBackend *gpu = cuda_or_skip();
+    if (!gpu) return;
+    NevoBackend *cpu = NULL;
+    NevoError err = {0};
+    CHECK(nevo_backend_new("cpu", &cpu, &err) == NEVO_OK);
+    for (int shape = 0; shape < N_SHAPES; shape++) {
+        NevoEnv *env;
+        NevoPolicy *p = shape_policy(shape, &env);
+        int nets = 40, n = 3000;
+        size_t stride = (p->nparams + 15) & ~(size_t)15;
+        float *params = random_params(p, nets, stride, 50 + (uint64_t)shape);
+        float *obs = random_obs(p, n, 60 + (uint64_t)shape);
+        int *which = nevo_alloc(sizeof(int) * (size_t)n);
+        make_which(n, nets, 70 + (uint64_t)shape, which);
+        size_t no = (size_t)n * (size_t)p->n_out;
+        float *want = nevo_alloc(sizeof(float) * no), *got = nevo_alloc(sizeof(float) * no);
+        NevoRows *rc = nevo_rows_host(cpu, params, stride, nets), *rg = nevo_rows_host(gpu, params, stride, nets);
+        NevoWorkspace *wc = nevo_workspace_new(cpu, p, n), *wg = nevo_workspace_new(gpu, p, n);
+        nevo_backend_forward(cpu, p, rc, which, obs, n, NULL, want, wc);
+        for (int rep = 0; rep < 2; rep++) { /* the same bits every time, and at every row count */
+            int m = rep ? 1 + n / 3 : n;
+            memset(got, 0xff, sizeof(float) * no);
+            nevo_backend_forward(gpu, p, rg, which, obs, m, NULL, got, wg);
+            char what[64];
+            snprintf(what, sizeof what, "shape %d, %d rows", shape, m);
+            check_same(want, got, (size_t)m * (size_t)p->n_out, what);
+        }
+        nevo_workspace_free(wc), nevo_workspace_free(wg);
+        nevo_rows_free(rc), nevo_rows_free(rg);
+        free(params), free(obs), free(which), free(want), free(got);
+        nevo_policy_free(p);
+        nevo_env_free(env);
+    }
+    nevo_backend_free(cpu);
+    nevo_backend_free(gpu);
+}
+
+TEST(cuda_builds_match_cpu) {
+    NevoBackend *gpu = cuda_or_skip();
+    if (!gpu) return;
+    NevoEnv *env;
+    NevoPolicy *p = shape_policy(NET_MINATAR, &env);
+    size_t stride = (p->nparams + 15) & ~(size_t)15, n = p->nparams;
+    Set s;
+    make_set(&s, p, env, stride);
+    NevoRows *bases = nevo_rows_host(gpu, s.bases, stride, 6), *rows = nevo_rows_new(gpu, n, 9);
+    for (int j = 0; j < 8; j++)
+        if (j == 2)
+            nevo_rows_build_pair(rows, 8, 2, &s.ts, bases, p, 2, 0); /* rows out of order */
+        else if (j != 3)
+            nevo_rows_build(rows, j, &s.ts, bases, p, j, 0);
+    float *got = nevo_alloc(sizeof(float) * n * 9), *want = nevo_alloc(sizeof(float) * n);
+    nevo_rows_read(rows, 0, 8, n, got);
+    nevo_rows_read(rows, 8, 1, n, got + 3 * n); /* the pair's plus, as network 2 */
+    for (int j = 0; j < 8; j++) {
+        nevo_taskset_build(&s.ts, p, j, want, 0);
+        char what[32];
+        snprintf(what, sizeof what, "network %d", j);
+        check_same(want, got + (size_t)(j == 2 ? 3 : j == 3 ? 2 : j) * n, n, what);
+    }
+    nevo_rows_free(rows), nevo_rows_free(bases);
+    free(got), free(want), free(s.bases);
+    nevo_noise_free(s.noise);
+    nevo_policy_free(p);
+    nevo_env_free(env);
+    nevo_backend_free(gpu);
+}
+
+/* Whole evaluations: a GA generation's children built as their episodes start (the
+ * built layout), ES pairs with two episodes each (built first), and bases read in
+ * place, on 3 threads, on the GPU and on the CPU: every episode the same. */
+TEST(cuda_evaluation_matches_cpu) {
+    NevoBackend *gpu = cuda_or_skip();
+    if (!gpu) return;
+    NevoEnv *env;
+    NevoPolicy *p = shape_policy(NET_MINATAR, &env);
+    nevo_env_set_max_steps(env, 300);
+    size_t stride = (p->nparams + 15) & ~(size_t)15;
+    Set s;
+    make_set(&s, p, env, stride);
+    enum { T = 40 };
+    NevoNet nets[T];
+    NevoTask tasks[T];
+    for (int layout = 0; layout < 3; layout++) {
+        int n_nets = layout == 1 ? T / 2 : T;
+        for (int j = 0; j < n_nets; j++) {
+            if (layout == 0)
+                nets[j] = (NevoNet){.kind = NEVO_NET_PERTURBED, .base = j % 6, .purpose = NEVO_RNG_MUTATE,
+                                    .generation = 1, .individual = (uint32_t)j, .sigma = 0.05f, .sign = 1};
+            else if (layout == 1)
+                nets[j] = (NevoNet){.kind = NEVO_NET_PERTURBED, .base = 0, .purpose = NEVO_RNG_ES_NOISE,
+                                    .generation = 1, .individual = (uint32_t)(j / 2), .sigma = 0.05f,
+                                    .sign = j % 2 ? -1 : 1};
+            else
+                nets[j] = (NevoNet){.kind = NEVO_NET_BASE, .base = j % 6};
+        }
+        for (int t = 0; t < T; t++)
+            tasks[t] = (NevoTask){.net = layout == 1 ? t % n_nets : t,
+                                  .seed = nevo_rng_derive(8, NEVO_RNG_ENV_SEED, 0, (uint32_t)layout, (uint32_t)t)};
+        NevoTaskSet ts = s.ts;
+        ts.nets = nets;
+        ts.n_nets = n_nets;
+        ts.tasks = tasks;
+        ts.n_tasks = T;
+        NevoEpisode want[T], got[T];
+        NevoPool *pool = nevo_pool_new(3);
+        NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, 0);
+        NevoError err = {0};
+        CHECK_MSG(nevo_evaluate_tasks(ev, &ts, want, NULL, NULL, &err) == NEVO_OK, "%s", err.msg);
+        nevo_evaluator_set_backend(ev, gpu);
+        CHECK_MSG(nevo_evaluate_tasks(ev, &ts, got, NULL, NULL, &err) == NEVO_OK, "%s", err.msg);
+        for (int t = 0; t < T; t++)
+            CHECK_MSG(want[t].ret == got[t].ret && want[t].length == got[t].length,
+                      "layout %d task %d: %g over %d steps on the GPU, %g over %d on the CPU", layout, t, got[t].ret,
+                      got[t].length, want[t].ret, want[t].length);
+        nevo_evaluator_free(ev);
+        nevo_pool_free(pool);
+    }
+    free(s.bases);
+    nevo_noise_free(s.noise);
+    nevo_policy_free(p);
+    nevo_env_free(env);
+    nevo_backend_free(gpu);
+}
