@@ -76,6 +76,9 @@ TEST(cli_wrong_type_and_out_of_range) {
     expect_bad("train ok.json es.obs_norm_prob=2 --out run", "es.obs_norm_prob", "run");
     expect_bad("train ok.json population=10 ga.truncation=20 --out run", "truncation", "run");
     expect_bad("train ok.json algo=es population=11 --out run", "even", "run");
+    expect_bad("train ok.json max_wall_s=-1 --out run", "max_wall_s = -1 is out of range: it must be >= 0", "run");
+    expect_bad("train ok.json max_wall_s=nan --out run", "max_wall_s must be a number, got a string", "run");
+    expect_bad("train ok.json max_wall_s=1h --out run", "max_wall_s must be a number, got a string", "run");
 }
 
 TEST(cli_unknown_env_and_paths) {
@@ -233,8 +236,8 @@ TEST(cli_kill_and_resume_es) {
 TEST(cli_resume_refuses_changed_config_and_corrupt_checkpoint) {
     write_file("small.json", small_ga);
     CHECK_EQ_INT(train("run", "generations=2"), 0);
-    expect_bad("train --resume run ga.sigma=0.5", "only generations, max_frames, threads and backend may change",
-               NULL);
+    expect_bad("train --resume run ga.sigma=0.5",
+               "only generations, max_frames, max_wall_s, threads and backend may change", NULL);
     /* the backend may change on resume (it changes no result), to one that exists */
     expect_bad("train --resume run --backend gpu", "backend = 'gpu' is not one of cpu|cuda", NULL);
     char buf[8192];
@@ -286,6 +289,31 @@ TEST(cli_resume_can_extend_generations) {
                       getenv("PWD"), test_nevo_bin());
     CHECK_MSG(rc == 0, "%s", buf);
     check_same_run("full", "short");
+}
+
+/* A wall-time budget stops the run after the first generation that reaches it (here the
+ * first: no generation takes under a microsecond), with a checkpoint as usual; resumed
+ * under a larger budget it ends as the uninterrupted run does, bit for bit. Resumed
+ * with the budget it has already spent, it runs no generation. */
+TEST(cli_max_wall_s_stops_and_resumes) {
+    write_file("small.json", small_ga);
+    /* the resumed run's config, which policy.nevo records */
+    CHECK_EQ_INT(train("full", "generations=3 max_wall_s=1000"), 0);
+    CHECK_EQ_INT(train("wall", "max_wall_s=1e-6"), 0);
+    char *m = read_in("wall", "metrics.jsonl", NULL), *s = read_in("wall", "summary.json", NULL);
+    CHECK_MSG(m && strstr(m, "{\"generation\": 0,") && !strstr(m, "{\"generation\": 1,"),
+              "expected exactly generation 0:\n%s", m);
+    CHECK_MSG(strstr(s, "\"generations\": 1,") && strstr(s, "\"stopped\": \"max_wall_s\""), "summary: %s", s);
+    free(m), free(s);
+    char buf[16384];
+    int rc = test_run(buf, sizeof buf, "cd %s && %s/%s train --resume wall --quiet", test_tmpdir(), getenv("PWD"),
+                      test_nevo_bin());
+    CHECK_MSG(rc == 0 && strstr(buf, "\"generations\": 1,") && strstr(buf, "\"stopped\": \"max_wall_s\""),
+              "resume within the spent budget (%d):\n%s", rc, buf);
+    rc = test_run(buf, sizeof buf, "cd %s && %s/%s train --resume wall max_wall_s=1000 generations=3 --quiet",
+                  test_tmpdir(), getenv("PWD"), test_nevo_bin());
+    CHECK_MSG(rc == 0 && strstr(buf, "\"stopped\": \"generations\""), "resume (%d):\n%s", rc, buf);
+    check_same_run("full", "wall");
 }
 
 TEST(cli_eval_and_envs_output) {

@@ -256,6 +256,25 @@ TEST(config_out_of_range) {
     CHECK(c.es.obs_norm_prob == 1.0);
 }
 
+/* max_wall_s: seconds >= 0 (0 = no budget), a finite number; a config built in code
+ * with NaN is refused by the check as a file's would be. */
+TEST(config_max_wall_s) {
+    NevoConfig c;
+    nevo_config_defaults(&c);
+    CHECK(c.max_wall_s == 0.0);
+    override_ok(&c, "max_wall_s=3600");
+    CHECK(c.max_wall_s == 3600.0);
+    override_ok(&c, "max_wall_s=0.5");
+    CHECK(c.max_wall_s == 0.5);
+    CHECK_CONTAINS(apply_fails("{\"max_wall_s\": -1}"), "max_wall_s = -1 is out of range: it must be >= 0");
+    CHECK_CONTAINS(apply_fails("{\"max_wall_s\": \"1h\"}"), "max_wall_s must be a number, got a string");
+    CHECK_CONTAINS(override_fails(&c, "max_wall_s=NaN"), "max_wall_s must be a number, got a string");
+    NevoError err = {0};
+    c.max_wall_s = NAN;
+    CHECK(nevo_config_check(&c, &err) == NEVO_ERR_INVALID);
+    CHECK_CONTAINS(err.msg, "max_wall_s must be a finite number");
+}
+
 /* The algorithm's name is the registry's to check (nevo_algo_check), with a suggestion
  * where one is close. */
 static void check_one_line(const char *msg);

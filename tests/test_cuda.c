@@ -14,7 +14,8 @@
 #include "nevo/eval.h"
 #include "nevo/rng.h"
 #include "nevo/tasks.h"
-#include "nn/kernel_bodies.h"
+#include "nevo/params.h"
+#include "nn/kernels.h"
 
 static NevoEnv *open_env(const char *name) {
     NevoEnv *env = NULL;
@@ -195,10 +196,10 @@ TEST(cuda_kernel_bodies_forward_match_cpu) {
 }
 
 /* A task set over 6 bases with every kind of recipe: GA children, an ES pair, a lone
- * minus, a base as it is, a fresh network. */
+ * minus, a base as it is, a fresh network, a low-rank ES pair. */
 typedef struct Set {
     NevoTaskSet ts;
-    NevoNet nets[8];
+    NevoNet nets[10];
     NevoNoise *noise;
     float *bases;
 } Set;
@@ -221,6 +222,9 @@ static void make_set(Set *s, const NevoPolicy *p, const NevoEnv *env, size_t str
     s->nets[5] = (NevoNet){.kind = NEVO_NET_BASE, .base = 2};
     s->nets[6] = (NevoNet){.kind = NEVO_NET_INIT, .generation = 0, .individual = 3};
     s->nets[7] = (NevoNet){.kind = NEVO_NET_BASE, .base = 4};
+    for (int j = 8; j < 10; j++)
+        s->nets[j] = (NevoNet){.kind = NEVO_NET_LOWRANK, .base = 1, .purpose = NEVO_RNG_ES_NOISE, .generation = 7,
+                               .individual = 2, .sigma = 0.05f, .sign = j == 8 ? 1 : -1, .rank = 3};
     nevo_taskset_for_policy(&s->ts, p, env);
     s->ts.seed = 5;
     s->ts.noise = s->noise;
@@ -228,7 +232,7 @@ static void make_set(Set *s, const NevoPolicy *p, const NevoEnv *env, size_t str
     s->ts.n_bases = 6;
     s->ts.bases = s->bases;
     s->ts.base_stride = stride;
-    s->ts.n_nets = 8;
+    s->ts.n_nets = 10;
     s->ts.nets = s->nets;
 }
 
@@ -240,7 +244,8 @@ TEST(cuda_kernel_bodies_build_match_cpu) {
     make_set(&s, p, env, stride);
     float *want = nevo_alloc(sizeof(float) * n), *plus = nevo_alloc(sizeof(float) * n);
     float *minus = nevo_alloc(sizeof(float) * n);
-    for (int j = 0; j < 8; j++) {
+    NevoLRBlock blocks[NEVO_LOWRANK_BLOCKS];
+    for (int j = 0; j < 10; j++) {
         const NevoNet *nt = &s.nets[j];
         if (nt->kind == NEVO_NET_INIT) continue; /* built on the host by the backend */
         NevoKBuild e = {0};
@@ -250,6 +255,15 @@ TEST(cuda_kernel_bodies_build_match_cpu) {
             e.eps = nevo_noise_slice(s.noise, n, s.ts.seed, nt->purpose, nt->generation, nt->individual, 0);
             e.sigma = nt->sigma;
             e.minus = minus;
+        } else if (nt->kind == NEVO_NET_LOWRANK) { /* the compact slice, expanded element by element */
+            e.eps = nevo_noise_slice(s.noise, nevo_lowrank_floats(p, (int)nt->rank), s.ts.seed, nt->purpose,
+                                     nt->generation, nt->individual, 0);
+            e.sigma = nt->sigma;
+            e.minus = minus;
+            e.rank = (int)nt->rank;
+            e.c = (float)(1.0 / sqrt((double)nt->rank));
+            e.n_blocks = nevo_lowrank_blocks(p, e.rank, blocks);
+            e.blocks = blocks;
         }
         memset(plus, 0xff, sizeof(float) * n);
         memset(minus, 0xff, sizeof(float) * n);
@@ -257,7 +271,7 @@ TEST(cuda_kernel_bodies_build_match_cpu) {
         for (int c = 0; c < chunks; c++)
             for (int t = 0; t < NEVO_KB_THREADS; t++) nevo_kb_elems(&e, n, c, chunks, t);
         nevo_taskset_build(&s.ts, p, j, want, 0);
-        check_same(want, nt->kind == NEVO_NET_PERTURBED && nt->sign < 0 ? minus : plus, n, "build");
+        check_same(want, nt->kind != NEVO_NET_BASE && nt->sign < 0 ? minus : plus, n, "build");
     }
     free(want), free(plus), free(minus), free(s.bases);
     nevo_noise_free(s.noise);
@@ -323,21 +337,28 @@ TEST(cuda_builds_match_cpu) {
     size_t stride = (p->nparams + 15) & ~(size_t)15, n = p->nparams;
     Set s;
     make_set(&s, p, env, stride);
-    NevoRows *bases = nevo_rows_host(gpu, s.bases, stride, 6), *rows = nevo_rows_new(gpu, n, 9);
-    for (int j = 0; j < 8; j++)
+    NevoRows *bases = nevo_rows_host(gpu, s.bases, stride, 6), *rows = nevo_rows_new(gpu, n, 11);
+    for (int j = 0; j < 10; j++)
         if (j == 2)
-            nevo_rows_build_pair(rows, 8, 2, &s.ts, bases, p, 2, 0); /* rows out of order */
-        else if (j != 3)
+            nevo_rows_build_pair(rows, 10, 2, &s.ts, bases, p, 2, 0); /* rows out of order */
+        else if (j == 8)
+            nevo_rows_build_pair(rows, 8, 9, &s.ts, bases, p, 8, 0); /* the low-rank pair */
+        else if (j != 3 && j != 9)
             nevo_rows_build(rows, j, &s.ts, bases, p, j, 0);
-    float *got = nevo_alloc(sizeof(float) * n * 9), *want = nevo_alloc(sizeof(float) * n);
-    nevo_rows_read(rows, 0, 8, n, got);
-    nevo_rows_read(rows, 8, 1, n, got + 3 * n); /* the pair's plus, as network 2 */
-    for (int j = 0; j < 8; j++) {
+    float *got = nevo_alloc(sizeof(float) * n * 11), *want = nevo_alloc(sizeof(float) * n);
+    nevo_rows_read(rows, 0, 10, n, got);
+    nevo_rows_read(rows, 10, 1, n, got + 3 * n); /* the pair's plus, as network 2 */
+    for (int j = 0; j < 10; j++) {
         nevo_taskset_build(&s.ts, p, j, want, 0);
         char what[32];
         snprintf(what, sizeof what, "network %d", j);
         check_same(want, got + (size_t)(j == 2 ? 3 : j == 3 ? 2 : j) * n, n, what);
     }
+    /* a low-rank member alone, minus sign */
+    nevo_rows_build(rows, 0, &s.ts, bases, p, 9, 0);
+    nevo_rows_read(rows, 0, 1, n, got);
+    nevo_taskset_build(&s.ts, p, 9, want, 0);
+    check_same(want, got, n, "low-rank minus alone");
     nevo_rows_free(rows), nevo_rows_free(bases);
     free(got), free(want), free(s.bases);
     nevo_noise_free(s.noise);

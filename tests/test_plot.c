@@ -223,6 +223,74 @@ TEST(plot_curves_group_mean_inside_band) {
     cairo_surface_destroy(im.s);
 }
 
+/* A run directory whose metrics have frames 0, 100, ... and elite_validation_mean y[g]. */
+static void series_run(const char *dir, const double *y, int n) {
+    char path[256], text[4096] = "";
+    make_dir(dir);
+    for (int g = 0; g < n; g++) {
+        size_t len = strlen(text);
+        snprintf(text + len, sizeof text - len,
+                 "{\"generation\": %d, \"frames\": %d, \"episodes\": %d, \"wall_s\": %.1f, "
+                 "\"best_fitness\": 20, \"elite_validation_mean\": %.17g}\n", g, 100 * g, 10 * g, 0.1 * g, y[g]);
+    }
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    write_file(path, text);
+}
+
+/* Pixels that differ between two pictures of the same size, in columns >= x0 (left of
+ * that lies the y axis's title, which names the smoothing). */
+static int differing_pixels(const char *a, const char *b, int x0) {
+    Image ia = load_png(a), ib = load_png(b);
+    CHECK(ia.w == ib.w && ia.h == ib.h);
+    int n = 0, pa[3], pb[3];
+    for (int y = 0; y < ia.h; y++)
+        for (int x = x0; x < ia.w; x++) {
+            pixel(&ia, x, y, pa);
+            pixel(&ib, x, y, pb);
+            n += !near_rgb(pa, pb[0], pb[1], pb[2], 0);
+        }
+    cairo_surface_destroy(ia.s);
+    cairo_surface_destroy(ib.s);
+    return n;
+}
+
+static void plot_ok(const char *args) {
+    char buf[4096];
+    int rc = nevo(buf, sizeof buf, args);
+    CHECK_MSG(rc == 0, "`nevo %s` failed (%d):\n%s", args, rc, buf);
+}
+
+/* --smooth N draws each run's trailing N-point moving average (over the points there
+ * are at its start): the picture of the raw runs smoothed is, pixel for pixel right of
+ * the y title, the picture of runs holding the hand-computed averages. The pair's
+ * averages are taken before grouping: each run alone is flat from its second point on,
+ * so their band closes there, where averaging the band's edges would keep it 10 wide. */
+TEST(plot_curves_smooth_is_a_trailing_moving_average) {
+    static const double raw[8] = {0, 8, 4, 0, 12, 4, 8, 0};
+    /* window 4: 0/1, (0+8)/2, (0+8+4)/3, (0+8+4+0)/4, (8+4+0+12)/4, (4+0+12+4)/4, ... */
+    static const double avg4[8] = {0, 4, 4, 3, 6, 5, 6, 6};
+    series_run("raw", raw, 8);
+    series_run("avg4", avg4, 8);
+    plot_ok("plot curves raw=run --smooth 4 --ref lo=0 --ref hi=12 --out smoothed.png");
+    plot_ok("plot curves avg4=run --ref lo=0 --ref hi=12 --out expected.png");
+    plot_ok("plot curves raw=run --ref lo=0 --ref hi=12 --out unsmoothed.png");
+    plot_ok("plot curves raw=run --smooth 1 --ref lo=0 --ref hi=12 --out smooth1.png");
+    CHECK_EQ_INT(differing_pixels("smoothed.png", "expected.png", 40), 0);
+    CHECK_MSG(differing_pixels("unsmoothed.png", "expected.png", 40) > 500, "smoothing changed too little");
+    CHECK_EQ_INT(differing_pixels("smooth1.png", "unsmoothed.png", 0), 0); /* N = 1: none, same title */
+    CHECK_MSG(differing_pixels("smoothed.png", "expected.png", 0) > 0, "the y title should name the smoothing");
+
+    static const double up[6] = {0, 10, 0, 10, 0, 10}, down[6] = {10, 0, 10, 0, 10, 0};
+    static const double up2[6] = {0, 5, 5, 5, 5, 5}, down2[6] = {10, 5, 5, 5, 5, 5};
+    series_run("up", up, 6);
+    series_run("down", down, 6);
+    series_run("up2", up2, 6);
+    series_run("down2", down2, 6);
+    plot_ok("plot curves up=pair down=pair --smooth 2 --ref lo=0 --ref hi=10 --out pair.png");
+    plot_ok("plot curves up2=pair down2=pair --ref lo=0 --ref hi=10 --out pair_expected.png");
+    CHECK_EQ_INT(differing_pixels("pair.png", "pair_expected.png", 40), 0);
+}
+
 /* ---- behaviours ------------------------------------------------------------------ */
 
 static void maze_run(const char *dir, const char *behaviours) {
@@ -347,6 +415,11 @@ TEST(plot_bad_input_exits_2_and_writes_nothing) {
     expect_bad("plot curves --out out.png", "RUN");
     expect_bad("plot curves r --x steps --out out.png", "--x");
     expect_bad("plot curves r --ref base --out out.png", "--ref");
+    expect_bad("plot curves r --smooth 0 --out out.png", "--smooth needs a whole number of points from 1");
+    expect_bad("plot curves r --smooth -3 --out out.png", "got '-3'");
+    expect_bad("plot curves r --smooth 2.5 --out out.png", "got '2.5'");
+    expect_bad("plot curves r --smooth five --out out.png", "got 'five'");
+    expect_bad("plot curves r --out out.png --smooth", "--smooth needs");
     make_dir("broken");
     write_file("broken/metrics.jsonl", "{\"frames\": 1, \"elite_validation_mean\": 2}\n{\"frames\": 2,\n");
     expect_bad("plot curves r broken --out out.png", "broken/metrics.jsonl:2");

@@ -7,7 +7,9 @@
 #   3. end to end, the GA on MinAtar Breakout (and Freeway, whose episodes are long from
 #      the start) with the GPU and all cores against all cores alone, same config and
 #      seed: frames/s, and whether the two runs' metrics are the same bits;
-#   4. compute-sanitizer's memcheck over the forward's parity test.
+#   4. compute-sanitizer's memcheck over the forward's parity test;
+# and between 2 and 3 the kernel variants of dev/cuda/variants.cu, checked against the
+# kernels in use and timed beside them.
 # Results go to $OUT (default dev/cuda/out). Binaries come from BIN (default build-cuda;
 # `dev/cuda/stage.sh` stages a CUDA=1 build with its shared libraries in .devrun/ for a
 # machine without the Debian packages).
@@ -39,6 +41,14 @@ for line in open(sys.argv[1]):
     extra = {k: r[k] for k in ("fraction_of_fma_peak", "fraction_of_copy_bandwidth", "gflops") if k in r}
     print(f'{r["name"]:<62} {r["value"]:10.4g} {r["unit"]:<8} {extra}')
 PY
+
+log "2b. kernel variants against the kernels in use (dev/cuda/variants.cu)"
+if nvcc -std=c++17 -O2 -arch=sm_90 --fmad=false -prec-div=true -Isrc -Iinclude dev/cuda/variants.cu \
+        -o "$RUNS/variants" > "$RUNS/variants.build" 2>&1; then
+    timeout 120 "$RUNS/variants" 2>&1 | tee -a "$OUT/summary.txt"
+else
+    tail -5 "$RUNS/variants.build" | tee -a "$OUT/summary.txt"
+fi
 
 # frames/s of generations 2.. (0 and 1 include start-up, the noise table's upload)
 rate() {

@@ -109,6 +109,8 @@ typedef struct NevoConfig {
     int generations;
     long long max_frames;  /* frame budget (0 = none): the last generation is the one
                             * whose frames reach it, so runs compare at equal frames */
+    double max_wall_s;     /* wall-time budget in seconds (0 = none): the last generation is
+                            * the one whose end brings the run's wall_s (resumes included) to it */
     int threads;           /* 0 = nevo_cpu_count(); never changes results */
     char backend[16];      /* where networks are computed: cpu, cuda; never changes results */
     int episodes;          /* episodes per individual for its fitness */

@@ -36,6 +36,7 @@ typedef struct NevoTrainSummary {
     int on_data;           /* a run on a dataset: its final policy's figures instead */
     NevoDataScores data;
     char policy_path[4096];
+    char stopped[16];      /* why the run ended: "generations", "max_frames" or "max_wall_s" */
 } NevoTrainSummary;
 
 /* Runs (or, with resume, continues) the training run in out_dir. Without resume,

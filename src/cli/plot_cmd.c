@@ -29,7 +29,7 @@
 #include "nevo/io.h"
 
 static const char *help =
-    "usage: nevo plot curves RUN[=LABEL] ... --out FILE.png [--x KEY] [--y KEY]\n"
+    "usage: nevo plot curves RUN[=LABEL] ... --out FILE.png [--x KEY] [--y KEY] [--smooth N]\n"
     "                        [--ref LABEL=VALUE ...] [--title TEXT] [--size WxH]\n"
     "       nevo plot behaviours RUN[=LABEL] ... --out FILE.png [--size N] [--no-archive]\n"
     "\n"
@@ -46,6 +46,8 @@ static const char *help =
     "                  such as behaviour[0] (default elite_validation_mean,\n"
     "                  the elite's mean validation return; best_fitness where the first\n"
     "                  RUN's metrics lack it)\n"
+    "  --smooth N      replace each point of each run by the mean of its last N points (fewer\n"
+    "                  at a run's start), before runs are grouped; default 1: no smoothing\n"
     "  --ref LABEL=V   a dashed horizontal reference line at V, e.g. --ref \"DQN 5M=15.9\"\n"
     "                  (repeatable)\n"
     "  --title TEXT    a title above the plot\n"
@@ -500,6 +502,22 @@ static NevoStatus load_series(const char *dir, const char *xkey, const char **yk
     return st;
 }
 
+/* Each y of s replaced by the mean of itself and the up to n - 1 points before it: a
+ * trailing window, so a point never shows later generations. Summed afresh at each
+ * point (no running sum to drift), in window order. */
+static void smooth_series(Series *s, int n) {
+    double *y = malloc(sizeof(double) * (size_t)s->n);
+    NEVO_ASSERT(y);
+    for (int i = 0; i < s->n; i++) {
+        int first = i - n + 1 > 0 ? i - n + 1 : 0;
+        double sum = 0;
+        for (int k = first; k <= i; k++) sum += s->y[k];
+        y[i] = sum / (i - first + 1);
+    }
+    free(s->y);
+    s->y = y;
+}
+
 /* y of s at x, linear between its points, clamped to its ends. */
 static double interp(const Series *s, double x) {
     if (x <= s->x[0]) return s->y[0];
@@ -679,8 +697,9 @@ static const char *axis_title(const char *key) {
     return key;
 }
 
+/* smooth > 1: the y axis's title says the curves are moving averages, and of how many points. */
 static void render_curves(cairo_t *cr, int w, int h, const Group *groups, int n_groups, const Ref *refs,
-                          int n_refs, const char *xkey, const char *ykey, const char *title) {
+                          int n_refs, const char *xkey, const char *ykey, const char *title, int smooth) {
     double f = fmin(w / 800.0, h / 500.0);
     f = fmax(0.7, fmin(f, 4.0));
     double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
@@ -705,7 +724,10 @@ static void render_curves(cairo_t *cr, int w, int h, const Group *groups, int n_
     double top = 0;
     if (title) top = 16 * f * 1.25 + 6 * f;
     Frame fr = frame_layout(cr, 0, top, w, h - top, ax, ay, f);
-    frame_draw(cr, &fr, axis_title(xkey), axis_title(ykey));
+    char ytitle[KEY_MAX + 96];
+    if (smooth > 1) snprintf(ytitle, sizeof ytitle, "%s (mean of the last %d points)", axis_title(ykey), smooth);
+    else snprintf(ytitle, sizeof ytitle, "%s", axis_title(ykey));
+    frame_draw(cr, &fr, axis_title(xkey), ytitle);
 
     cairo_save(cr);
     cairo_rectangle(cr, fr.x0 - 3 * f, fr.y0 - 3 * f, fr.x1 - fr.x0 + 6 * f, fr.y1 - fr.y0 + 6 * f);
@@ -781,6 +803,7 @@ static int parse_size(const char *s, int *w, int *h) {
 static int cmd_curves(int argc, char **argv) {
     const char *out = NULL, *xkey = "frames", *ykey = NULL, *title = NULL;
     int w = 800, h = 500, n_refs = 0, n_runs = 0;
+    long long smooth = 1;
     Ref refs[MAX_REFS];
     const char **run_args = calloc((size_t)argc, sizeof(char *));
     NEVO_ASSERT(run_args);
@@ -801,6 +824,10 @@ static int cmd_curves(int argc, char **argv) {
         } else if (cli_option(argc, argv, &i, "--y", &v)) {
             if (!v || !*v || strlen(v) >= KEY_MAX) rc = cli_usage_error("plot curves", "--y needs a metrics key");
             ykey = v;
+        } else if (cli_option(argc, argv, &i, "--smooth", &v)) {
+            if (!v || cli_parse_int(v, 1, 1000000, &smooth))
+                rc = cli_usage_error("plot curves", "--smooth needs a whole number of points from 1 to 1000000, got '%s'",
+                                     v ? cli_esc(v) : "nothing");
         } else if (cli_option(argc, argv, &i, "--title", &v)) {
             if (!v) rc = cli_usage_error("plot curves", "--title needs a text");
             title = v;
@@ -849,6 +876,7 @@ static int cmd_curves(int argc, char **argv) {
         loaded = r + 1;
         if (st == NEVO_OK) st = load_series(runs[r].dir, xkey, &ykey, &series[r], &err);
         if (st) break;
+        if (smooth > 1) smooth_series(&series[r], (int)smooth);
         if (!runs[r].labelled) default_label(&runs[r], NULL);
         /* labelled runs sharing a label form one group; an unlabelled run is its own */
         int g = -1;
@@ -872,7 +900,7 @@ static int cmd_curves(int argc, char **argv) {
         if (!surface) st = err.status;
         if (surface) {
             cairo_t *cr = cairo_create(surface);
-            render_curves(cr, w, h, groups, n_groups, refs, n_refs, xkey, ykey, title);
+            render_curves(cr, w, h, groups, n_groups, refs, n_refs, xkey, ykey, title, (int)smooth);
             cairo_destroy(cr);
             st = save_png(surface, out, &err);
             cairo_surface_destroy(surface);

@@ -20,7 +20,8 @@
 
 static const char *help =
     "usage: nevo train CONFIG [key=value ...] [--out DIR] [--threads N] [--backend B] [--quiet]\n"
-    "       nevo train [CONFIG] --resume DIR [generations=N] [max_frames=N] [--threads N] [--backend B]\n"
+    "       nevo train [CONFIG] --resume DIR [generations=N] [max_frames=N] [max_wall_s=S] [--threads N]\n"
+    "                  [--backend B]\n"
     "\n"
     "Trains a population on the config's environment and writes the run directory:\n"
     "  config.json    the resolved config (every key)\n"
@@ -31,8 +32,8 @@ static const char *help =
     "\n"
     "options:\n"
     "  --out DIR      run directory (default runs/<config name>, never an existing run)\n"
-    "  --resume DIR   continue the run in DIR; only generations, max_frames, threads and backend\n"
-    "                 may change\n"
+    "  --resume DIR   continue the run in DIR; only generations, max_frames, max_wall_s, threads\n"
+    "                 and backend may change (a run's wall_s, and so max_wall_s, counts every part)\n"
     "  --threads N    worker threads (default: the config's `threads`, 0 = every CPU this\n"
     "                 process may run on); results do not depend on it\n"
     "  --backend B    cpu or cuda (the config's `backend`); results do not depend on it\n"
@@ -45,6 +46,7 @@ typedef struct Progress {
     double t0;
     int generations;
     long long max_frames; /* the frame budget, 0 = none */
+    double max_wall_s;    /* the wall-time budget, 0 = none */
     int on_data;          /* a run on a dataset: its frames are samples */
     NevoGenStats last;
     int have_last;
@@ -102,6 +104,7 @@ static void draw(Progress *p, int gen_done, long long frames, int final_line) {
         fmt_count((double)p->max_frames, total_s, sizeof total_s);
         snprintf(budget, sizeof budget, " | %s/%s frames", done_s, total_s);
     }
+    if (p->max_wall_s > 0 && !(left <= p->max_wall_s - el)) left = p->max_wall_s > el ? p->max_wall_s - el : 0;
     fmt_time(left, eta, sizeof eta);
     double fps = el > 0 ? (double)frames / el : 0.0;
     char fit[96] = "", gens[48];
@@ -138,21 +141,26 @@ static void on_start(void *ctx, const NevoConfig *cfg, const NevoRunTotals *resu
     Progress *p = ctx;
     p->generations = cfg->generations;
     p->max_frames = cfg->max_frames;
+    p->max_wall_s = cfg->max_wall_s;
     p->on_data = cfg->dataset[0] != 0;
     p->t0 = now_s() - (resumed ? resumed->wall_s : 0.0);
     p->frames_before = resumed ? resumed->frames : 0;
+    char wall[64] = "", t[32];
+    if (cfg->max_wall_s > 0) {
+        fmt_time(cfg->max_wall_s, t, sizeof t);
+        snprintf(wall, sizeof wall, ", for at most %s of wall time", t);
+    }
     if (!p->quiet && cfg->max_frames > 0)
-        fprintf(stderr, "nevo: %s %s on %s, population %d, until %lld frames (at most %d generations)\n",
+        fprintf(stderr, "nevo: %s %s on %s, population %d, until %lld frames (at most %d generations)%s\n",
                 resumed ? "resuming" : "training", cfg->algo, cfg->dataset[0] ? cfg->dataset : cfg->env,
-                cfg->population, cfg->max_frames,
-                cfg->generations);
+                cfg->population, cfg->max_frames, cfg->generations, wall);
     else if (!p->quiet && (nevo_algo_find(cfg->algo)->flags & NEVO_ALGO_GRADIENT))
-        fprintf(stderr, "nevo: %s %s on %s, batch %d, %d epochs\n", resumed ? "resuming" : "training", cfg->algo,
-                cfg->dataset, cfg->data.batch, cfg->generations);
+        fprintf(stderr, "nevo: %s %s on %s, batch %d, %d epochs%s\n", resumed ? "resuming" : "training", cfg->algo,
+                cfg->dataset, cfg->data.batch, cfg->generations, wall);
     else if (!p->quiet)
-        fprintf(stderr, "nevo: %s %s on %s, population %d, %d generations\n",
+        fprintf(stderr, "nevo: %s %s on %s, population %d, %d generations%s\n",
                 resumed ? "resuming" : "training", cfg->algo, cfg->dataset[0] ? cfg->dataset : cfg->env,
-                cfg->population, cfg->generations);
+                cfg->population, cfg->generations, wall);
 }
 
 static void on_generation(void *ctx, const NevoGenStats *g, const NevoRunTotals *t, const NevoConfig *cfg) {
@@ -162,7 +170,8 @@ static void on_generation(void *ctx, const NevoGenStats *g, const NevoRunTotals 
     p->have_last = 1;
     p->frames_before = t->frames;
     atomic_store(&p->gen_frames, 0);
-    int last = t->generations == cfg->generations || (cfg->max_frames > 0 && t->frames >= cfg->max_frames);
+    int last = t->generations == cfg->generations || (cfg->max_frames > 0 && t->frames >= cfg->max_frames) ||
+               (cfg->max_wall_s > 0 && t->wall_s >= cfg->max_wall_s);
     if (!p->quiet) draw(p, t->generations, t->frames, last);
     pthread_mutex_unlock(&p->mu);
 }
@@ -173,6 +182,7 @@ static int configs_match(const NevoConfig *a, const NevoConfig *b) {
     NevoConfig x = *a, y = *b;
     x.generations = y.generations = 0;
     x.max_frames = y.max_frames = 0;
+    x.max_wall_s = y.max_wall_s = 0;
     x.threads = y.threads = 0;
     memset(x.backend, 0, sizeof x.backend);
     memset(y.backend, 0, sizeof y.backend);
@@ -269,7 +279,7 @@ int nevo_cmd_train(int argc, char **argv) {
         if (!configs_match(&cfg, &stored)) {
             nevo_error(&err, NEVO_ERR_INVALID,
                        "the config differs from the one %s was started with; on resume only "
-                       "generations, max_frames, threads and backend may change",
+                       "generations, max_frames, max_wall_s, threads and backend may change",
                        resume_dir);
             return cli_fail(&err);
         }
@@ -304,15 +314,18 @@ int nevo_cmd_train(int argc, char **argv) {
     char *dir_json = json_string_text(out_dir), *policy_json = json_string_text(s.policy_path);
     if (s.on_data)
         printf("{\"generations\": %d, \"samples\": %lld, \"wall_s\": %.3f, \"train_loss\": %.10g, "
-               "\"test_loss\": %.10g, \"test_accuracy\": %.10g, \"run_dir\": %s, \"policy\": %s}\n",
+               "\"test_loss\": %.10g, \"test_accuracy\": %.10g, \"stopped\": \"%s\", \"run_dir\": %s, "
+               "\"policy\": %s}\n",
                s.totals.generations, s.totals.frames, s.totals.wall_s, s.data.train_loss, s.data.test_loss,
-               s.data.test_accuracy, dir_json, policy_json);
+               s.data.test_accuracy, s.stopped, dir_json, policy_json);
     else
     printf("{\"generations\": %d, \"frames\": %lld, \"episodes\": %lld, \"wall_s\": %.3f, "
            "\"best_fitness\": %.10g, \"eval_episodes\": %d, \"eval_return_mean\": %.10g, "
-           "\"eval_return_std\": %.10g, \"eval_length_mean\": %.10g, \"run_dir\": %s, \"policy\": %s}\n",
+           "\"eval_return_std\": %.10g, \"eval_length_mean\": %.10g, \"stopped\": \"%s\", \"run_dir\": %s, "
+           "\"policy\": %s}\n",
            s.totals.generations, s.totals.frames, s.totals.episodes, s.totals.wall_s, s.totals.best_fitness,
-           s.eval.episodes, s.eval.return_mean, s.eval.return_std, s.eval.length_mean, dir_json, policy_json);
+           s.eval.episodes, s.eval.return_mean, s.eval.return_std, s.eval.length_mean, s.stopped, dir_json,
+           policy_json);
     free(dir_json);
     free(policy_json);
     return 0;

@@ -45,6 +45,9 @@ static const Key schema[] = {
     {"generations", T_INT, OFF(generations), 1, 1e8, NULL, 0, 0, "generations to run"},
     {"max_frames", T_I64, OFF(max_frames), 0, 1e15, NULL, 0, 0,
      "frame budget: stop after the generation that brings the run's frames to it (0 = none)"},
+    {"max_wall_s", T_DOUBLE, OFF(max_wall_s), 0, BIG, NULL, 0, 0,
+     "wall-time budget in seconds: stop after the generation that brings the run's wall_s (resumes included) "
+     "to it (0 = none); how many generations run then depends on the machine, their results do not"},
     {"threads", T_INT, OFF(threads), 0, 4096, NULL, 0, 0, "worker threads (0 = every CPU this process may run on); never changes results"},
     {"backend", T_STRING, OFF(backend), 0, 0, "cpu|cuda", sizeof(((NevoConfig *)0)->backend), 0,
      "where the networks are computed: cpu, or cuda (an NVIDIA GPU, in a `make CUDA=1` build; env episodes only, "

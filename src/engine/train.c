@@ -239,6 +239,16 @@ static NevoStatus data_scores(const Run *r, const double *epoch_loss, NevoDataSc
     return st;
 }
 
+/* Why a run with these totals stops, NULL while it goes on: its generations, else its
+ * frame budget, else its wall-time budget (each checked after a whole generation, so
+ * the generations that run are those of any other run of the config). */
+static const char *stop_reason(const NevoConfig *cfg, const NevoRunTotals *t) {
+    if (t->generations >= cfg->generations) return "generations";
+    if (cfg->max_frames > 0 && t->frames >= cfg->max_frames) return "max_frames";
+    if (cfg->max_wall_s > 0 && t->wall_s >= cfg->max_wall_s) return "max_wall_s";
+    return NULL;
+}
+
 static void relay_frames(void *ctx, long long frames) {
     const NevoTrainHooks *h = ctx;
     h->on_frames(h->ctx, frames);
@@ -395,15 +405,15 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
     if (hooks && hooks->on_start) hooks->on_start(hooks->ctx, &run.cfg, resume ? &totals : NULL);
     if (hooks && hooks->on_frames && run.ev) nevo_evaluator_set_progress(run.ev, relay_frames, (void *)hooks);
 
+    /* wall_s goes on from the checkpoint's total: a wall-time budget covers the run's
+     * every part, not each resume */
     double t_start = now_s() - totals.wall_s;
-    long long budget = run.cfg.max_frames;
+    totals.generations = nevo_algo_generations_done(run.algo);
     /* a finished run resumed runs no generation: its policy is written again from the
      * checkpoint, so policy.nevo matches it and the summary whatever came before */
-    int finished = nevo_algo_generations_done(run.algo) >= run.cfg.generations ||
-                   (budget > 0 && totals.frames >= budget);
-    if (resume && finished) st = write_policy(&run, policy_path, err);
-    while (st == NEVO_OK && nevo_algo_generations_done(run.algo) < run.cfg.generations &&
-           (budget == 0 || totals.frames < budget)) {
+    const char *stopped = stop_reason(&run.cfg, &totals);
+    if (resume && stopped) st = write_policy(&run, policy_path, err);
+    while (st == NEVO_OK && !stopped) {
         NevoGenStats gs;
         st = run.data ? data_generation(&run, &gs, err) : nevo_train_generation(run.algo, run.ev, &gs, err);
         if (st == NEVO_OK && run.data) {
@@ -442,7 +452,8 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
                  gs.median, gs.elite_mean, gs.frames, extra);
         st = append_line(metrics_path, line, err);
         if (st) break;
-        int last = totals.generations == run.cfg.generations || (budget > 0 && totals.frames >= budget);
+        stopped = stop_reason(&run.cfg, &totals);
+        int last = stopped != NULL;
         /* behaviours.json before the last checkpoint: a run killed in between redoes
          * the last generation on resume and writes the same file again */
         if (last && run.env && nevo_env_spec(run.env)->bc_dim > 0) st = write_behaviours(&run, bc_path, err);
@@ -470,21 +481,23 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
     }
     if (st == NEVO_OK) {
         summary->totals = totals;
+        snprintf(summary->stopped, sizeof summary->stopped, "%s", stopped ? stopped : "");
         snprintf(summary->policy_path, sizeof summary->policy_path, "%s", policy_path);
         char text[2048];
         int n = run.data ? snprintf(text, sizeof text,
                                     "{\"generations\": %d, \"samples\": %lld, \"wall_s\": %.3f, "
                                     "\"best_fitness\": %.17g, \"train_loss\": %.17g, \"test_loss\": %.17g, "
-                                    "\"test_accuracy\": %.17g}\n",
+                                    "\"test_accuracy\": %.17g, \"stopped\": \"%s\"}\n",
                                     totals.generations, totals.frames, totals.wall_s, totals.best_fitness,
-                                    summary->data.train_loss, summary->data.test_loss, summary->data.test_accuracy)
+                                    summary->data.train_loss, summary->data.test_loss, summary->data.test_accuracy,
+                                    summary->stopped)
                          : snprintf(text, sizeof text,
                          "{\"generations\": %d, \"frames\": %lld, \"episodes\": %lld, \"wall_s\": %.3f, "
                          "\"best_fitness\": %.17g, \"eval_episodes\": %d, \"eval_return_mean\": %.17g, "
-                         "\"eval_return_std\": %.17g, \"eval_length_mean\": %.17g}\n",
+                         "\"eval_return_std\": %.17g, \"eval_length_mean\": %.17g, \"stopped\": \"%s\"}\n",
                          totals.generations, totals.frames, totals.episodes, totals.wall_s,
                          totals.best_fitness, summary->eval.episodes, summary->eval.return_mean,
-                         summary->eval.return_std, summary->eval.length_mean);
+                         summary->eval.return_std, summary->eval.length_mean, summary->stopped);
         st = nevo_write_atomic(summary_path, text, (size_t)n, err);
     }
     run_free(&run);

@@ -17,12 +17,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <math.h>
 
 #define _Noreturn [[noreturn]] /* C11's spelling, in nevo's C headers */
 extern "C" {
 #include "nn/backend_cuda.h"
 #include "nn/backend_impl.h"
 #include "nevo/noise.h"
+#include "nevo/params.h"
+#include "nn/kernels.h"
 }
 #include "nn/kernel_bodies.h"
 
@@ -79,10 +82,22 @@ typedef struct RowsPriv {
     struct RowsPriv *next;
 } RowsPriv;
 
+/* a policy's low-rank blocks on the device, for one rank */
+typedef struct LRTable {
+    const NevoPolicy *p;
+    size_t nparams;
+    int rank, n;
+    NevoLRBlock *d;
+} LRTable;
+
+#define LR_TABLES 8
+
 typedef struct Cuda {
     int device;
     cudaDeviceProp prop;
-    pthread_mutex_t mu;           /* the noise table and the list of rows */
+    LRTable lr[LR_TABLES];        /* the low-rank tables uploaded, oldest replaced first */
+    int lr_next;
+    pthread_mutex_t mu;           /* the noise table, the low-rank tables and the list of rows */
     const float *noise_host;      /* the host table the device copy is of */
     size_t noise_size;
     float *noise_d;
@@ -112,6 +127,8 @@ static void cuda_done(void *ctx) {
     Cuda *c = (Cuda *)ctx;
     CK(cudaDeviceSynchronize());
     if (c->noise_d) CK(cudaFree(c->noise_d));
+    for (int i = 0; i < LR_TABLES; i++)
+        if (c->lr[i].d) CK(cudaFree(c->lr[i].d));
     pthread_mutex_destroy(&c->mu);
     free(c);
 }
@@ -206,23 +223,55 @@ static const float *device_noise(Cuda *c, const NevoNoise *noise) {
     return d;
 }
 
-/* A PERTURBED or BASE recipe as a device build; else (an init stream, a safe mutation's
- * scaled step, a low-rank perturbation, bases not in floats) built on the host and
- * queued as an upload. */
+/* The policy's low-rank blocks at `rank` on the device (uploaded once), and their count. */
+static const NevoLRBlock *device_blocks(Cuda *c, const NevoPolicy *p, int rank, int *n) {
+    pthread_mutex_lock(&c->mu);
+    LRTable *t = NULL;
+    for (int i = 0; i < LR_TABLES && !t; i++)
+        if (c->lr[i].d && c->lr[i].p == p && c->lr[i].nparams == p->nparams && c->lr[i].rank == rank) t = &c->lr[i];
+    if (!t) {
+        t = &c->lr[c->lr_next];
+        c->lr_next = (c->lr_next + 1) % LR_TABLES;
+        if (t->d) {
+            CK(cudaDeviceSynchronize()); /* no queued build reads the table it replaces */
+            CK(cudaFree(t->d));
+        }
+        NevoLRBlock h[NEVO_LOWRANK_BLOCKS];
+        t->n = nevo_lowrank_blocks(p, rank, h);
+        CK(cudaMalloc((void **)&t->d, sizeof(NevoLRBlock) * (size_t)t->n));
+        CK(cudaMemcpy(t->d, h, sizeof(NevoLRBlock) * (size_t)t->n, cudaMemcpyHostToDevice));
+        CK(cudaStreamSynchronize(0));
+        t->p = p, t->nparams = p->nparams, t->rank = rank;
+    }
+    const NevoLRBlock *d = t->d;
+    *n = t->n;
+    pthread_mutex_unlock(&c->mu);
+    return d;
+}
+
+/* A BASE, PERTURBED or LOWRANK recipe as a device build; else (an init stream, a safe
+ * mutation's scaled step, bases not in floats) built on the host and queued as an
+ * upload. */
 static void queue_build(Cuda *c, NevoRows *r, float *plus, float *minus, const NevoTaskSet *ts,
                         const NevoRows *bases, const NevoPolicy *p, int net) {
     const NevoNet *n = &ts->nets[net];
     Pending e;
     memset(&e, 0, sizeof e);
-    if (bases && (n->kind == NEVO_NET_BASE || n->kind == NEVO_NET_PERTURBED)) {
+    if (bases && (n->kind == NEVO_NET_BASE || n->kind == NEVO_NET_PERTURBED || n->kind == NEVO_NET_LOWRANK)) {
         e.e.base = bases->data + (size_t)n->base * bases->stride;
-        if (n->kind == NEVO_NET_PERTURBED) {
-            const float *slice =
-                nevo_noise_slice(ts->noise, ts->nparams, ts->seed, n->purpose, n->generation, n->individual, 0);
+        if (n->kind != NEVO_NET_BASE) {
+            int low = n->kind == NEVO_NET_LOWRANK;
+            size_t len = low ? nevo_lowrank_floats(p, (int)n->rank) : ts->nparams;
+            const float *slice = nevo_noise_slice(ts->noise, len, ts->seed, n->purpose, n->generation, n->individual, 0);
             e.e.eps = device_noise(c, ts->noise) + (slice - ts->noise->table);
             e.e.sigma = n->sigma;
             e.e.plus = plus;
             e.e.minus = minus;
+            if (low) {
+                e.e.rank = (int)n->rank;
+                e.e.c = (float)(1.0 / sqrt((double)n->rank));
+                e.e.blocks = device_blocks(c, p, (int)n->rank, &e.e.n_blocks);
+            }
         } else {
             e.e.plus = plus;
         }
@@ -240,13 +289,13 @@ static void cuda_build(void *ctx, NevoRows *r, int row, const NevoTaskSet *ts, c
     (void)stream;
     const NevoNet *n = &ts->nets[net];
     float *dst = r->data + (size_t)row * r->stride;
-    int minus = n->kind == NEVO_NET_PERTURBED && n->sign < 0 && bases;
+    int minus = (n->kind == NEVO_NET_PERTURBED || n->kind == NEVO_NET_LOWRANK) && n->sign < 0 && bases;
     queue_build((Cuda *)ctx, r, minus ? NULL : dst, minus ? dst : NULL, ts, bases, p, net);
 }
 
 static void cuda_build_pair(void *ctx, NevoRows *r, int row_plus, int row_minus, const NevoTaskSet *ts,
                             const NevoRows *bases, const NevoPolicy *p, int net, int stream) {
-    if (!bases || ts->nets[net].kind != NEVO_NET_PERTURBED) { /* each on the host (a low-rank pair) */
+    if (!bases) { /* no device copy of the bases: each on the host */
         cuda_build(ctx, r, row_plus, ts, bases, p, net, stream);
         cuda_build(ctx, r, row_minus, ts, bases, p, net + 1, stream);
         return;

@@ -24,6 +24,15 @@
 #include <math.h>
 #define NEVO_HD static inline
 #endif
+/* loops the device code unrolls, so register arrays indexed by their counters stay in
+ * registers (nothing on the host) */
+#ifdef __CUDA_ARCH__
+#define NEVO_UNROLL _Pragma("unroll")
+#define NEVO_UNROLL_4 _Pragma("unroll 4")
+#else
+#define NEVO_UNROLL
+#define NEVO_UNROLL_4
+#endif
 
 /* nevo_tanhf's constants (kernels.h says how it is built and how close it is), shared
  * with the SIMD versions so every path computes the same operations on the same values */
@@ -109,8 +118,10 @@ NEVO_HD void nevo_kd_init(NevoKDense a, int run, int cblock, int t, float *acc) 
     int j0 = cblock * NEVO_KD_COLS + t * NEVO_KD_NJ;
     if (j0 >= a.out) return;
     const float *b = a.params + (size_t)a.which[a.runs[run]] * a.stride + a.b_off + (size_t)j0;
+    NEVO_UNROLL
     for (int q = 0; q < NEVO_KD_NJ; q++) {
         float bq = j0 + q < a.out ? b[q] : 0.0f;
+        NEVO_UNROLL
         for (int r = 0; r < NEVO_KD_ROWS; r++) acc[r * NEVO_KD_NJ + q] = bq;
     }
 }
@@ -145,16 +156,12 @@ NEVO_HD void nevo_kd_accum(NevoKDense a, int run, int cblock, int t, int k0, con
     int row0 = a.runs[run], cnt = a.runs[run + 1] - row0, valid = a.out - j0;
     int kn = a.in - k0 < NEVO_KD_KC ? a.in - k0 : NEVO_KD_KC;
     const float *W = a.params + (size_t)a.which[row0] * a.stride + a.w_off + (size_t)k0 * a.out + j0;
-#ifdef __CUDA_ARCH__
-#pragma unroll 4
-#endif
+    NEVO_UNROLL_4
     for (int kk = 0; kk < kn; kk++) {
         float w[NEVO_KD_NJ];
         nevo_kd_weights(W + (size_t)kk * a.out, a.vec, valid, w);
         const float *x = tile + kk * NEVO_KD_ROWS;
-#ifdef __CUDA_ARCH__
-#pragma unroll
-#endif
+        NEVO_UNROLL
         for (int r = 0; r < NEVO_KD_ROWS; r++) {
             if (r >= cnt) continue;
             float xv = x[r];
@@ -169,7 +176,9 @@ NEVO_HD void nevo_kd_store(NevoKDense a, int run, int cblock, int t, const float
     int j0 = cblock * NEVO_KD_COLS + t * NEVO_KD_NJ;
     if (j0 >= a.out) return;
     int row0 = a.runs[run], cnt = a.runs[run + 1] - row0;
+    NEVO_UNROLL
     for (int r = 0; r < NEVO_KD_ROWS; r++)
+        NEVO_UNROLL
         for (int q = 0; q < NEVO_KD_NJ; q++)
             if (r < cnt && j0 + q < a.out)
                 a.Y[(size_t)(row0 + r) * a.ys + (size_t)(j0 + q)] = nevo_k_act(a.act, acc[r * NEVO_KD_NJ + q]);
@@ -225,18 +234,57 @@ NEVO_HD void nevo_kn_elem(const float *obs, const float *mean, const float *std,
     x[(size_t)i * xs + k] = v < -5.0f ? -5.0f : v > 5.0f ? 5.0f : v;
 }
 
+/* ---- low-rank perturbations (params.h: nevo_lowrank_expand) --------------------------
+ * The parameter vector as blocks in layout order, each a matrix (rows, cols) whose
+ * compact noise is A (rows, rank) then B (cols, rank) at z_off, or a bias (rows 0) whose
+ * noise is its own floats at z_off. */
+typedef struct NevoLRBlock {
+    size_t off, z_off;
+    int rows, cols;
+} NevoLRBlock;
+
+/* eps of parameter k, which lies in block bl: a matrix element's fused sum of A[a][q]
+ * B[b][q] over q ascending from 0, times c = (float)(1 / sqrt(rank)); a bias's own float */
+NEVO_HD float nevo_lr_eps(const NevoLRBlock *bl, int rank, float c, const float *z, size_t k) {
+    size_t e = k - bl->off;
+    if (bl->rows == 0) return z[bl->z_off + e];
+    size_t cols = (size_t)bl->cols, R = (size_t)rank;
+    const float *a = z + bl->z_off + (e / cols) * R, *b = z + bl->z_off + (size_t)bl->rows * R + (e % cols) * R;
+    float s = 0.0f;
+    for (size_t q = 0; q < R; q++) s = fmaf(a[q], b[q], s);
+    return s * c;
+}
+
+/* the block holding parameter k (blocks ascending by off, covering 0 .. nparams - 1) */
+NEVO_HD const NevoLRBlock *nevo_lr_block(const NevoLRBlock *bl, int n, size_t k) {
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (bl[mid].off <= k)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return &bl[lo];
+}
+
 /* ---- networks built on the device ----------------------------------------------------
  * One entry per network (or antithetic pair): plus = base + d and minus = base - d with
  * d = sigma eps[k] rounded (nevo_perturb_rows's operations), either NULL to skip it, or a
- * copy of the base (eps NULL). Grid (n_entries, chunks); NEVO_KB_THREADS threads, each
- * element k = (chunk NEVO_KB_THREADS + t) + i chunks NEVO_KB_THREADS for i = 0, 1, ... */
+ * copy of the base (eps NULL). eps is a full noise slice, or (blocks set) a low-rank
+ * member's compact slice expanded element by element (nevo_lr_eps). Grid (n_entries,
+ * chunks); NEVO_KB_THREADS threads, each element k = (chunk NEVO_KB_THREADS + t) + i
+ * chunks NEVO_KB_THREADS for i = 0, 1, ... */
 #define NEVO_KB_THREADS 256
 
 typedef struct NevoKBuild {
     float *plus, *minus;
     const float *base, *eps;
     float sigma;
-    int pad;
+    int rank;                   /* low rank: its rank, and */
+    const NevoLRBlock *blocks;  /* the policy's blocks (NULL: eps is a full slice) */
+    int n_blocks;
+    float c;                    /* (float)(1 / sqrt(rank)) */
 } NevoKBuild;
 
 NEVO_HD void nevo_kb_elems(const NevoKBuild *e, size_t n, int chunk, int chunks, int t) {
@@ -246,7 +294,9 @@ NEVO_HD void nevo_kb_elems(const NevoKBuild *e, size_t n, int chunk, int chunks,
             e->plus[k] = th;
             continue;
         }
-        float d = e->sigma * e->eps[k];
+        float ek = e->blocks ? nevo_lr_eps(nevo_lr_block(e->blocks, e->n_blocks, k), e->rank, e->c, e->eps, k)
+                             : e->eps[k];
+        float d = e->sigma * ek;
         if (e->plus) e->plus[k] = th + d;
         if (e->minus) e->minus[k] = th - d;
     }

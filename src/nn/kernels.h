@@ -165,6 +165,11 @@ void nevo_perturb_portable(float *plus, float *minus, const float *theta, float 
 /* The portable weighted_sum: the generic set's, and the SIMD sets' tail. */
 void nevo_weighted_sum_portable(double *g, const float *const *rows, const double *w, int m, size_t k0, size_t k1);
 
+/* A policy's parameter blocks for low-rank noise at `rank` (params.c; kernel_bodies.h's
+ * NevoLRBlock): at most NEVO_LOWRANK_BLOCKS of them, the count returned. */
+#define NEVO_LOWRANK_BLOCKS (3 * NEVO_POLICY_MAX_LAYERS)
+int nevo_lowrank_blocks(const NevoPolicy *p, int rank, NevoLRBlock *out);
+
 /* x86 implementations (kernels_avx2.c, kernels_avx512.c); NULL elsewhere. */
 const NevoKernels *nevo_kernels_avx2(void);
 const NevoKernels *nevo_kernels_avx512(void);

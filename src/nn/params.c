@@ -7,8 +7,6 @@
 #include "nevo/rng.h"
 #include "nn/kernels.h"
 
-#include <math.h>
-
 void nevo_perturb_rows(float *plus, float *minus, const float *theta, float sigma, const float *eps, size_t n,
                        int stream) {
     nevo_kernels()->perturb(plus, minus, theta, sigma, eps, n, stream);
@@ -69,63 +67,48 @@ int nevo_chain_read(NevoReader *r, NevoChain *chain, NevoMutation *muts, size_t 
 
 /* ---- low-rank perturbations ----------------------------------------------------------- */
 
-/* The parameter vector as blocks, in layout order: a matrix (rows, cols) or a bias
- * (rows 0, cols = its length). */
-typedef struct Block {
-    size_t off;
-    int rows, cols;
-} Block;
-
-static int blocks_of(const NevoPolicy *p, Block *out) {
+/* The parameter vector as blocks in layout order (kernel_bodies.h's NevoLRBlock, which
+ * the CUDA backend's builds use too), their compact noise at z_off for `rank`. */
+int nevo_lowrank_blocks(const NevoPolicy *p, int rank, NevoLRBlock *out) {
     int n = 0;
     for (int l = 0; l < p->n_layers; l++) {
         const NevoLayer *L = &p->layers[l];
         if (L->kind == NEVO_LAYER_LSTM) {
             int H = L->out_dim;
-            out[n++] = (Block){L->w_off, L->in_dim, 4 * H};
-            out[n++] = (Block){L->w_off + (size_t)L->in_dim * 4 * (size_t)H, H, 4 * H};
-            out[n++] = (Block){L->b_off, 0, 4 * H};
+            out[n++] = (NevoLRBlock){L->w_off, 0, L->in_dim, 4 * H};
+            out[n++] = (NevoLRBlock){L->w_off + (size_t)L->in_dim * 4 * (size_t)H, 0, H, 4 * H};
+            out[n++] = (NevoLRBlock){L->b_off, 0, 0, 4 * H};
         } else {
             int rows = L->kind == NEVO_LAYER_CONV ? L->kernel * L->kernel * L->in_c : L->in_dim;
             int cols = L->kind == NEVO_LAYER_CONV ? L->out_c : L->out_dim;
-            out[n++] = (Block){L->w_off, rows, cols};
-            out[n++] = (Block){L->b_off, 0, cols};
+            out[n++] = (NevoLRBlock){L->w_off, 0, rows, cols};
+            out[n++] = (NevoLRBlock){L->b_off, 0, 0, cols};
         }
+    }
+    size_t z = 0;
+    for (int i = 0; i < n; i++) {
+        out[i].z_off = z;
+        z += out[i].rows ? (size_t)(out[i].rows + out[i].cols) * (size_t)rank : (size_t)out[i].cols;
     }
     return n;
 }
 
 size_t nevo_lowrank_floats(const NevoPolicy *p, int rank) {
     NEVO_ASSERT(rank >= 1 && rank <= NEVO_LOWRANK_MAX);
-    Block b[3 * NEVO_POLICY_MAX_LAYERS];
-    int n = blocks_of(p, b);
-    size_t total = 0;
-    for (int i = 0; i < n; i++) total += b[i].rows ? (size_t)(b[i].rows + b[i].cols) * (size_t)rank : (size_t)b[i].cols;
-    return total;
+    NevoLRBlock b[NEVO_LOWRANK_BLOCKS];
+    int n = nevo_lowrank_blocks(p, rank, b);
+    return b[n - 1].z_off + (b[n - 1].rows ? (size_t)(b[n - 1].rows + b[n - 1].cols) * (size_t)rank
+                                            : (size_t)b[n - 1].cols);
 }
 
 void nevo_lowrank_expand(const NevoPolicy *p, int rank, const float *z, float *eps, size_t k0, size_t k1) {
     NEVO_ASSERT(rank >= 1 && rank <= NEVO_LOWRANK_MAX && k0 <= k1 && k1 <= p->nparams);
-    Block b[3 * NEVO_POLICY_MAX_LAYERS];
-    int n = blocks_of(p, b);
+    NevoLRBlock b[NEVO_LOWRANK_BLOCKS];
+    int n = nevo_lowrank_blocks(p, rank, b);
     const float c = (float)(1.0 / sqrt((double)rank));
-    const size_t R = (size_t)rank;
     for (int i = 0; i < n; i++) {
         size_t size = b[i].rows ? (size_t)b[i].rows * (size_t)b[i].cols : (size_t)b[i].cols;
         size_t lo = b[i].off > k0 ? b[i].off : k0, hi = b[i].off + size < k1 ? b[i].off + size : k1;
-        if (b[i].rows == 0) {
-            for (size_t k = lo; k < hi; k++) eps[k - k0] = z[k - b[i].off];
-        } else {
-            const float *A = z, *B = z + (size_t)b[i].rows * R;
-            size_t cols = (size_t)b[i].cols;
-            for (size_t k = lo; k < hi; k++) {
-                size_t e = k - b[i].off;
-                const float *a = A + (e / cols) * R, *bb = B + (e % cols) * R;
-                float sum = 0.0f;
-                for (size_t q = 0; q < R; q++) sum = fmaf(a[q], bb[q], sum);
-                eps[k - k0] = sum * c;
-            }
-        }
-        z += b[i].rows ? (size_t)(b[i].rows + b[i].cols) * R : (size_t)b[i].cols;
+        for (size_t k = lo; k < hi; k++) eps[k - k0] = nevo_lr_eps(&b[i], rank, c, z, k);
     }
 }

@@ -1,0 +1,295 @@
+/* Kernel variants for the CUDA backend's two MinAtar layers, each checked bit for bit
+ * against the kernel in use (src/nn/backend_cuda.cu, whose bodies are
+ * src/nn/kernel_bodies.h) and timed beside it, on P = 1024 networks of B = 1, 16 and 64
+ * rows each. Standalone (the kernels' bodies are header-only); dev/cuda/device_run.sh
+ * builds and runs it on the GPU machine:
+ *   nvcc -std=c++17 -O2 -arch=sm_90 --fmad=false -prec-div=true -Isrc -Iinclude \
+ *        dev/cuda/variants.cu -o variants && ./variants
+ * Variants (dev/cuda/NOTES.md says why each):
+ *   dense v2   the kernel in use: a warp per run of rows, 4 outputs a lane, weights by
+ *              16-byte loads straight from memory
+ *   dense v3   the same sums, the weights staged through shared memory by cp.async, two
+ *              tiles of 32 inputs in flight per warp (16 KB each), so the loads of the next
+ *              tile overlap the FMAs of this one
+ *   conv v1    the kernel in use: a thread per output, inputs and weights from L1
+ *   conv v2    a block per row with its image and the layer's weights in shared memory,
+ *              a thread per pixel and 4 filters (one 16-byte shared read feeds 4 FMAs) */
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/kernel_bodies.h"
+
+#define CK(call)                                                                               \
+    do {                                                                                       \
+        cudaError_t e_ = (call);                                                               \
+        if (e_ != cudaSuccess) {                                                               \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+
+/* ---- dense ---------------------------------------------------------------------------- */
+
+__global__ void __launch_bounds__(NEVO_KD_THREADS) dense_v2(NevoKDense a) {
+    __shared__ float tile[NEVO_KD_KC * NEVO_KD_ROWS];
+    float acc[NEVO_KD_ROWS * NEVO_KD_NJ];
+    int run = blockIdx.x, cb = blockIdx.y, t = threadIdx.x;
+    nevo_kd_init(a, run, cb, t, acc);
+    for (int k0 = 0; k0 < a.in; k0 += NEVO_KD_KC) {
+        nevo_kd_load(a, run, t, k0, tile);
+        __syncthreads();
+        nevo_kd_accum(a, run, cb, t, k0, tile, acc);
+        __syncthreads();
+    }
+    nevo_kd_store(a, run, cb, t, acc);
+}
+
+#define V3_KT 32 /* inputs per staged weight tile: 32 x 128 floats, 16 KB */
+
+__device__ __forceinline__ void cp16(float *smem, const float *gmem) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+
+/* the weight tile of inputs k0 .. k0 + V3_KT - 1, columns cb 128 .. + 127, into w_s:
+ * each lane copies 16-byte pieces (needs a.vec and out a multiple of 4) */
+__device__ __forceinline__ void stage(const NevoKDense &a, const float *W, int k0, int cb, float *w_s) {
+    int c0 = cb * NEVO_KD_COLS, cols = a.out - c0 < NEVO_KD_COLS ? a.out - c0 : NEVO_KD_COLS;
+    int pieces = cols / 4, kn = a.in - k0 < V3_KT ? a.in - k0 : V3_KT;
+    for (int e = threadIdx.x; e < kn * pieces; e += 32) {
+        int kk = e / pieces, p = e - kk * pieces;
+        cp16(w_s + kk * NEVO_KD_COLS + 4 * p, W + (size_t)(k0 + kk) * a.out + c0 + 4 * p);
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+
+__global__ void __launch_bounds__(32) dense_v3(NevoKDense a) {
+    __shared__ __align__(16) float w_s[2][V3_KT * NEVO_KD_COLS];
+    __shared__ float x_s[V3_KT * NEVO_KD_ROWS];
+    float acc[NEVO_KD_ROWS * NEVO_KD_NJ];
+    int run = blockIdx.x, cb = blockIdx.y, t = threadIdx.x;
+    int row0 = a.runs[run], cnt = a.runs[run + 1] - row0;
+    int j0 = cb * NEVO_KD_COLS + t * NEVO_KD_NJ;
+    const float *W = a.params + (size_t)a.which[row0] * a.stride + a.w_off;
+    nevo_kd_init(a, run, cb, t, acc);
+    int tiles = (a.in + V3_KT - 1) / V3_KT;
+    stage(a, W, 0, cb, w_s[0]);
+    for (int i = 0; i < tiles; i++) {
+        int k0 = i * V3_KT, kn = a.in - k0 < V3_KT ? a.in - k0 : V3_KT;
+        if (i + 1 < tiles) {
+            stage(a, W, k0 + V3_KT, cb, w_s[(i + 1) & 1]);
+            asm volatile("cp.async.wait_group 1;\n" ::);
+        } else {
+            asm volatile("cp.async.wait_group 0;\n" ::);
+        }
+        for (int e = t; e < V3_KT * cnt; e += 32) { /* this tile's inputs, input-major */
+            int r = e / V3_KT, kk = e - r * V3_KT;
+            x_s[kk * NEVO_KD_ROWS + r] = kk < kn ? a.X[(size_t)(row0 + r) * a.xs + k0 + kk] : 0.0f;
+        }
+        __syncwarp();
+        if (j0 < a.out) {
+            const float *ws = w_s[i & 1] + t * NEVO_KD_NJ;
+#pragma unroll 4
+            for (int kk = 0; kk < kn; kk++) {
+                float4 v = *(const float4 *)(ws + kk * NEVO_KD_COLS);
+                float w[4] = {v.x, v.y, v.z, v.w};
+                const float *x = x_s + kk * NEVO_KD_ROWS;
+#pragma unroll
+                for (int r = 0; r < NEVO_KD_ROWS; r++) {
+                    if (r >= cnt) continue;
+                    float xv = x[r];
+                    if (xv == 0.0f) continue;
+#pragma unroll
+                    for (int q = 0; q < 4; q++) acc[r * 4 + q] = fmaf(xv, w[q], acc[r * 4 + q]);
+                }
+            }
+        }
+        __syncwarp(); /* the buffer and x_s are rewritten next */
+    }
+    nevo_kd_store(a, run, cb, t, acc);
+}
+
+/* ---- conv ----------------------------------------------------------------------------- */
+
+__global__ void __launch_bounds__(NEVO_KC_THREADS) conv_v1(NevoKConv a) {
+    nevo_kc_out(a, blockIdx.x, blockIdx.y, threadIdx.x);
+}
+
+/* a block per row: the image (in_h in_w in_c) and the weights and biases in shared
+ * memory (dynamic: img_floats + w_floats + out_c), a thread per (pixel, 4 filters) */
+__global__ void __launch_bounds__(128) conv_v2(NevoKConv a, int in_h, int img_floats, int w_floats) {
+    extern __shared__ __align__(16) float sm[];
+    float *img = sm, *Ws = sm + ((img_floats + 3) & ~3), *bs = Ws + w_floats;
+    int row = blockIdx.x, F = a.out_c, C = a.in_c, K = a.kernel;
+    const float *theta = a.params + (size_t)a.which[row] * a.stride;
+    for (int e = threadIdx.x; e < img_floats; e += blockDim.x) img[e] = a.X[(size_t)row * a.xs + e];
+    for (int e = threadIdx.x; e < w_floats; e += blockDim.x) Ws[e] = theta[a.w_off + e];
+    for (int e = threadIdx.x; e < F; e += blockDim.x) bs[e] = theta[a.b_off + e];
+    __syncthreads();
+    int quads = F / 4, items = a.out_h * a.out_w * quads;
+    (void)in_h;
+    for (int it = threadIdx.x; it < items; it += blockDim.x) {
+        int f0 = (it % quads) * 4, px = it / quads, ox = px % a.out_w, oy = px / a.out_w;
+        float acc[4] = {bs[f0], bs[f0 + 1], bs[f0 + 2], bs[f0 + 3]};
+        for (int ky = 0; ky < K; ky++)
+            for (int kx = 0; kx < K; kx++) {
+                const float *xp = img + ((oy * a.step + ky) * a.in_w + (ox * a.step + kx)) * C;
+                const float *wp = Ws + (ky * K + kx) * C * F + f0;
+                for (int c = 0; c < C; c++) {
+                    float xv = xp[c];
+                    if (xv == 0.0f) continue;
+                    float4 v = *(const float4 *)(wp + c * F);
+                    acc[0] = fmaf(xv, v.x, acc[0]);
+                    acc[1] = fmaf(xv, v.y, acc[1]);
+                    acc[2] = fmaf(xv, v.z, acc[2]);
+                    acc[3] = fmaf(xv, v.w, acc[3]);
+                }
+            }
+        float *y = a.Y + (size_t)row * a.ys + (size_t)px * F + f0;
+        for (int q = 0; q < 4; q++) y[q] = nevo_k_act(a.act, acc[q]);
+    }
+}
+
+/* ---- harness -------------------------------------------------------------------------- */
+
+static uint64_t rng = 88172645463325252ull;
+static double uniform(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (double)(rng >> 11) / 9007199254740992.0;
+}
+
+static float *upload(const float *h, size_t n) {
+    float *d;
+    CK(cudaMalloc((void **)&d, sizeof(float) * n));
+    CK(cudaMemcpy(d, h, sizeof(float) * n, cudaMemcpyHostToDevice));
+    return d;
+}
+
+typedef void (*Launch)(void *ctx);
+
+/* median of 21 timed launches after 3 warm-ups, in ms */
+static double time_ms(Launch f, void *ctx) {
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    float t[21];
+    for (int i = -3; i < 21; i++) {
+        CK(cudaEventRecord(a));
+        f(ctx);
+        CK(cudaEventRecord(b));
+        CK(cudaEventSynchronize(b));
+        if (i >= 0) CK(cudaEventElapsedTime(&t[i], a, b));
+    }
+    CK(cudaGetLastError());
+    for (int i = 1; i < 21; i++)
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            float s = t[j];
+            t[j] = t[j - 1], t[j - 1] = s;
+        }
+    return t[10];
+}
+
+typedef struct DenseCtx {
+    NevoKDense a;
+    int n_runs;
+} DenseCtx;
+static void launch_dense_v2(void *c) {
+    DenseCtx *d = (DenseCtx *)c;
+    dense_v2<<<dim3(d->n_runs, (d->a.out + NEVO_KD_COLS - 1) / NEVO_KD_COLS), NEVO_KD_THREADS>>>(d->a);
+}
+static void launch_dense_v3(void *c) {
+    DenseCtx *d = (DenseCtx *)c;
+    dense_v3<<<dim3(d->n_runs, (d->a.out + NEVO_KD_COLS - 1) / NEVO_KD_COLS), 32>>>(d->a);
+}
+
+typedef struct ConvCtx {
+    NevoKConv a;
+    int n, in_h, img, wf;
+} ConvCtx;
+static void launch_conv_v1(void *c) {
+    ConvCtx *d = (ConvCtx *)c;
+    conv_v1<<<dim3(d->n, (d->a.out_h * d->a.out_w * d->a.out_c + NEVO_KC_THREADS - 1) / NEVO_KC_THREADS),
+              NEVO_KC_THREADS>>>(d->a);
+}
+static void launch_conv_v2(void *c) {
+    ConvCtx *d = (ConvCtx *)c;
+    size_t smem = sizeof(float) * (((d->img + 3) & ~3) + d->wf + d->a.out_c);
+    conv_v2<<<d->n, 128, smem>>>(d->a, d->in_h, d->img, d->wf);
+}
+
+/* 1 if the two device arrays hold the same bits */
+static int same_bits(const float *x, const float *y, size_t n) {
+    float *hx = (float *)malloc(sizeof(float) * n), *hy = (float *)malloc(sizeof(float) * n);
+    CK(cudaMemcpy(hx, x, sizeof(float) * n, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hy, y, sizeof(float) * n, cudaMemcpyDeviceToHost));
+    int same = memcmp(hx, hy, sizeof(float) * n) == 0;
+    free(hx), free(hy);
+    return same;
+}
+
+int main(void) {
+    const int P = 1024, Bs[3] = {1, 16, 64}, IN = 1024, OUT = 128;
+    const int H = 10, Wd = 10, C = 4, K = 3, F = 16, OH = 8, OW = 8;
+    size_t dstride = ((size_t)IN * OUT + OUT + 15) & ~(size_t)15, cw = (size_t)K * K * C * F;
+    size_t cstride = (cw + F + 15) & ~(size_t)15;
+    float *hd = (float *)malloc(sizeof(float) * dstride * P), *hc = (float *)malloc(sizeof(float) * cstride * P);
+    for (size_t i = 0; i < dstride * P; i++) hd[i] = (float)(uniform() - 0.5) * 0.1f;
+    for (size_t i = 0; i < cstride * P; i++) hc[i] = (float)(uniform() - 0.5) * 0.5f;
+    float *dparams = upload(hd, dstride * P), *cparams = upload(hc, cstride * P);
+    printf("%-10s %4s %10s %12s %s\n", "kernel", "B", "ms", "Mrows/s", "bits vs in use");
+    for (int bi = 0; bi < 3; bi++) {
+        int B = Bs[bi], n = P * B;
+        int *which = (int *)malloc(sizeof(int) * n), *runs = (int *)malloc(sizeof(int) * (n + 1)), m = 0;
+        for (int i = 0; i < n; i++) which[i] = i / B;
+        for (int i = 0; i < n; i++)
+            if (i == 0 || which[i] != which[i - 1] || i - runs[m - 1] == NEVO_KD_ROWS) runs[m++] = i;
+        runs[m] = n;
+        float *hx = (float *)malloc(sizeof(float) * n * IN), *himg = (float *)malloc(sizeof(float) * n * H * Wd * C);
+        for (size_t i = 0; i < (size_t)n * IN; i++) hx[i] = uniform() < 0.5 ? 0.0f : (float)uniform(); /* relu-like */
+        for (size_t i = 0; i < (size_t)n * H * Wd * C; i++) himg[i] = uniform() < 0.1 ? 1.0f : 0.0f;
+        int *dwhich, *druns;
+        CK(cudaMalloc((void **)&dwhich, sizeof(int) * n));
+        CK(cudaMalloc((void **)&druns, sizeof(int) * (m + 1)));
+        CK(cudaMemcpy(dwhich, which, sizeof(int) * n, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(druns, runs, sizeof(int) * (m + 1), cudaMemcpyHostToDevice));
+        float *dx = upload(hx, (size_t)n * IN), *dimg = upload(himg, (size_t)n * H * Wd * C), *y1, *y2;
+        size_t ny = (size_t)n * (OUT > OH * OW * F ? OUT : OH * OW * F);
+        CK(cudaMalloc((void **)&y1, sizeof(float) * ny));
+        CK(cudaMalloc((void **)&y2, sizeof(float) * ny));
+
+        DenseCtx d = {{dparams, dstride, dwhich, druns, dx, IN, IN, OUT, 0, (size_t)IN * OUT, 1, 1, y1, OUT}, m};
+        CK(cudaMemset(y1, 0xff, sizeof(float) * ny));
+        CK(cudaMemset(y2, 0xff, sizeof(float) * ny));
+        double t2 = time_ms(launch_dense_v2, &d);
+        d.a.Y = y2;
+        double t3 = time_ms(launch_dense_v3, &d);
+        int ok = same_bits(y1, y2, (size_t)n * OUT);
+        printf("%-10s %4d %10.4f %12.2f %s\n", "dense v2", B, t2, n / t2 * 1e-3, "-");
+        printf("%-10s %4d %10.4f %12.2f %s\n", "dense v3", B, t3, n / t3 * 1e-3, ok ? "same" : "DIFFER");
+
+        ConvCtx c = {{cparams, cstride, dwhich, dimg, H * Wd * C, Wd, C, OH, OW, F, K, 1, 0, cw, 1, y1, OH * OW * F},
+                     n, H, H * Wd * C, (int)cw};
+        CK(cudaMemset(y1, 0xff, sizeof(float) * ny));
+        CK(cudaMemset(y2, 0xff, sizeof(float) * ny));
+        double c1 = time_ms(launch_conv_v1, &c);
+        c.a.Y = y2;
+        double c2 = time_ms(launch_conv_v2, &c);
+        ok = same_bits(y1, y2, (size_t)n * OH * OW * F);
+        printf("%-10s %4d %10.4f %12.2f %s\n", "conv v1", B, c1, n / c1 * 1e-3, "-");
+        printf("%-10s %4d %10.4f %12.2f %s\n", "conv v2", B, c2, n / c2 * 1e-3, ok ? "same" : "DIFFER");
+        CK(cudaFree(dwhich));
+        CK(cudaFree(druns));
+        CK(cudaFree(dx));
+        CK(cudaFree(dimg));
+        CK(cudaFree(y1));
+        CK(cudaFree(y2));
+        free(which), free(runs), free(hx), free(himg);
+    }
+    CK(cudaFree(dparams));
+    CK(cudaFree(cparams));
+    free(hd), free(hc);
+    return 0;
+}
