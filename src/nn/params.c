@@ -93,6 +93,20 @@ int nevo_lowrank_blocks(const NevoPolicy *p, int rank, NevoLRBlock *out) {
     return n;
 }
 
+/* out[b - c0] = (sum over q of a[q] B[b][q], fused in q order from 0) * c for c0 <= b < c1,
+ * B (cols, R): nevo_lr_eps's bits, the columns side by side in vectors */
+NEVO_KERNEL_CLONES NEVO_VECTORIZE
+static void lowrank_row(const float *a, const float *B, size_t R, size_t c0, size_t c1, float c, float *out) {
+    size_t n = c1 - c0;
+    for (size_t j = 0; j < n; j++) out[j] = 0.0f;
+    for (size_t q = 0; q < R; q++) {
+        float aq = a[q];
+        const float *bq = B + c0 * R + q;
+        for (size_t j = 0; j < n; j++) out[j] = fmaf(aq, bq[j * R], out[j]);
+    }
+    for (size_t j = 0; j < n; j++) out[j] *= c;
+}
+
 size_t nevo_lowrank_floats(const NevoPolicy *p, int rank) {
     NEVO_ASSERT(rank >= 1 && rank <= NEVO_LOWRANK_MAX);
     NevoLRBlock b[NEVO_LOWRANK_BLOCKS];
@@ -109,6 +123,19 @@ void nevo_lowrank_expand(const NevoPolicy *p, int rank, const float *z, float *e
     for (int i = 0; i < n; i++) {
         size_t size = b[i].rows ? (size_t)b[i].rows * (size_t)b[i].cols : (size_t)b[i].cols;
         size_t lo = b[i].off > k0 ? b[i].off : k0, hi = b[i].off + size < k1 ? b[i].off + size : k1;
-        for (size_t k = lo; k < hi; k++) eps[k - k0] = nevo_lr_eps(&b[i], rank, c, z, k);
+        if (lo >= hi) continue;
+        if (b[i].rows == 0) {
+            for (size_t k = lo; k < hi; k++) eps[k - k0] = nevo_lr_eps(&b[i], rank, c, z, k);
+            continue;
+        }
+        /* row by row: nevo_lr_eps's operations on each element, vectorised over columns */
+        size_t cols = (size_t)b[i].cols, R = (size_t)rank, e = lo - b[i].off;
+        const float *A = z + b[i].z_off, *B = A + (size_t)b[i].rows * R;
+        for (size_t k = lo; k < hi;) {
+            size_t row = e / cols, c0 = e % cols, c1 = cols - c0 < hi - k ? cols : c0 + (hi - k);
+            lowrank_row(A + row * R, B, R, c0, c1, c, eps + (k - k0));
+            k += c1 - c0;
+            e += c1 - c0;
+        }
     }
 }
