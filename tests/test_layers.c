@@ -23,10 +23,10 @@ static const struct {
 } layers[] = {
     {"core", "status rng noise threads config io version"},
     {"envs", "env"},
-    {"nn", "policy params tasks backend grad optim lstm"},
+    {"nn", "policy params tasks backend grad optim lstm rl"},
     {"io", "policy_file dataset"},
     {"algo", "algo novelty supervised"},
-    {"engine", "eval train checkpoint"},
+    {"engine", "eval train checkpoint vec"},
     {"cli", ""},
 };
 #define N_LAYERS ((int)(sizeof layers / sizeof layers[0]))
