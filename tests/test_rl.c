@@ -116,3 +116,46 @@ TEST(rl_apex_epsilons) {
     CHECK_NEAR(nevo_apex_epsilon(0, 1, 0.4, 7), 0.4, 1e-15);
     for (int i = 1; i < 8; i++) CHECK(nevo_apex_epsilon(i, 8, 0.4, 7) < nevo_apex_epsilon(i - 1, 8, 0.4, 7));
 }
+
+/* The IMPALA loss's gradient against central differences of the loss itself (each input
+ * moved by +-h, the loss in double), and its value against a hand-computed row. */
+TEST(rl_impala_loss_gradient) {
+    /* one row, A = 2, logits 0 and 0: pi = (1/2, 1/2), H = ln 2; action 1, adv 2, vs 3, V 1:
+     * L = -2 ln(1/2) + 0.5 * 0.5 * 4 - 0.01 ln 2 */
+    float z1[2] = {0, 0}, v1 = 1, vs1 = 3, adv1 = 2;
+    int a1 = 1;
+    double L = nevo_impala_loss(z1, &v1, &a1, &vs1, &adv1, 1, 2, 0.5f, 0.01f, NULL, NULL);
+    CHECK_NEAR(L, 2 * log(2.0) + 1.0 - (double)0.01f * log(2.0), 1e-12); /* the cost as the float given */
+    enum { N = 5, A = 4 };
+    float z[N * A], v[N], vs[N], adv[N], dz[N * A], dv[N];
+    int act[N];
+    NevoRng rng;
+    nevo_rng_init(&rng, 9, NEVO_RNG_USER, 0, 0, 0);
+    for (int i = 0; i < N * A; i++) z[i] = (float)(2 * nevo_rng_normal(&rng));
+    for (int i = 0; i < N; i++) {
+        v[i] = (float)nevo_rng_normal(&rng), vs[i] = (float)nevo_rng_normal(&rng);
+        adv[i] = (float)nevo_rng_normal(&rng), act[i] = (int)nevo_rng_below(&rng, A);
+    }
+    nevo_impala_loss(z, v, act, vs, adv, N, A, 0.5f, 0.01f, dz, dv);
+    const float h = 1e-2f;
+    for (int i = 0; i < N * A; i++) {
+        float keep = z[i];
+        z[i] = keep + h;
+        double up = nevo_impala_loss(z, v, act, vs, adv, N, A, 0.5f, 0.01f, NULL, NULL);
+        z[i] = keep - h;
+        double down = nevo_impala_loss(z, v, act, vs, adv, N, A, 0.5f, 0.01f, NULL, NULL);
+        z[i] = keep;
+        double fd = (up - down) / ((double)(keep + h) - (double)(keep - h));
+        CHECK_MSG(fabs(fd - dz[i]) <= 1e-3 * (1 + fabs(fd)), "dlogits[%d]: %g, differences %g", i, (double)dz[i], fd);
+    }
+    for (int i = 0; i < N; i++) {
+        float keep = v[i];
+        v[i] = keep + h;
+        double up = nevo_impala_loss(z, v, act, vs, adv, N, A, 0.5f, 0.01f, NULL, NULL);
+        v[i] = keep - h;
+        double down = nevo_impala_loss(z, v, act, vs, adv, N, A, 0.5f, 0.01f, NULL, NULL);
+        v[i] = keep;
+        double fd = (up - down) / ((double)(keep + h) - (double)(keep - h));
+        CHECK_MSG(fabs(fd - dv[i]) <= 1e-3 * (1 + fabs(fd)), "dvalues[%d]: %g, differences %g", i, (double)dv[i], fd);
+    }
+}

@@ -26,6 +26,17 @@
 void nevo_vtrace(const float *log_rhos, const float *discounts, const float *rewards, const float *values,
                  const float *bootstrap, int T, int B, float rho_bar, float c_bar, float *vs, float *pg_adv);
 
+/* IMPALA's loss on n rows (an unroll's T B steps, flattened), summed over the rows in
+ * row order (in double):
+ *   L = sum_i [ -pg_adv_i log pi(a_i|x_i) + baseline_cost 0.5 (vs_i - V_i)^2
+ *               - entropy_cost H(pi(.|x_i)) ]
+ * logits (n, A) give pi = softmax(logits); values (n); actions (n) in 0 .. A - 1; vs and
+ * pg_adv (n) from nevo_vtrace, held fixed. Writes dlogits (n, A) and dvalues (n), the
+ * gradient of L (either may be NULL); returns L. */
+double nevo_impala_loss(const float *logits, const float *values, const int *actions, const float *vs,
+                        const float *pg_adv, int n, int A, float baseline_cost, float entropy_cost, float *dlogits,
+                        float *dvalues);
+
 /* R2D2's value rescaling h(x) = sign(x)(sqrt(|x| + 1) - 1) + eps x and its inverse
  * h^-1(x) = sign(x)((((sqrt(1 + 4 eps (|x| + 1 + eps)) - 1) / (2 eps))^2 - 1), in double
  * (R2D2: eps = 1e-3). */

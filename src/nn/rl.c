@@ -29,6 +29,40 @@ void nevo_vtrace(const float *log_rhos, const float *discounts, const float *rew
     }
 }
 
+/* Per row, in double: lp = log softmax(z), p = e^lp, H = -sum p lp;
+ * d(-adv lp[a])/dz_j = -adv (1[j = a] - p_j), d(-c H)/dz_j = c p_j (lp_j + H),
+ * d(0.5 bc (vs - V)^2)/dV = -bc (vs - V). */
+double nevo_impala_loss(const float *logits, const float *values, const int *actions, const float *vs,
+                        const float *pg_adv, int n, int A, float baseline_cost, float entropy_cost, float *dlogits,
+                        float *dvalues) {
+    NEVO_ASSERT(n >= 0 && A >= 1);
+    double total = 0.0;
+    for (int i = 0; i < n; i++) {
+        const float *z = logits + (size_t)i * (size_t)A;
+        int a = actions[i];
+        NEVO_ASSERT(a >= 0 && a < A);
+        double zmax = z[0];
+        for (int j = 1; j < A; j++) zmax = fmax(zmax, (double)z[j]);
+        double sum = 0.0;
+        for (int j = 0; j < A; j++) sum += exp((double)z[j] - zmax);
+        double lse = zmax + log(sum), H = 0.0;
+        for (int j = 0; j < A; j++) {
+            double lp = (double)z[j] - lse;
+            H -= exp(lp) * lp;
+        }
+        double adv = pg_adv[i], err = (double)vs[i] - (double)values[i];
+        total += -adv * ((double)z[a] - lse) + baseline_cost * 0.5 * err * err - entropy_cost * H;
+        if (dlogits)
+            for (int j = 0; j < A; j++) {
+                double lp = (double)z[j] - lse, p = exp(lp);
+                dlogits[(size_t)i * (size_t)A + (size_t)j] =
+                    (float)(-adv * ((j == a ? 1.0 : 0.0) - p) + entropy_cost * p * (lp + H));
+            }
+        if (dvalues) dvalues[i] = (float)(-baseline_cost * err);
+    }
+    return total;
+}
+
 double nevo_r2d2_h(double x, double eps) {
     double s = x < 0 ? -1.0 : x > 0 ? 1.0 : 0.0;
     return s * (sqrt(fabs(x) + 1.0) - 1.0) + eps * x;
