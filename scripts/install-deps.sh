@@ -21,8 +21,12 @@
 #   zlib1g-dev       zlib: reads gzip-compressed IDX dataset files (src/io/dataset.c)
 #   dataset-fashion-mnist  the Fashion-MNIST images and labels (IDX files in
 #                    /usr/share/datasets/fashion-mnist): `dataset=fashion-mnist`
+#   python3-numpy python3-pytest  the Python package (python/nevo: numpy arrays over
+#                    libnevo.so through ctypes) and its tests, which `make check` runs
+#   python3-setuptools python3-pip  `pip install --no-build-isolation ./python` (no
+#                    package index needed; tests/test_python.c checks it)
 set -eu
-PKGS="build-essential pkg-config libjansson-dev libpng-dev libgif-dev libmujoco-dev libqhull-dev libcairo2-dev libegl-dev libgl1-mesa-dri clang libclang-rt-14-dev zlib1g-dev dataset-fashion-mnist"
+PKGS="build-essential pkg-config libjansson-dev libpng-dev libgif-dev libmujoco-dev libqhull-dev libcairo2-dev libegl-dev libgl1-mesa-dri clang libclang-rt-14-dev zlib1g-dev dataset-fashion-mnist python3-numpy python3-pytest python3-setuptools python3-pip"
 [ -n "${NEVO_EXTRA_PKGS:-}" ] && PKGS="$PKGS $NEVO_EXTRA_PKGS"
 missing=""
 for p in $PKGS; do

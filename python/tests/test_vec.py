@@ -1,0 +1,276 @@
+"""make_vec against the C API: every env's vectorised trajectories equal single
+instances stepped through nevo_env_reset / nevo_env_step bit for bit, under each
+autoreset mode and thread count; spaces; bad arguments."""
+import ctypes
+
+import numpy as np
+import pytest
+
+import nevo
+from nevo import _lib
+
+ALL_ENVS = nevo.envs()
+
+
+class CEnv:
+    """One instance through the C API (env.h), as a program in C would step it."""
+
+    def __init__(self, name, max_steps=0, **options):
+        opts, n = nevo._options(options)
+        err = _lib.NevoError()
+        h = ctypes.c_void_p()
+        assert _lib.nevo_env_new(name.encode(), opts, n, ctypes.byref(h), ctypes.byref(err)) == 0, err.msg
+        self.h = h.value
+        _lib.nevo_env_set_max_steps(self.h, max_steps)
+        self.spec = _lib.nevo_env_spec(self.h).contents
+        self.inst = np.zeros(_lib.nevo_env_instance_size(self.h) // 8 + 8, np.float64)  # 16-byte aligned
+        self.obs = np.zeros(self.spec.obs_dim, np.float32)
+        self.res = (ctypes.c_float * 2)()  # NevoStepResult: float, bool, bool
+
+    def reset(self, seed):
+        _lib.nevo_env_reset(self.h, nevo._addr(self.inst), seed, nevo._addr(self.obs))
+        return self.obs.copy()
+
+    def step(self, action):
+        a = np.zeros(_lib.ENV_MAX_ACT_DIM, np.float32)
+        a[:np.size(action)] = action
+        _lib.nevo_env_step_raw(self.h, nevo._addr(self.inst), nevo._addr(a), nevo._addr(self.obs),
+                               ctypes.addressof(self.res))
+        raw = bytes(self.res)
+        reward = np.frombuffer(raw[:4], np.float32)[0]
+        return self.obs.copy(), reward, bool(raw[4]), bool(raw[5])
+
+    def close(self):
+        _lib.nevo_env_instance_free(self.h, nevo._addr(self.inst))
+        _lib.nevo_env_free(self.h)
+
+
+def actions_for(venv, steps, seed=5):
+    rng = np.random.default_rng(seed)
+    space = venv.single_action_space
+    if isinstance(space, nevo.Discrete):
+        return rng.integers(0, space.n, size=(steps, venv.num_envs))
+    return rng.uniform(space.low, space.high, size=(steps, venv.num_envs) + space.shape).astype(np.float32)
+
+
+def bits(a):
+    a = np.ascontiguousarray(a)
+    return a.view(np.uint8).tobytes()
+
+
+def reference(name, n, seed, acts, max_steps, mode, **options):
+    """What the vector must return, from single C instances stepped one by one."""
+    envs = [CEnv(name, max_steps, **options) for _ in range(n)]
+    episode = [1] * n
+    ended = [False] * n
+    obs0 = np.stack([envs[i].reset(nevo.vec_episode_seed(seed, i, 0)) for i in range(n)])
+    out = []
+    for t in range(len(acts)):
+        o = np.zeros((n, envs[0].spec.obs_dim), np.float32)
+        r = np.zeros(n, np.float32)
+        te = np.zeros(n, bool)
+        tr = np.zeros(n, bool)
+        fin = np.zeros_like(o)
+        has = np.zeros(n, bool)
+        for i in range(n):
+            if mode == "next_step" and ended[i]:
+                o[i] = envs[i].reset(nevo.vec_episode_seed(seed, i, episode[i]))
+                episode[i] += 1
+                ended[i] = False
+                continue
+            o[i], r[i], te[i], tr[i] = envs[i].step(acts[t][i])
+            end = te[i] or tr[i]
+            if mode == "same_step" and end:
+                fin[i], has[i] = o[i], True
+                o[i] = envs[i].reset(nevo.vec_episode_seed(seed, i, episode[i]))
+                episode[i] += 1
+            elif mode == "next_step":
+                ended[i] = end
+        out.append((o, r, te, tr, fin, has))
+    for e in envs:
+        e.close()
+    return obs0, out
+
+
+def run_vec(name, n, seed, acts, max_steps, mode, threads=1, **options):
+    venv = nevo.make_vec(name, n, seed=seed, autoreset_mode=mode, num_threads=threads,
+                         max_episode_steps=max_steps, **options)
+    obs0, _ = venv.reset()
+    out = []
+    for a in acts:
+        o, r, te, tr, info = venv.step(a)
+        fin = info.get("final_obs")
+        has = info.get("_final_obs")
+        out.append((o.reshape(n, -1), r, te, tr, None if fin is None else fin.reshape(n, -1), has))
+    venv.close()
+    return obs0.reshape(n, -1), out
+
+
+def steps_for(name):
+    return 12 if name.startswith("mujoco/humanoid") else 30 if name.startswith("mujoco/") else 60
+
+
+@pytest.mark.parametrize("name", ALL_ENVS)
+def test_trajectories_equal_c_api(name):
+    """Each env, next_step autoreset (short episodes: max_episode_steps so that every
+    instance ends and restarts), bit for bit."""
+    n, seed, steps = 3, 11, steps_for(name)
+    cap = steps // 3
+    venv = nevo.make_vec(name, n, max_episode_steps=cap)
+    acts = actions_for(venv, steps)
+    venv.close()
+    v0, vout = run_vec(name, n, seed, acts, cap, "next_step")
+    r0, rout = reference(name, n, seed, acts, cap, "next_step")
+    assert bits(v0) == bits(r0)
+    ended = 0
+    for t, (v, r) in enumerate(zip(vout, rout)):
+        for k in range(4):
+            assert bits(v[k]) == bits(r[k]), "%s step %d field %d" % (name, t, k)
+        ended += int(np.sum(v[2] | v[3]))
+    assert ended >= n  # the episodes did end and restart
+
+
+@pytest.mark.parametrize("name", ["CartPole-v1", "minatar/breakout", "mujoco/hopper", "Pendulum-v1"])
+def test_same_step_autoreset_equals_c_api(name):
+    n, seed, steps = 3, 4, 40
+    venv = nevo.make_vec(name, n)
+    acts = actions_for(venv, steps, seed=9)
+    venv.close()
+    v0, vout = run_vec(name, n, seed, acts, 9, "same_step")
+    r0, rout = reference(name, n, seed, acts, 9, "same_step")
+    assert bits(v0) == bits(r0)
+    for v, r in zip(vout, rout):
+        for k in range(6):
+            assert bits(v[k]) == bits(r[k])
+
+
+def test_autoreset_semantics():
+    """next_step: the step after an ending returns the new episode's first observation
+    with reward 0 and both flags false, ignoring its action; same_step: the ending
+    step's obs is the new episode's, its last in final_obs; disabled: an ended
+    instance stays ended."""
+    seed, cap = 2, 5
+    venvs = {m: nevo.make_vec("CartPole-v1", 2, seed=seed, autoreset_mode=m, max_episode_steps=cap)
+             for m in ("next_step", "same_step", "disabled")}
+    for v in venvs.values():
+        v.reset()
+    ones = np.ones(2, np.int64)
+    for t in range(cap - 1):
+        outs = {m: v.step(ones) for m, v in venvs.items()}
+        assert not outs["next_step"][3].any()
+    nx = venvs["next_step"].step(ones)
+    ss = venvs["same_step"].step(ones)
+    ds = venvs["disabled"].step(ones)
+    assert nx[3].all() and ss[3].all() and ds[3].all()  # truncated at the cap
+    np.testing.assert_array_equal(ss[4]["final_obs"], nx[0])
+    assert ss[4]["_final_obs"].all()
+    c = CEnv("CartPole-v1")
+    first = np.stack([c.reset(nevo.vec_episode_seed(seed, i, 1)) for i in range(2)])
+    c.close()
+    assert bits(ss[0]) == bits(first)
+    after = venvs["next_step"].step(np.array([0, 1]))  # actions ignored
+    assert bits(after[0]) == bits(first)
+    assert not after[1].any() and not after[2].any() and not after[3].any()
+    assert list(venvs["next_step"].episodes()) == [2, 2]
+    again = venvs["disabled"].step(ones)
+    assert bits(again[0]) == bits(ds[0]) and again[3].all() and not again[1].any()
+    for v in venvs.values():
+        v.close()
+
+
+@pytest.mark.parametrize("name", ["CartPole-v1", "minatar/breakout", "mujoco/swimmer"])
+def test_threads_never_change_results(name):
+    n, steps = 100, 25
+    venv = nevo.make_vec(name, n)
+    acts = actions_for(venv, steps)
+    venv.close()
+    a0, a = run_vec(name, n, 3, acts, 8, "next_step", threads=1)
+    b0, b = run_vec(name, n, 3, acts, 8, "next_step", threads=2)
+    assert bits(a0) == bits(b0)
+    for x, y in zip(a, b):
+        for k in range(4):
+            assert bits(x[k]) == bits(y[k])
+
+
+def test_options_reach_the_env():
+    """sticky_prob=0 makes MinAtar deterministic in the action: equal to the C API
+    with the same option, and different from the default sticky actions."""
+    acts = np.random.default_rng(0).integers(0, 6, size=(40, 2))
+    v0, vout = run_vec("minatar/breakout", 2, 1, acts, 0, "next_step", sticky_prob=0)
+    r0, rout = reference("minatar/breakout", 2, 1, acts, 0, "next_step", sticky_prob=0)
+    for v, r in zip(vout, rout):
+        assert bits(v[0]) == bits(r[0])
+
+
+def test_spaces_and_shapes():
+    v = nevo.make_vec("CartPole-v1", 8, seed=0)
+    assert v.single_observation_space.shape == (4,)
+    assert v.single_action_space == nevo.Discrete(2)
+    assert v.observation_space.shape == (8, 4)
+    assert v.metadata["autoreset_mode"] == "next_step"
+    obs, info = v.reset()
+    assert obs.shape == (8, 4) and obs.dtype == np.float32 and info == {}
+    o, r, te, tr, info = v.step(v.action_space.sample().astype(np.int64) % 2)
+    assert r.dtype == np.float32 and te.dtype == np.bool_ and tr.shape == (8,)
+    v.close()
+    m = nevo.make_vec("minatar/breakout", 2)
+    assert m.single_observation_space.shape == (10, 10, 4)
+    assert m.reset()[0].shape == (2, 10, 10, 4)
+    h = nevo.make_vec("mujoco/hopper", 2)
+    assert h.single_action_space.shape == (3,)
+    assert np.all(h.single_action_space.low == -1) and np.all(h.single_action_space.high == 1)
+    o, *_ = h.reset()
+    o2, *_ = h.step(np.zeros((2, 3), np.float64))  # float64 actions are converted
+    assert o2.shape == (2, 11)
+
+
+def test_copy_false_returns_the_buffers():
+    v = nevo.make_vec("CartPole-v1", 4, copy=False)
+    o, _ = v.reset(seed=1)
+    o2 = v.step(np.zeros(4, np.float32))[0]
+    assert o2 is o  # no copy: the vector's own buffer, overwritten in place
+    w = nevo.make_vec("CartPole-v1", 4)
+    w.reset(seed=1)
+    assert bits(w.step(np.zeros(4, np.int32))[0]) == bits(o2)
+
+
+def test_reset_seeds():
+    v = nevo.make_vec("CartPole-v1", 3, seed=7)
+    a, _ = v.reset()
+    b, _ = v.reset(seed=7)
+    c, _ = v.reset()  # seed 8: the make_vec seed the first time, then one more each reset
+    d, _ = v.reset(seed=8)
+    assert bits(a) == bits(b) and bits(c) == bits(d) and bits(a) != bits(c)
+
+
+def expect(msg, fn, *args, **kw):
+    with pytest.raises(nevo.Error) as e:
+        fn(*args, **kw)
+    assert msg in str(e.value), str(e.value)
+    assert "\n" not in str(e.value)
+    return e.value
+
+
+def test_bad_arguments_raise_with_nevos_message():
+    e = expect("unknown environment 'CartPol'", nevo.make_vec, "CartPol", 2)
+    assert e.status == "notfound"
+    expect("sticky_prb", nevo.make_vec, "minatar/breakout", 2, sticky_prb=0.1)
+    expect("num_envs", nevo.make_vec, "CartPole-v1", 0)
+    expect("autoreset_mode", nevo.make_vec, "CartPole-v1", 2, autoreset_mode="sometimes")
+    expect("must be a number", nevo.make_vec, "minatar/breakout", 2, sticky_prob="high")
+    v = nevo.make_vec("CartPole-v1", 2)
+    expect("step before reset", v.step, np.zeros(2, np.int64))
+    v.reset()
+    expect("shape (2,)", v.step, np.zeros(3, np.int64))
+    expect("must be integers", v.step, np.array(["a", "b"]))
+    expect("is not one of its 2 actions", v.step, np.array([0, 2]))
+    expect("is not one of its 2 actions", v.step, np.array([0.5, 1.0], np.float32))
+    expect("is not one of its 2 actions", v.step, np.array([-1, 0]))
+    v.step(np.array([1, 0]))  # still usable after refused steps
+    h = nevo.make_vec("mujoco/hopper", 1)
+    h.reset()
+    expect("not finite", h.step, np.array([[0, np.nan, 0]], np.float32))
+    expect("must be floats", h.step, np.zeros((1, 3), np.int64))
+    expect("shape (1, 3)", h.step, np.zeros((1, 2), np.float32))
+    h.close()
+    expect("closed", h.step, np.zeros((1, 3), np.float64))
