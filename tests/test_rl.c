@@ -117,6 +117,25 @@ TEST(rl_apex_epsilons) {
     for (int i = 1; i < 8; i++) CHECK(nevo_apex_epsilon(i, 8, 0.4, 7) < nevo_apex_epsilon(i - 1, 8, 0.4, 7));
 }
 
+typedef struct Loss {
+    float *z, *v;
+    const int *act;
+    const float *vs, *adv;
+    int n, A;
+} Loss;
+
+/* dL/dx for x one of the loss's inputs: (L(x + h) - L(x - h)) over the step the floats took */
+static double central_difference(const Loss *L, float *x) {
+    const float h = 1e-2f, keep = *x;
+    double f[2];
+    for (int k = 0; k < 2; k++) {
+        *x = k ? keep - h : keep + h;
+        f[k] = nevo_impala_loss(L->z, L->v, L->act, L->vs, L->adv, L->n, L->A, 0.5f, 0.01f, NULL, NULL);
+    }
+    *x = keep;
+    return (f[0] - f[1]) / ((double)(keep + h) - (double)(keep - h));
+}
+
 /* The IMPALA loss's gradient against central differences of the loss itself (each input
  * moved by +-h, the loss in double), and its value against a hand-computed row. */
 TEST(rl_impala_loss_gradient) {
@@ -137,25 +156,13 @@ TEST(rl_impala_loss_gradient) {
         adv[i] = (float)nevo_rng_normal(&rng), act[i] = (int)nevo_rng_below(&rng, A);
     }
     nevo_impala_loss(z, v, act, vs, adv, N, A, 0.5f, 0.01f, dz, dv);
-    const float h = 1e-2f;
+    Loss L5 = {z, v, act, vs, adv, N, A};
     for (int i = 0; i < N * A; i++) {
-        float keep = z[i];
-        z[i] = keep + h;
-        double up = nevo_impala_loss(z, v, act, vs, adv, N, A, 0.5f, 0.01f, NULL, NULL);
-        z[i] = keep - h;
-        double down = nevo_impala_loss(z, v, act, vs, adv, N, A, 0.5f, 0.01f, NULL, NULL);
-        z[i] = keep;
-        double fd = (up - down) / ((double)(keep + h) - (double)(keep - h));
+        double fd = central_difference(&L5, &z[i]);
         CHECK_MSG(fabs(fd - dz[i]) <= 1e-3 * (1 + fabs(fd)), "dlogits[%d]: %g, differences %g", i, (double)dz[i], fd);
     }
     for (int i = 0; i < N; i++) {
-        float keep = v[i];
-        v[i] = keep + h;
-        double up = nevo_impala_loss(z, v, act, vs, adv, N, A, 0.5f, 0.01f, NULL, NULL);
-        v[i] = keep - h;
-        double down = nevo_impala_loss(z, v, act, vs, adv, N, A, 0.5f, 0.01f, NULL, NULL);
-        v[i] = keep;
-        double fd = (up - down) / ((double)(keep + h) - (double)(keep - h));
+        double fd = central_difference(&L5, &v[i]);
         CHECK_MSG(fabs(fd - dv[i]) <= 1e-3 * (1 + fabs(fd)), "dvalues[%d]: %g, differences %g", i, (double)dv[i], fd);
     }
 }
