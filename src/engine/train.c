@@ -3,6 +3,7 @@
 #include "nevo/train.h"
 
 #include "nevo/backend.h"
+#include "engine/run_core.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -83,41 +84,64 @@ static NevoStatus append_line(const char *path, const char *line, NevoError *err
 
 typedef struct Run {
     NevoConfig cfg;
-    NevoEnv *env;       /* training env (episode cap applied) */
-    NevoEnv *eval_env;  /* evaluation env (the env's own limits) */
-    NevoPolicy *policy;
-    NevoPool *pool;
-    NevoNoise *noise;
-    NevoEvaluator *ev;
-    NevoBackend *backend;       /* the evaluator's, where not the CPU's */
-    NevoAlgo *algo;
+    NevoRunCore c;              /* on a dataset: no env, evaluator or backend */
+    NevoEnv *eval_env;          /* evaluation env (the env's own limits) */
     NevoDataset *data;          /* a run on a dataset (no env, no evaluator) */
     NevoDataView train, test;   /* its splits as the networks see them */
 } Run;
 
+void nevo_run_core_free(NevoRunCore *c) {
+    nevo_algo_free(c->algo);
+    nevo_evaluator_free(c->ev);
+    nevo_backend_free(c->backend);
+    nevo_noise_free(c->noise);
+    nevo_pool_free(c->pool);
+    nevo_policy_free(c->policy);
+    nevo_env_free(c->env);
+    memset(c, 0, sizeof *c);
+}
+
 static void run_free(Run *r) {
-    nevo_algo_free(r->algo);
-    nevo_evaluator_free(r->ev);
-    nevo_backend_free(r->backend);
-    nevo_noise_free(r->noise);
-    nevo_pool_free(r->pool);
-    nevo_policy_free(r->policy);
-    nevo_env_free(r->env);
+    nevo_run_core_free(&r->c);
     nevo_env_free(r->eval_env);
     nevo_dataset_free(r->data);
 }
 
-/* The run's thread pool (threads, else the config's, else every CPU) and noise table. */
-static NevoStatus run_pool_and_noise(Run *r, int threads, NevoError *err) {
-    const NevoConfig *cfg = &r->cfg;
-    size_t table = nevo_algo_noise_floats(cfg, r->policy->nparams);
-    if (table <= r->policy->nparams)
+/* The pool (threads, else the config's, else every CPU) and noise table of a built policy. */
+static NevoStatus pool_and_noise(const NevoConfig *cfg, int threads, NevoRunCore *c, NevoError *err) {
+    size_t table = nevo_algo_noise_floats(cfg, c->policy->nparams);
+    if (table <= c->policy->nparams)
         return nevo_error(err, NEVO_ERR_INVALID,
                           "noise_table_floats (%zu) must exceed the network's %zu parameters; use 0 (automatic)",
-                          table, r->policy->nparams);
-    r->pool = nevo_pool_new(threads > 0 ? threads : cfg->threads > 0 ? cfg->threads : nevo_cpu_count());
-    r->noise = nevo_noise_new(table, r->pool);
+                          table, c->policy->nparams);
+    c->pool = nevo_pool_new(threads > 0 ? threads : cfg->threads > 0 ? cfg->threads : nevo_cpu_count());
+    c->noise = nevo_noise_new(table, c->pool);
     return NEVO_OK;
+}
+
+NevoStatus nevo_run_core_build(const NevoConfig *cfg, int threads, NevoRunCore *c, NevoError *err) {
+    memset(c, 0, sizeof *c);
+    NevoStatus st = nevo_env_new(cfg->env, cfg->env_options, cfg->n_env_options, &c->env, err);
+    if (st) return st;
+    nevo_env_set_max_steps(c->env, cfg->max_episode_steps);
+    st = nevo_algo_check(cfg, nevo_env_spec(c->env), err);
+    if (st) return st;
+    st = nevo_policy_new(nevo_env_spec(c->env), &cfg->policy, nevo_algo_obs_norm(cfg), &c->policy, err);
+    if (st) return st;
+    st = nevo_algo_check_memory(cfg, c->policy->nparams, err);
+    if (st) return st;
+    st = pool_and_noise(cfg, threads, c, err);
+    if (st) return st;
+    c->ev = nevo_evaluator_new(c->env, c->policy, c->pool, 0);
+    if (strcmp(cfg->backend, "cpu") != 0) {
+        if (c->policy->lstm_layer >= 0)
+            return nevo_error(err, NEVO_ERR_INVALID, "backend %s: recurrent policies (policy.lstm) run on the cpu "
+                              "backend only", cfg->backend);
+        st = nevo_backend_new(cfg->backend, &c->backend, err);
+        if (st) return st;
+        nevo_evaluator_set_backend(c->ev, c->backend);
+    }
+    return nevo_algo_new(cfg, c->env, c->policy, c->noise, c->pool, &c->algo, err);
 }
 
 /* What a run on a dataset builds instead of envs and an evaluator. */
@@ -134,13 +158,13 @@ static NevoStatus run_build_data(Run *r, int threads, NevoError *err) {
     r->test = nevo_data_view(r->data, &r->data->test);
     NevoEnvSpec spec;
     nevo_dataset_env_spec(r->data, &spec);
-    st = nevo_policy_new(&spec, &cfg->policy, 0, &r->policy, err);
+    st = nevo_policy_new(&spec, &cfg->policy, 0, &r->c.policy, err);
     if (st) return st;
-    st = nevo_algo_check_memory(cfg, r->policy->nparams, err);
+    st = nevo_algo_check_memory(cfg, r->c.policy->nparams, err);
     if (st) return st;
-    st = run_pool_and_noise(r, threads, err);
+    st = pool_and_noise(cfg, threads, &r->c, err);
     if (st) return st;
-    return nevo_algo_new_on_data(&r->cfg, &r->train, r->policy, r->noise, r->pool, &r->algo, err);
+    return nevo_algo_new_on_data(&r->cfg, &r->train, r->c.policy, r->c.noise, r->c.pool, &r->c.algo, err);
 }
 
 /* Builds everything a run needs from the config; writes nothing. */
@@ -150,29 +174,31 @@ static NevoStatus run_build(Run *r, const NevoConfig *cfg, int threads, NevoErro
     NevoStatus st = nevo_config_check(cfg, err);
     if (st) return st;
     if (cfg->dataset[0]) return run_build_data(r, threads, err);
-    st = nevo_env_new(cfg->env, cfg->env_options, cfg->n_env_options, &r->env, err);
-    if (st) return st;
-    nevo_env_set_max_steps(r->env, cfg->max_episode_steps);
     st = nevo_env_new(cfg->env, cfg->env_options, cfg->n_env_options, &r->eval_env, err);
     if (st) return st;
-    st = nevo_algo_check(cfg, nevo_env_spec(r->env), err);
-    if (st) return st;
-    st = nevo_policy_new(nevo_env_spec(r->env), &cfg->policy, nevo_algo_obs_norm(cfg), &r->policy, err);
-    if (st) return st;
-    st = nevo_algo_check_memory(cfg, r->policy->nparams, err);
-    if (st) return st;
-    st = run_pool_and_noise(r, threads, err);
-    if (st) return st;
-    r->ev = nevo_evaluator_new(r->env, r->policy, r->pool, 0);
-    if (strcmp(cfg->backend, "cpu") != 0) {
-        if (r->policy->lstm_layer >= 0)
-            return nevo_error(err, NEVO_ERR_INVALID, "backend %s: recurrent policies (policy.lstm) run on the cpu "
-                              "backend only", cfg->backend);
-        st = nevo_backend_new(cfg->backend, &r->backend, err);
-        if (st) return st;
-        nevo_evaluator_set_backend(r->ev, r->backend);
+    return nevo_run_core_build(&r->cfg, threads, &r->c, err);
+}
+
+void nevo_task_records_new(const NevoTaskSet *ts, NevoObsStats **stats, NevoStates **states) {
+    *stats = NULL;
+    *states = NULL;
+    for (int t = 0; t < ts->n_tasks; t++) {
+        if (ts->tasks[t].flags & NEVO_TASK_RECORD_OBS) {
+            if (!*stats) *stats = nevo_alloc(sizeof(NevoObsStats) * (size_t)ts->n_tasks);
+            nevo_obs_stats_init(&(*stats)[t], ts->obs_dim);
+        }
+        if (ts->tasks[t].flags & NEVO_TASK_RECORD_STATES) {
+            if (!*states) *states = nevo_alloc(sizeof(NevoStates) * (size_t)ts->n_tasks);
+            nevo_states_init(&(*states)[t], ts->obs_dim, ts->states_cap);
+        }
     }
-    return nevo_algo_new(&r->cfg, r->env, r->policy, r->noise, r->pool, &r->algo, err);
+}
+
+void nevo_task_records_free(NevoObsStats *stats, NevoStates *states, int n_tasks) {
+    for (int t = 0; stats && t < n_tasks; t++) nevo_obs_stats_free(&stats[t]); /* zeroed: none kept */
+    for (int t = 0; states && t < n_tasks; t++) nevo_states_free(&states[t]);
+    free(stats);
+    free(states);
 }
 
 NevoStatus nevo_train_generation(NevoAlgo *algo, NevoEvaluator *ev, NevoGenStats *stats, NevoError *err) {
@@ -180,25 +206,13 @@ NevoStatus nevo_train_generation(NevoAlgo *algo, NevoEvaluator *ev, NevoGenStats
     for (int done = 0; !done;) {
         const NevoTaskSet *ts = nevo_algo_ask(algo);
         NevoEpisode *results = nevo_alloc(sizeof(NevoEpisode) * (size_t)(ts->n_tasks ? ts->n_tasks : 1));
-        NevoObsStats *task_stats = NULL;
-        NevoStates *task_states = NULL;
-        for (int t = 0; t < ts->n_tasks; t++) {
-            if (ts->tasks[t].flags & NEVO_TASK_RECORD_OBS) {
-                if (!task_stats) task_stats = nevo_alloc(sizeof(NevoObsStats) * (size_t)ts->n_tasks);
-                nevo_obs_stats_init(&task_stats[t], ts->obs_dim);
-            }
-            if (ts->tasks[t].flags & NEVO_TASK_RECORD_STATES) {
-                if (!task_states) task_states = nevo_alloc(sizeof(NevoStates) * (size_t)ts->n_tasks);
-                nevo_states_init(&task_states[t], ts->obs_dim, ts->states_cap);
-            }
-        }
+        NevoObsStats *task_stats;
+        NevoStates *task_states;
+        nevo_task_records_new(ts, &task_stats, &task_states);
         int n_tasks = ts->n_tasks; /* ts is the algorithm's until tell */
         NevoStatus st = nevo_evaluate_tasks(ev, ts, results, task_stats, task_states, err);
         if (st == NEVO_OK) st = nevo_algo_tell(algo, results, task_stats, task_states, stats, &done, err);
-        for (int t = 0; task_stats && t < n_tasks; t++) nevo_obs_stats_free(&task_stats[t]); /* NULL: none */
-        for (int t = 0; task_states && t < n_tasks; t++) nevo_states_free(&task_states[t]); /* zeroed: none */
-        free(task_stats);
-        free(task_states);
+        nevo_task_records_free(task_stats, task_states, n_tasks);
         free(results);
         if (st) return st;
     }
@@ -208,14 +222,14 @@ NevoStatus nevo_train_generation(NevoAlgo *algo, NevoEvaluator *ev, NevoGenStats
 /* A generation on a dataset: the tasks' networks scored on their batches
  * (data.fitness_batch samples, 0 = the whole training split), or the algorithm's own. */
 static NevoStatus data_generation(Run *r, NevoGenStats *stats, NevoError *err) {
-    if (nevo_algo_trains_itself(r->algo)) return nevo_algo_train(r->algo, stats, err);
+    if (nevo_algo_trains_itself(r->c.algo)) return nevo_algo_train(r->c.algo, stats, err);
     for (int done = 0; !done;) {
-        const NevoTaskSet *ts = nevo_algo_ask(r->algo);
+        const NevoTaskSet *ts = nevo_algo_ask(r->c.algo);
         NevoEpisode *results = nevo_alloc(sizeof(NevoEpisode) * (size_t)(ts->n_tasks ? ts->n_tasks : 1));
-        NevoStatus st = nevo_taskset_check(ts, r->policy, NULL, err);
+        NevoStatus st = nevo_taskset_check(ts, r->c.policy, NULL, err);
         if (st == NEVO_OK)
-            st = nevo_supervised_tasks(ts, r->policy, &r->train, r->cfg.data.fitness_batch, r->pool, results, err);
-        if (st == NEVO_OK) st = nevo_algo_tell(r->algo, results, NULL, NULL, stats, &done, err);
+            st = nevo_supervised_tasks(ts, r->c.policy, &r->train, r->cfg.data.fitness_batch, r->c.pool, results, err);
+        if (st == NEVO_OK) st = nevo_algo_tell(r->c.algo, results, NULL, NULL, stats, &done, err);
         free(results);
         if (st) return st;
     }
@@ -226,14 +240,14 @@ static NevoStatus data_generation(Run *r, NevoGenStats *stats, NevoError *err) {
  * accuracy, and the training loss: epoch_loss where given (an SGD epoch's own mean,
  * what metrics report for it), else over the training split. */
 static NevoStatus data_scores(const Run *r, const double *epoch_loss, NevoDataScores *out, NevoError *err) {
-    float *theta = nevo_alloc_aligned(sizeof(float) * r->policy->nparams);
-    nevo_algo_best(r->algo, theta);
-    NevoStatus st = nevo_supervised_eval(r->policy, theta, &r->test, NULL, r->test.n, r->pool, &out->test_loss,
+    float *theta = nevo_alloc_aligned(sizeof(float) * r->c.policy->nparams);
+    nevo_algo_best(r->c.algo, theta);
+    NevoStatus st = nevo_supervised_eval(r->c.policy, theta, &r->test, NULL, r->test.n, r->c.pool, &out->test_loss,
                                          &out->test_accuracy, err);
     if (st == NEVO_OK && epoch_loss)
         out->train_loss = *epoch_loss;
     else if (st == NEVO_OK)
-        st = nevo_supervised_eval(r->policy, theta, &r->train, NULL, r->train.n, r->pool, &out->train_loss, NULL,
+        st = nevo_supervised_eval(r->c.policy, theta, &r->train, NULL, r->train.n, r->c.pool, &out->train_loss, NULL,
                                   err);
     free(theta);
     return st;
@@ -267,13 +281,13 @@ static json_t *points_json(const float *p, int n, int dim) {
 /* behaviours.json: the last generation's behaviours and the novelty archive, for
  * `nevo plot behaviours`. */
 static NevoStatus write_behaviours(const Run *r, const char *path, NevoError *err) {
-    int dim = r->env ? nevo_env_spec(r->env)->bc_dim : 0, n_pop, n_arch;
-    const float *pop = nevo_algo_behaviours(r->algo, &n_pop);
-    const float *arch = nevo_algo_archive(r->algo, &n_arch);
+    int dim = r->c.env ? nevo_env_spec(r->c.env)->bc_dim : 0, n_pop, n_arch;
+    const float *pop = nevo_algo_behaviours(r->c.algo, &n_pop);
+    const float *arch = nevo_algo_archive(r->c.algo, &n_arch);
     json_t *o = json_object();
     json_object_set_new(o, "env", json_string(r->cfg.env));
     json_object_set_new(o, "algo", json_string(r->cfg.algo));
-    json_object_set_new(o, "generations", json_integer(nevo_algo_generations_done(r->algo)));
+    json_object_set_new(o, "generations", json_integer(nevo_algo_generations_done(r->c.algo)));
     json_object_set_new(o, "bc_dim", json_integer(dim));
     json_object_set_new(o, "population", points_json(pop, n_pop, dim));
     json_object_set_new(o, "archive", points_json(arch, n_arch, dim));
@@ -285,9 +299,9 @@ static NevoStatus write_behaviours(const Run *r, const char *path, NevoError *er
 }
 
 static NevoStatus write_policy(const Run *r, const char *path, NevoError *err) {
-    float *theta = nevo_alloc_aligned(sizeof(float) * r->policy->nparams);
-    nevo_algo_best(r->algo, theta);
-    NevoStatus st = nevo_policy_file_save(path, &r->cfg, r->policy, theta, err);
+    float *theta = nevo_alloc_aligned(sizeof(float) * r->c.policy->nparams);
+    nevo_algo_best(r->c.algo, theta);
+    NevoStatus st = nevo_policy_file_save(path, &r->cfg, r->c.policy, theta, err);
     free(theta);
     return st;
 }
@@ -373,10 +387,10 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
         size_t state_len;
         st = nevo_checkpoint_read(ckpt_path, &stored, &totals, &state, &state_len, err);
         if (st == NEVO_OK) {
-            st = nevo_checkpoint_restore(ckpt_path, run.algo, state, state_len, err);
+            st = nevo_checkpoint_restore(ckpt_path, run.c.algo, state, state_len, err);
             free(state);
         }
-        if (st == NEVO_OK) st = nevo_checkpoint_verify(ckpt_path, &totals, run.algo, run.policy, err);
+        if (st == NEVO_OK) st = nevo_checkpoint_verify(ckpt_path, &totals, run.c.algo, run.c.policy, err);
     }
     /* what killed runs left: temporary files of the run's files whose writes were cut
      * before their rename (other files in the directory are not the run's to judge) */
@@ -403,26 +417,26 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
         return st;
     }
     if (hooks && hooks->on_start) hooks->on_start(hooks->ctx, &run.cfg, resume ? &totals : NULL);
-    if (hooks && hooks->on_frames && run.ev) nevo_evaluator_set_progress(run.ev, relay_frames, (void *)hooks);
+    if (hooks && hooks->on_frames && run.c.ev) nevo_evaluator_set_progress(run.c.ev, relay_frames, (void *)hooks);
 
     /* wall_s goes on from the checkpoint's total: a wall-time budget covers the run's
      * every part, not each resume */
     double t_start = now_s() - totals.wall_s;
-    totals.generations = nevo_algo_generations_done(run.algo);
+    totals.generations = nevo_algo_generations_done(run.c.algo);
     /* a finished run resumed runs no generation: its policy is written again from the
      * checkpoint, so policy.nevo matches it and the summary whatever came before */
     const char *stopped = stop_reason(&run.cfg, &totals);
     if (resume && stopped) st = write_policy(&run, policy_path, err);
     while (st == NEVO_OK && !stopped) {
         NevoGenStats gs;
-        st = run.data ? data_generation(&run, &gs, err) : nevo_train_generation(run.algo, run.ev, &gs, err);
+        st = run.data ? data_generation(&run, &gs, err) : nevo_train_generation(run.c.algo, run.c.ev, &gs, err);
         if (st == NEVO_OK && run.data) {
             double epoch_loss = -gs.mean;
             gs.on_data = 1;
-            st = data_scores(&run, nevo_algo_trains_itself(run.algo) ? &epoch_loss : NULL, &gs.data, err);
+            st = data_scores(&run, nevo_algo_trains_itself(run.c.algo) ? &epoch_loss : NULL, &gs.data, err);
         }
         if (st) break;
-        totals.generations = nevo_algo_generations_done(run.algo);
+        totals.generations = nevo_algo_generations_done(run.c.algo);
         totals.frames += gs.frames;
         totals.episodes += gs.episodes;
         totals.wall_s = now_s() - t_start;
@@ -456,7 +470,7 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
         int last = stopped != NULL;
         /* behaviours.json before the last checkpoint: a run killed in between redoes
          * the last generation on resume and writes the same file again */
-        if (last && run.env && nevo_env_spec(run.env)->bc_dim > 0) st = write_behaviours(&run, bc_path, err);
+        if (last && run.c.env && nevo_env_spec(run.c.env)->bc_dim > 0) st = write_behaviours(&run, bc_path, err);
         if (st) break;
         /* the policy before the checkpoint of its generation: a run stopped between the
          * two (killed, out of disk space) resumes from the checkpoint before, redoes the
@@ -464,7 +478,7 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
          * checkpoint */
         if (last || totals.generations % run.cfg.checkpoint_every == 0) {
             st = write_policy(&run, policy_path, err);
-            if (st == NEVO_OK) st = nevo_checkpoint_save(ckpt_path, &run.cfg, &totals, run.algo, err);
+            if (st == NEVO_OK) st = nevo_checkpoint_save(ckpt_path, &run.cfg, &totals, run.c.algo, err);
             if (st) break;
         }
         if (hooks && hooks->on_generation) hooks->on_generation(hooks->ctx, &gs, &totals, &run.cfg);
@@ -473,9 +487,9 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
         summary->on_data = 1; /* the final policy's scores, its training loss over the split */
         st = data_scores(&run, NULL, &summary->data, err);
     } else if (st == NEVO_OK) {
-        float *theta = nevo_alloc_aligned(sizeof(float) * run.policy->nparams);
-        nevo_algo_best(run.algo, theta);
-        st = nevo_eval_params(run.eval_env, run.policy, theta, run.pool, run.cfg.eval_episodes,
+        float *theta = nevo_alloc_aligned(sizeof(float) * run.c.policy->nparams);
+        nevo_algo_best(run.c.algo, theta);
+        st = nevo_eval_params(run.eval_env, run.c.policy, theta, run.c.pool, run.cfg.eval_episodes,
                               run.cfg.seed, &summary->eval, err);
         free(theta);
     }

@@ -2,6 +2,8 @@
  * strategies (nevo/vec.h). */
 #include "nevo/vec.h"
 
+#include "engine/run_core.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -407,13 +409,7 @@ NevoStatus nevo_pop_eval_save(const NevoPopEval *pe, const char *path, const flo
 
 struct NevoStrategy {
     NevoConfig cfg;
-    NevoEnv *env;
-    NevoPolicy *policy;
-    NevoPool *pool;
-    NevoNoise *noise;
-    NevoEvaluator *ev;
-    NevoBackend *backend;
-    NevoAlgo *algo;
+    NevoRunCore c; /* built as `nevo train` builds a run */
     char *json;
     const NevoTaskSet *ts; /* asked, not yet told */
     int evaluated;         /* ts's episodes ran here: stats and states below are theirs */
@@ -423,10 +419,7 @@ struct NevoStrategy {
 };
 
 static void strategy_drop_records(NevoStrategy *s) {
-    for (int t = 0; s->stats && t < s->n_kept; t++) nevo_obs_stats_free(&s->stats[t]);
-    for (int t = 0; s->states && t < s->n_kept; t++) nevo_states_free(&s->states[t]);
-    free(s->stats);
-    free(s->states);
+    nevo_task_records_free(s->stats, s->states, s->n_kept);
     s->stats = NULL;
     s->states = NULL;
     s->n_kept = 0;
@@ -436,18 +429,8 @@ static void strategy_drop_records(NevoStrategy *s) {
 /* Room for what the asked set's tasks record (empty statistics, states). */
 static void strategy_records(NevoStrategy *s) {
     strategy_drop_records(s);
-    const NevoTaskSet *ts = s->ts;
-    s->n_kept = ts->n_tasks;
-    for (int t = 0; t < ts->n_tasks; t++) {
-        if (ts->tasks[t].flags & NEVO_TASK_RECORD_OBS) {
-            if (!s->stats) s->stats = nevo_alloc(sizeof(NevoObsStats) * (size_t)ts->n_tasks);
-            nevo_obs_stats_init(&s->stats[t], ts->obs_dim);
-        }
-        if (ts->tasks[t].flags & NEVO_TASK_RECORD_STATES) {
-            if (!s->states) s->states = nevo_alloc(sizeof(NevoStates) * (size_t)ts->n_tasks);
-            nevo_states_init(&s->states[t], ts->obs_dim, ts->states_cap);
-        }
-    }
+    s->n_kept = s->ts->n_tasks;
+    nevo_task_records_new(s->ts, &s->stats, &s->states);
 }
 
 NevoStatus nevo_strategy_new(const char *config_json, int threads, NevoStrategy **out, NevoError *err) {
@@ -460,35 +443,9 @@ NevoStatus nevo_strategy_new(const char *config_json, int threads, NevoStrategy 
     if (st == NEVO_OK && cfg->dataset[0])
         st = nevo_error(err, NEVO_ERR_INVALID, "config names a dataset: a strategy here runs env episodes "
                         "(train on datasets with nevo.train)");
-    if (st == NEVO_OK) st = nevo_env_new(cfg->env, cfg->env_options, cfg->n_env_options, &s->env, err);
-    if (st == NEVO_OK) {
-        nevo_env_set_max_steps(s->env, cfg->max_episode_steps);
-        st = nevo_algo_check(cfg, nevo_env_spec(s->env), err);
-    }
-    if (st == NEVO_OK && (nevo_algo_find(cfg->algo)->flags & NEVO_ALGO_GRADIENT))
-        st = nevo_error(err, NEVO_ERR_INVALID, "algo %s trains itself; ask/tell needs an evolution algorithm",
-                        cfg->algo);
-    if (st == NEVO_OK)
-        st = nevo_policy_new(nevo_env_spec(s->env), &cfg->policy, nevo_algo_obs_norm(cfg), &s->policy, err);
-    if (st == NEVO_OK) st = nevo_algo_check_memory(cfg, s->policy->nparams, err);
-    size_t table = st == NEVO_OK ? nevo_algo_noise_floats(cfg, s->policy->nparams) : 0;
-    if (st == NEVO_OK && table <= s->policy->nparams)
-        st = nevo_error(err, NEVO_ERR_INVALID,
-                        "noise_table_floats (%zu) must exceed the network's %zu parameters; use 0 (automatic)", table,
-                        s->policy->nparams);
-    if (st == NEVO_OK) {
-        s->pool = nevo_pool_new(pool_threads(cfg, threads));
-        s->noise = nevo_noise_new(table, s->pool);
-        s->ev = nevo_evaluator_new(s->env, s->policy, s->pool, 0);
-        if (strcmp(cfg->backend, "cpu") != 0) {
-            if (s->policy->lstm_layer >= 0)
-                st = nevo_error(err, NEVO_ERR_INVALID, "backend %s: recurrent policies (policy.lstm) run on the cpu "
-                                "backend only", cfg->backend);
-            if (st == NEVO_OK) st = nevo_backend_new(cfg->backend, &s->backend, err);
-            if (st == NEVO_OK) nevo_evaluator_set_backend(s->ev, s->backend);
-        }
-    }
-    if (st == NEVO_OK) st = nevo_algo_new(cfg, s->env, s->policy, s->noise, s->pool, &s->algo, err);
+    /* a gradient algorithm (sgd) needs a dataset, refused above: the core's algorithm
+     * check names it */
+    if (st == NEVO_OK) st = nevo_run_core_build(cfg, pool_threads(cfg, threads), &s->c, err);
     if (st) {
         nevo_strategy_free(s);
         return st;
@@ -501,23 +458,17 @@ NevoStatus nevo_strategy_new(const char *config_json, int threads, NevoStrategy 
 void nevo_strategy_free(NevoStrategy *s) {
     if (!s) return;
     strategy_drop_records(s);
-    nevo_algo_free(s->algo);
-    nevo_evaluator_free(s->ev);
-    nevo_backend_free(s->backend);
-    nevo_noise_free(s->noise);
-    nevo_pool_free(s->pool);
-    nevo_policy_free(s->policy);
-    nevo_env_free(s->env);
+    nevo_run_core_free(&s->c);
     free(s->json);
     free(s);
 }
 
 const char *nevo_strategy_config(const NevoStrategy *s) { return s->json; }
-size_t nevo_strategy_nparams(const NevoStrategy *s) { return s->policy->nparams; }
-int nevo_strategy_generations_done(const NevoStrategy *s) { return nevo_algo_generations_done(s->algo); }
+size_t nevo_strategy_nparams(const NevoStrategy *s) { return s->c.policy->nparams; }
+int nevo_strategy_generations_done(const NevoStrategy *s) { return nevo_algo_generations_done(s->c.algo); }
 
 void nevo_strategy_ask(NevoStrategy *s, int *n_nets, int *n_tasks) {
-    const NevoTaskSet *ts = nevo_algo_ask(s->algo);
+    const NevoTaskSet *ts = nevo_algo_ask(s->c.algo);
     if (ts != s->ts || !s->n_kept) { /* a new set (asking again gives the same one) */
         s->ts = ts;
         strategy_records(s);
@@ -542,8 +493,8 @@ static void build_item(void *ctx, int j, int worker) {
 void nevo_strategy_ask_params(NevoStrategy *s, float *params, size_t stride) {
     int nn, nt;
     nevo_strategy_ask(s, &nn, &nt);
-    BuildJob b = {s->ts, s->policy, params, stride};
-    nevo_pool_run(s->pool, nn, build_item, &b);
+    BuildJob b = {s->ts, s->c.policy, params, stride};
+    nevo_pool_run(s->c.pool, nn, build_item, &b);
 }
 
 void nevo_strategy_ask_tasks(NevoStrategy *s, int *net, uint64_t *seeds, uint32_t *flags) {
@@ -557,10 +508,10 @@ void nevo_strategy_ask_tasks(NevoStrategy *s, int *net, uint64_t *seeds, uint32_
 }
 
 bool nevo_strategy_obs_norm(const NevoStrategy *s, float *mean, float *std) {
-    if (!s->policy->obs_norm) return false;
-    size_t d = (size_t)s->policy->obs_dim;
-    memcpy(mean, s->policy->obs_mean, sizeof(float) * d);
-    memcpy(std, s->policy->obs_std, sizeof(float) * d);
+    if (!s->c.policy->obs_norm) return false;
+    size_t d = (size_t)s->c.policy->obs_dim;
+    memcpy(mean, s->c.policy->obs_mean, sizeof(float) * d);
+    memcpy(std, s->c.policy->obs_std, sizeof(float) * d);
     return true;
 }
 
@@ -570,9 +521,9 @@ NevoStatus nevo_strategy_evaluate(NevoStrategy *s, double *ret, int *len, bool *
     nevo_strategy_ask(s, &nn, &nt);
     strategy_records(s); /* fresh: a second evaluation must not add to the first */
     NevoEpisode *eps = nevo_alloc(sizeof(NevoEpisode) * (size_t)(nt ? nt : 1));
-    NevoStatus st = nevo_evaluate_tasks(s->ev, s->ts, eps, s->stats, s->states, err);
+    NevoStatus st = nevo_evaluate_tasks(s->c.ev, s->ts, eps, s->stats, s->states, err);
     if (st == NEVO_OK) {
-        copy_episodes(eps, nt, nevo_env_spec(s->env)->bc_dim, ret, len, terminated, bc);
+        copy_episodes(eps, nt, nevo_env_spec(s->c.env)->bc_dim, ret, len, terminated, bc);
         s->evaluated = 1;
     }
     free(eps);
@@ -587,7 +538,7 @@ NevoStatus nevo_strategy_tell(NevoStrategy *s, const double *ret, const int *len
     if (s->states && !s->evaluated)
         return nevo_error(err, NEVO_ERR_INVALID, "this evaluation keeps states of its episodes (ga.mutation %s): "
                           "evaluate it with the strategy's own evaluate", s->cfg.ga.mutation);
-    int bd = nevo_env_spec(s->env)->bc_dim;
+    int bd = nevo_env_spec(s->c.env)->bc_dim;
     NevoEpisode *eps = nevo_alloc(sizeof(NevoEpisode) * (size_t)(nt ? nt : 1));
     for (int t = 0; t < nt; t++) {
         eps[t].ret = ret[t];
@@ -597,7 +548,7 @@ NevoStatus nevo_strategy_tell(NevoStrategy *s, const double *ret, const int *len
     }
     NevoGenStats gs;
     memset(&gs, 0, sizeof gs);
-    NevoStatus st = nevo_algo_tell(s->algo, eps, s->stats, s->states, &gs, done, err);
+    NevoStatus st = nevo_algo_tell(s->c.algo, eps, s->stats, s->states, &gs, done, err);
     free(eps);
     if (st) return st;
     strategy_drop_records(s);
@@ -612,12 +563,12 @@ NevoStatus nevo_strategy_tell(NevoStrategy *s, const double *ret, const int *len
     return NEVO_OK;
 }
 
-void nevo_strategy_best(const NevoStrategy *s, float *theta) { nevo_algo_best(s->algo, theta); }
+void nevo_strategy_best(const NevoStrategy *s, float *theta) { nevo_algo_best(s->c.algo, theta); }
 
 NevoStatus nevo_strategy_save(const NevoStrategy *s, const char *path, NevoError *err) {
-    float *theta = nevo_alloc_aligned(sizeof(float) * s->policy->nparams);
-    nevo_algo_best(s->algo, theta);
-    NevoStatus st = nevo_policy_file_save(path, &s->cfg, s->policy, theta, err);
+    float *theta = nevo_alloc_aligned(sizeof(float) * s->c.policy->nparams);
+    nevo_algo_best(s->c.algo, theta);
+    NevoStatus st = nevo_policy_file_save(path, &s->cfg, s->c.policy, theta, err);
     free(theta);
     return st;
 }
