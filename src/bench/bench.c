@@ -136,7 +136,7 @@ NevoBenchTiming nevo_bench_measure(const NevoBenchOptions *o, NevoBenchWorkFn fn
     return measure(o, fn, ctx, threads);
 }
 
-static void result_init(NevoBenchResult *r, const char *group, const char *unit) {
+void nevo_bench_result_init(NevoBenchResult *r, const char *group, const char *unit) {
     memset(r, 0, sizeof *r);
     r->group = group;
     snprintf(r->unit, sizeof r->unit, "%s", unit);
@@ -145,7 +145,7 @@ static void result_init(NevoBenchResult *r, const char *group, const char *unit)
     r->cpu_share = NAN;
 }
 
-static void result_limit(NevoBenchResult *r, double limit, const char *limit_name) {
+void nevo_bench_result_limit(NevoBenchResult *r, double limit, const char *limit_name) {
     r->limit = limit;
     snprintf(r->limit_name, sizeof r->limit_name, "%s", limit_name);
     r->ratio = limit > 0 ? r->value / limit : NAN;
@@ -314,7 +314,7 @@ void nevo_bench_peak(const NevoBenchOptions *o, NevoPool *pool, NevoBenchLimits 
         FmaCtx c = {.isa = (NevoBenchIsa)isa};
         Timing t = measure(o, fma_work, &c, 1);
         NevoBenchResult r;
-        result_init(&r, "peak", "GFLOP/s");
+        nevo_bench_result_init(&r, "peak", "GFLOP/s");
         snprintf(r.name, sizeof r.name, "fma %s, 1 core", nevo_bench_isa_name((NevoBenchIsa)isa));
         r.value = t.best * 1e-9;
         r.median = t.median * 1e-9;
@@ -328,7 +328,7 @@ void nevo_bench_peak(const NevoBenchOptions *o, NevoPool *pool, NevoBenchLimits 
     FmaCtx c = {.isa = lim->isa, .pool = pool, .items = 4 * lim->threads};
     Timing t = measure(o, fma_pool_work, &c, lim->threads);
     NevoBenchResult r;
-    result_init(&r, "peak", "GFLOP/s");
+    nevo_bench_result_init(&r, "peak", "GFLOP/s");
     snprintf(r.name, sizeof r.name, "fma %s, %d cores", nevo_bench_isa_name(lim->isa), lim->threads);
     r.value = t.best * 1e-9;
     r.median = t.median * 1e-9;
@@ -336,7 +336,7 @@ void nevo_bench_peak(const NevoBenchOptions *o, NevoPool *pool, NevoBenchLimits 
     lim->peak_all = r.value;
     char ln[64];
     snprintf(ln, sizeof ln, "%d x 1-core peak", lim->threads);
-    result_limit(&r, lim->threads * lim->peak_1c, ln);
+    nevo_bench_result_limit(&r, lim->threads * lim->peak_1c, ln);
     snprintf(r.extra, sizeof r.extra, "\"isa\": \"%s\", \"threads\": %d",
              nevo_bench_isa_name(lim->isa), lim->threads);
     emit_row(emit, ctx, &r);
@@ -564,7 +564,7 @@ void nevo_bench_memory(const NevoBenchOptions *o, NevoPool *pool, NevoBenchLimit
         for (int all = 0; all <= 1; all++) {
             Timing t = measure(o, all ? mem_pool_work : mem_work, &c, all ? lim->threads : 1);
             NevoBenchResult r;
-            result_init(&r, "memory", "GB/s");
+            nevo_bench_result_init(&r, "memory", "GB/s");
             snprintf(r.name, sizeof r.name, "%s, %d core%s", triad ? "triad a=b+s*c" : "read sum",
                      all ? lim->threads : 1, all ? "s" : "");
             r.value = t.best * 1e-9;
@@ -575,7 +575,7 @@ void nevo_bench_memory(const NevoBenchOptions *o, NevoPool *pool, NevoBenchLimit
             if (all) {
                 char ln[64];
                 snprintf(ln, sizeof ln, "%d x 1-core", lim->threads);
-                result_limit(&r, lim->threads * (triad ? lim->triad_1c : lim->read_1c), ln);
+                nevo_bench_result_limit(&r, lim->threads * (triad ? lim->triad_1c : lim->read_1c), ln);
             }
             snprintf(r.extra, sizeof r.extra,
                      "\"threads\": %d, \"span_bytes\": %zu, \"bytes_counted_per_float\": %d, \"simd\": \"%s\"",
@@ -895,13 +895,13 @@ NevoStatus nevo_bench_ga(const NevoBenchOptions *o, int threads, int generations
  * FLOPs counted as `share` of the dense-equivalent ones (1: dense-equivalent) */
 static void minatar_gflops_row(NevoBenchResult *r, const NevoBenchLimits *lim, const NevoBenchForwardResult *fr,
                                double share) {
-    result_init(r, "forward", "GFLOP/s");
+    nevo_bench_result_init(r, "forward", "GFLOP/s");
     r->value = fr->gflops * share;
     r->median = fr->gflops_median * share;
     r->cpu_share = fr->cpu_share;
     char ln[64];
     snprintf(ln, sizeof ln, "fma peak, 1 core (%s)", nevo_bench_isa_name(lim->isa));
-    result_limit(r, lim->peak_1c, ln);
+    nevo_bench_result_limit(r, lim->peak_1c, ln);
 }
 
 /* The row above (named `name`) counted by the FMAs computed rather than
@@ -964,13 +964,13 @@ static void emit_forward_minatar(const NevoBenchLimits *lim, const char *game, i
     snprintf(name, sizeof name, "forward P=%d%s MinAtar net, %s obs", P, bn, g);
     if (B > 1) emit_minatar_terms_row(lim, name, "FMAs computed", fr->lanes_flops_per_row, fr, emit, ctx);
     else emit_minatar_terms_row(lim, name, "nonzero terms", fr->nonzero_flops_per_row, fr, emit, ctx);
-    result_init(&r, "forward", "GB/s");
+    nevo_bench_result_init(&r, "forward", "GB/s");
     snprintf(r.name, sizeof r.name, "forward P=%d%s MinAtar net, %s obs, weights", P, bn, g);
     r.value = fr->weight_gbs;
     r.median = fr->weight_gbs * fr->gflops_median / fr->gflops;
     r.cpu_share = fr->cpu_share;
     snprintf(ln, sizeof ln, "read bw over the %.3g MiB weights", fr->weight_bytes / (1024.0 * 1024.0));
-    result_limit(&r, fr->bw_gbs, ln);
+    nevo_bench_result_limit(&r, fr->bw_gbs, ln);
     snprintf(r.extra, sizeof r.extra, "\"P\": %d, \"B\": %d, \"weight_bytes\": %.0f", P, B, fr->weight_bytes);
     emit_row(emit, ctx, &r);
     if (B > 1) {
@@ -978,20 +978,20 @@ static void emit_forward_minatar(const NevoBenchLimits *lim, const char *game, i
          * loop doing only that reaches (below both the FMA peak and the bandwidth where
          * the two do not overlap) */
         if (isnan(fr->stream_fma_gbs)) return;
-        result_init(&r, "forward", "GB/s");
+        nevo_bench_result_init(&r, "forward", "GB/s");
         snprintf(r.name, sizeof r.name, "forward P=%d%s MinAtar net, %s obs, weights against streaming", P, bn, g);
         r.value = fr->weight_gbs;
         r.median = fr->weight_gbs * fr->gflops_median / fr->gflops;
         r.cpu_share = fr->cpu_share;
         snprintf(ln, sizeof ln, "a bare loop streaming them, %d FMAs/weight", B);
-        result_limit(&r, fr->stream_fma_gbs, ln);
+        nevo_bench_result_limit(&r, fr->stream_fma_gbs, ln);
         snprintf(r.extra, sizeof r.extra, "\"P\": %d, \"B\": %d", P, B);
         emit_row(emit, ctx, &r);
-        result_init(&r, "forward", "GFLOP/s");
+        nevo_bench_result_init(&r, "forward", "GFLOP/s");
         snprintf(r.name, sizeof r.name, "forward P=%d%s MinAtar net, %s obs, streamed by a bare loop", P, bn, g);
         r.value = r.median = fr->stream_fma_gbs * B / 2.0; /* 2 B FLOPs per 4-byte weight */
         snprintf(ln, sizeof ln, "fma peak, 1 core (%s)", nevo_bench_isa_name(lim->isa));
-        result_limit(&r, lim->peak_1c, ln);
+        nevo_bench_result_limit(&r, lim->peak_1c, ln);
         snprintf(r.extra, sizeof r.extra, "\"P\": %d, \"B\": %d, \"stream_gbs\": %.4g, \"flops_per_byte\": %g", P, B,
                  fr->stream_fma_gbs, B / 2.0);
         emit_row(emit, ctx, &r);
@@ -999,20 +999,20 @@ static void emit_forward_minatar(const NevoBenchLimits *lim, const char *game, i
     }
     /* the path's own roofline: the bytes it must read (zero inputs' rows skipped), at
      * the rate a bare loop reads those same rows in the same order */
-    result_init(&r, "forward", "GB/s");
+    nevo_bench_result_init(&r, "forward", "GB/s");
     snprintf(r.name, sizeof r.name, "forward P=%d MinAtar net, %s obs, rows read", P, g);
     r.value = fr->weight_gbs * fr->read_bytes / fr->weight_bytes;
     r.median = r.value * fr->gflops_median / fr->gflops;
     r.cpu_share = fr->cpu_share;
-    result_limit(&r, fr->bare_read_gbs, "a bare loop reading the same rows");
+    nevo_bench_result_limit(&r, fr->bare_read_gbs, "a bare loop reading the same rows");
     snprintf(r.extra, sizeof r.extra, "\"P\": %d, \"read_bytes\": %.0f, \"read_share\": %.4g", P, fr->read_bytes,
              fr->read_bytes / fr->weight_bytes);
     emit_row(emit, ctx, &r);
-    result_init(&r, "forward", "GB/s");
+    nevo_bench_result_init(&r, "forward", "GB/s");
     snprintf(r.name, sizeof r.name, "forward P=%d MinAtar net, %s obs, rows read by a bare loop", P, g);
     r.value = r.median = fr->bare_read_gbs;
     snprintf(ln, sizeof ln, "read bw (%.2f of the weights, scattered)", fr->read_bytes / fr->weight_bytes);
-    result_limit(&r, fr->bw_gbs, ln);
+    nevo_bench_result_limit(&r, fr->bw_gbs, ln);
     snprintf(r.extra, sizeof r.extra, "\"P\": %d, \"read_bytes\": %.0f", P, fr->read_bytes);
     emit_row(emit, ctx, &r);
 }
@@ -1024,7 +1024,7 @@ static void emit_forward_minatar(const NevoBenchLimits *lim, const char *game, i
 static void emit_train(const char *algo, const char *env, const NevoBenchTrainResult *tr, double fps1_k,
                        double fused_k, NevoBenchEmit emit, void *ctx) {
     NevoBenchResult r;
-    result_init(&r, "ga", "kframes/s");
+    nevo_bench_result_init(&r, "ga", "kframes/s");
     char layout[64] = "";
     if (tr->pipeline > 1) snprintf(layout, sizeof layout, ", pipeline %d", tr->pipeline);
     if (tr->warm_generations > 0)
@@ -1035,11 +1035,11 @@ static void emit_train(const char *algo, const char *env, const NevoBenchTrainRe
     r.median = NAN;
     if (tr->threads == 1) r.cpu_share = tr->cpu_share;
     if (fused_k > 0) {
-        result_limit(&r, fused_k, "fused layout, same threads");
+        nevo_bench_result_limit(&r, fused_k, "fused layout, same threads");
     } else if (tr->threads > 1) {
         char ln[64];
         snprintf(ln, sizeof ln, "%d x 1-thread frames/s", tr->threads);
-        result_limit(&r, tr->threads * fps1_k, ln);
+        nevo_bench_result_limit(&r, tr->threads * fps1_k, ln);
     }
     double tw = tr->threads * tr->seconds;
     /* shares of threads x wall: inside the evaluator but none of its stages (queue
@@ -1056,12 +1056,12 @@ static void emit_train(const char *algo, const char *env, const NevoBenchTrainRe
              tr->frames_per_s,
              tr->cpu_share * tr->threads, tr->forward_s / tw, tr->env_s / tw, tr->build_s / tw, other, outside);
     emit_row(emit, ctx, &r);
-    result_init(&r, "ga", "% busy");
+    nevo_bench_result_init(&r, "ga", "% busy");
     snprintf(r.name, sizeof r.name, "%s %s, %d thread%s%s: inference + env", algo, env, tr->threads,
              tr->threads > 1 ? "s" : "", layout);
     r.value = 100.0 * (tr->forward_s + tr->env_s) / tw;
     r.median = NAN;
-    result_limit(&r, 100.0, "threads x wall time");
+    nevo_bench_result_limit(&r, 100.0, "threads x wall time");
     snprintf(r.extra, sizeof r.extra,
              "\"forward_pct\": %.3g, \"env_pct\": %.3g, \"materialise_select_update_pct\": %.3g",
              100.0 * tr->forward_s / tw, 100.0 * tr->env_s / tw, 100.0 * outside);
@@ -1070,12 +1070,12 @@ static void emit_train(const char *algo, const char *env, const NevoBenchTrainRe
     /* networks built inside the evaluator (as their episodes start): that is evaluation work
      * too, and what is left of threads x wall is queue handling, waiting and the
      * algorithm's own steps */
-    result_init(&r, "ga", "% busy");
+    nevo_bench_result_init(&r, "ga", "% busy");
     snprintf(r.name, sizeof r.name, "%s %s, %d thread%s%s: + building networks", algo, env, tr->threads,
              tr->threads > 1 ? "s" : "", layout);
     r.value = 100.0 * (tr->forward_s + tr->env_s + tr->build_s) / tw;
     r.median = NAN;
-    result_limit(&r, 100.0, "threads x wall time");
+    nevo_bench_result_limit(&r, 100.0, "threads x wall time");
     snprintf(r.extra, sizeof r.extra,
              "\"build_pct\": %.3g, \"evaluator_other_pct\": %.3g, \"outside_evaluator_pct\": %.3g",
              100.0 * tr->build_s / tw, 100.0 * other, 100.0 * outside);
@@ -1129,14 +1129,14 @@ static void emit_forward(const NevoBenchLimits *lim, const NevoBenchForwardCase 
     double bw_roof = fr->bw_gbs * intensity;
     double roof = bw_roof < lim->peak_1c ? bw_roof : lim->peak_1c;
     NevoBenchResult r;
-    result_init(&r, "forward", "GFLOP/s");
+    nevo_bench_result_init(&r, "forward", "GFLOP/s");
     snprintf(r.name, sizeof r.name, "forward %s", shape);
     r.value = fr->gflops;
     r.median = fr->gflops_median;
     r.cpu_share = fr->cpu_share;
     char ln[64];
     snprintf(ln, sizeof ln, "fma peak, 1 core (%s)", nevo_bench_isa_name(lim->isa));
-    result_limit(&r, lim->peak_1c, ln);
+    nevo_bench_result_limit(&r, lim->peak_1c, ln);
     snprintf(r.extra, sizeof r.extra,
              "\"kernels\": \"%s\", \"P\": %d, \"B\": %d, \"obs_dim\": %d, \"n_out\": %d, \"hidden\": [%d, %d], \"activation\": \"tanh\", "
              "\"rows\": %ld, \"nparams\": %zu, \"flops_per_row\": %.0f, \"rows_per_s\": %.6g, "
@@ -1149,24 +1149,24 @@ static void emit_forward(const NevoBenchLimits *lim, const NevoBenchForwardCase 
              fr->gflops_fastest_call);
     emit_row(emit, ctx, &r);
 
-    result_init(&r, "forward", "GB/s");
+    nevo_bench_result_init(&r, "forward", "GB/s");
     snprintf(r.name, sizeof r.name, "forward %s weights", shape);
     r.value = fr->weight_gbs;
     r.median = fr->weight_gbs * fr->gflops_median / fr->gflops;
     r.cpu_share = fr->cpu_share;
     double mib = fr->weight_bytes / (1024.0 * 1024.0);
     snprintf(ln, sizeof ln, "read bw over the %.3g MiB weights", mib);
-    result_limit(&r, fr->bw_gbs, ln);
+    nevo_bench_result_limit(&r, fr->bw_gbs, ln);
     snprintf(r.extra, sizeof r.extra, "\"P\": %d, \"B\": %d, \"weight_bytes\": %.0f",
              fc->P, fc->B, fr->weight_bytes);
     emit_row(emit, ctx, &r);
 
     if (isnan(fr->blas_gflops)) return; /* no OpenBLAS on this machine */
-    result_init(&r, "forward", "GFLOP/s");
+    nevo_bench_result_init(&r, "forward", "GFLOP/s");
     snprintf(r.name, sizeof r.name, "forward %.60s, OpenBLAS sgemm", shape);
     r.value = fr->blas_gflops;
     r.median = NAN;
-    result_limit(&r, fr->gflops, "nevo's kernels, same case");
+    nevo_bench_result_limit(&r, fr->gflops, "nevo's kernels, same case");
     snprintf(r.extra, sizeof r.extra,
              "\"blas\": \"%s\", \"P\": %d, \"B\": %d, \"nevo_gflops\": %.6g, \"nevo_over_blas\": %.4g, "
              "\"max_abs_diff\": %.3g",
@@ -1191,7 +1191,7 @@ NevoStatus nevo_bench_run(const NevoBenchOptions *o, unsigned groups, NevoBenchE
             NevoBenchEnvResult er;
             NevoError env_err = {0};
             NevoBenchResult r;
-            result_init(&r, "envs", "Msteps/s");
+            nevo_bench_result_init(&r, "envs", "Msteps/s");
             snprintf(r.name, sizeof r.name, "env %s, 1 core", name);
             if (nevo_bench_env(o, name, &er, &env_err) != NEVO_OK) {
                 /* an env that cannot be built here (a missing model file) is reported, not fatal */
@@ -1222,7 +1222,7 @@ NevoStatus nevo_bench_run(const NevoBenchOptions *o, unsigned groups, NevoBenchE
     if (groups & NEVO_BENCH_FORWARD) {
         double tanh_rate = nevo_bench_tanh(o);
         NevoBenchResult r;
-        result_init(&r, "forward", "Melem/s");
+        nevo_bench_result_init(&r, "forward", "Melem/s");
         snprintf(r.name, sizeof r.name, "tanh (%s kernels), 1 core", nevo_bench_kernels_name());
         r.value = tanh_rate;
         r.median = NAN;
@@ -1287,7 +1287,7 @@ NevoStatus nevo_bench_run(const NevoBenchOptions *o, unsigned groups, NevoBenchE
             NevoBenchGAResult gr;
             if ((st = nevo_bench_ga(o, tcounts[k], gens, &gr, err)) != NEVO_OK) goto done;
             NevoBenchResult r;
-            result_init(&r, "ga", "kframes/s");
+            nevo_bench_result_init(&r, "ga", "kframes/s");
             snprintf(r.name, sizeof r.name, "ga CartPole-v1, %d thread%s", gr.threads, gr.threads > 1 ? "s" : "");
             r.value = gr.frames_per_s * 1e-3;
             r.median = NAN;
@@ -1298,7 +1298,7 @@ NevoStatus nevo_bench_run(const NevoBenchOptions *o, unsigned groups, NevoBenchE
             } else {
                 char ln[64];
                 snprintf(ln, sizeof ln, "%d x 1-thread frames/s", gr.threads);
-                result_limit(&r, gr.threads * fps1, ln);
+                nevo_bench_result_limit(&r, gr.threads * fps1, ln);
             }
             snprintf(r.extra, sizeof r.extra,
                      "\"threads\": %d, \"generations\": %d, \"population\": 200, \"frames\": %lld, "
@@ -1358,7 +1358,7 @@ NevoStatus nevo_bench_run(const NevoBenchOptions *o, unsigned groups, NevoBenchE
             NevoBenchNoveltyResult nr;
             if ((st = nevo_bench_novelty(o, sizes[k], 1000, 2, &nr, err)) != NEVO_OK) goto done;
             NevoBenchResult r;
-            result_init(&r, "novelty", "Mdist/s");
+            nevo_bench_result_init(&r, "novelty", "Mdist/s");
             snprintf(r.name, sizeof r.name, "k-NN k=10, archive %d x 2-D, 1000 queries, 1 core", sizes[k]);
             r.value = nr.distances_per_s * 1e-6;
             r.median = NAN;
@@ -1377,7 +1377,7 @@ NevoStatus nevo_bench_run(const NevoBenchOptions *o, unsigned groups, NevoBenchE
             NevoBenchMujocoResult mr;
             if ((st = nevo_bench_mujoco(o, name, &mr, err)) != NEVO_OK) goto done;
             NevoBenchResult r;
-            result_init(&r, "mujoco", "ksteps/s");
+            nevo_bench_result_init(&r, "mujoco", "ksteps/s");
             const char *robot = name + strlen("mujoco/"); /* the group column says mujoco */
             snprintf(r.name, sizeof r.name, "%s bare mj_step x%d%s, 1 core", robot, mr.frame_skip,
                      mr.rne_post ? "+rnePost" : "");
@@ -1395,12 +1395,12 @@ NevoStatus nevo_bench_run(const NevoBenchOptions *o, unsigned groups, NevoBenchE
             double env1 = mr.env_steps_per_s * 1e-3;
             char ep_len[32] = "null"; /* no episode ended */
             if (isfinite(mr.episode_length)) snprintf(ep_len, sizeof ep_len, "%.4g", mr.episode_length);
-            result_init(&r, "mujoco", "ksteps/s");
+            nevo_bench_result_init(&r, "mujoco", "ksteps/s");
             snprintf(r.name, sizeof r.name, "%s nevo_env_step, 1 core", robot);
             r.value = env1;
             r.median = mr.env_median * 1e-3;
             r.cpu_share = mr.env_cpu_share;
-            result_limit(&r, mr.bare_steps_per_s * 1e-3, "bare mj_step loop, 1 core");
+            nevo_bench_result_limit(&r, mr.bare_steps_per_s * 1e-3, "bare mj_step loop, 1 core");
             snprintf(r.extra, sizeof r.extra,
                      "\"env\": \"%s\", \"loop\": \"env\", \"threads\": 1, \"steps_per_s\": %.6g, "
                      "\"bare_steps_per_s\": %.6g, \"env_over_bare\": %.4g, \"instances\": %d, "
@@ -1412,12 +1412,12 @@ NevoStatus nevo_bench_run(const NevoBenchOptions *o, unsigned groups, NevoBenchE
             emit_row(emit, ctx, &r);
 
             if (mr.threads2 == 2) {
-                result_init(&r, "mujoco", "ksteps/s");
+                nevo_bench_result_init(&r, "mujoco", "ksteps/s");
                 snprintf(r.name, sizeof r.name, "%s nevo_env_step, 2 threads", robot);
                 r.value = mr.env2_steps_per_s * 1e-3;
                 r.median = mr.env2_median * 1e-3;
                 r.cpu_share = mr.env2_cpu_share;
-                result_limit(&r, 2 * env1, "2 x 1-thread env steps/s");
+                nevo_bench_result_limit(&r, 2 * env1, "2 x 1-thread env steps/s");
                 snprintf(r.extra, sizeof r.extra,
                          "\"env\": \"%s\", \"loop\": \"env\", \"threads\": 2, \"steps_per_s\": %.6g, "
                          "\"instances_per_thread\": %d, \"scaling_efficiency\": %.4g",

@@ -78,6 +78,11 @@ typedef struct NevoBenchResult {
 
 typedef void (*NevoBenchEmit)(void *ctx, const NevoBenchResult *r);
 
+/* A row of `group` in `unit`, with no limit, ratio or CPU share (NaN) yet. */
+void nevo_bench_result_init(NevoBenchResult *r, const char *group, const char *unit);
+/* Sets the row's limit (same unit) and its name; ratio = value / limit. */
+void nevo_bench_result_limit(NevoBenchResult *r, double limit, const char *limit_name);
+
 /* ---- timing (shared by the bench files) ----------------------------------------- */
 
 /* Runs `iters` iterations of some work; returns the work units done (flops, bytes,

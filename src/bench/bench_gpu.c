@@ -22,19 +22,6 @@
 
 #ifdef NEVO_CUDA
 
-static void row_init(NevoBenchResult *r, const char *unit) {
-    memset(r, 0, sizeof *r);
-    r->group = "gpu";
-    snprintf(r->unit, sizeof r->unit, "%s", unit);
-    r->median = r->limit = r->ratio = r->cpu_share = NAN;
-}
-
-static void row_limit(NevoBenchResult *r, double limit, const char *name) {
-    r->limit = limit;
-    snprintf(r->limit_name, sizeof r->limit_name, "%s", name);
-    r->ratio = limit > 0 ? r->value / limit : NAN;
-}
-
 typedef struct GpuCase {
     const char *label, *env;
     int conv; /* the MinAtar net, else the MLP */
@@ -70,12 +57,14 @@ NevoStatus nevo_bench_gpu(const NevoBenchOptions *o, NevoBenchEmit emit, void *c
     }
     NevoBenchResult r;
     double peak = nevo_cuda_fma_peak(), bw = nevo_cuda_copy_bandwidth();
-    row_init(&r, "GFLOP/s");
+    nevo_bench_result_init(&r, "gpu", "GFLOP/s");
+    r.median = NAN;
     snprintf(r.name, sizeof r.name, "gpu FP32 FMA peak, %s", name);
     r.value = peak * 1e-9;
     snprintf(r.extra, sizeof r.extra, "\"device\": \"%s\", \"multiprocessors\": %d, \"l2_bytes\": %zu", name, sms, l2);
     emit(ctx, &r);
-    row_init(&r, "GB/s");
+    nevo_bench_result_init(&r, "gpu", "GB/s");
+    r.median = NAN;
     snprintf(r.name, sizeof r.name, "gpu device-memory copy, 2 GiB, read + write");
     r.value = bw * 1e-9;
     emit(ctx, &r);
@@ -114,11 +103,12 @@ NevoStatus nevo_bench_gpu(const NevoBenchOptions *o, NevoBenchEmit emit, void *c
         double flops = nevo_policy_flops(p), wbytes = (double)P * (double)p->nparams * sizeof(float);
         for (int whole = 0; whole < 2; whole++) {
             double t = whole ? call_s : kern_s;
-            row_init(&r, "Msteps/s");
+            nevo_bench_result_init(&r, "gpu", "Msteps/s");
+            r.median = NAN;
             snprintf(r.name, sizeof r.name, "gpu %s P=%d B=%d, %s", c->label, P, c->B,
                      whole ? "whole call (obs up, outputs back)" : "kernels");
             r.value = n / t * 1e-6;
-            if (c->torch_msteps > 0 && !whole) row_limit(&r, 5 * c->torch_msteps, "5x PyTorch (H100)");
+            if (c->torch_msteps > 0 && !whole) nevo_bench_result_limit(&r, 5 * c->torch_msteps, "5x PyTorch (H100)");
             snprintf(r.extra, sizeof r.extra,
                      "\"P\": %d, \"B\": %d, \"seconds\": %.6g, \"gflops\": %.6g, \"fraction_of_fma_peak\": %.4g, "
                      "\"weight_gb_per_s\": %.6g, \"fraction_of_copy_bandwidth\": %.4g, \"pytorch_msteps\": %.3g",

@@ -184,35 +184,22 @@ static double work_layer_backward(void *ctx, long iters) {
     return (double)iters * g->B * backward_flops(L, l);
 }
 
-static void row_init(NevoBenchResult *r, const char *unit) {
-    memset(r, 0, sizeof *r);
-    r->group = "backward";
-    snprintf(r->unit, sizeof r->unit, "%s", unit);
-    r->limit = r->ratio = r->cpu_share = NAN;
-}
-
-static void row_limit(NevoBenchResult *r, double limit, const char *limit_name) {
-    r->limit = limit;
-    snprintf(r->limit_name, sizeof r->limit_name, "%s", limit_name);
-    r->ratio = limit > 0 ? r->value / limit : NAN;
-}
-
 /* a GFLOP/s row named "<case> B=<B>, <what>" against the peak, or against `against`
  * (GFLOP/s, named against_name) with the peak's ratio in the JSON */
 static void emit_rate(const NevoBenchLimits *lim, const GradBench *g, const char *what, NevoBenchTiming t,
                       double against, const char *against_name, NevoBenchEmit emit, void *ctx) {
     NevoBenchResult r;
-    row_init(&r, "GFLOP/s");
+    nevo_bench_result_init(&r, "backward", "GFLOP/s");
     snprintf(r.name, sizeof r.name, "%s B=%d, %s", g->name, g->B, what);
     r.value = t.best * 1e-9;
     r.median = t.median * 1e-9;
     r.cpu_share = t.cpu_share;
     char ln[64];
     if (against > 0) {
-        row_limit(&r, against, against_name);
+        nevo_bench_result_limit(&r, against, against_name);
     } else {
         snprintf(ln, sizeof ln, "fma peak, 1 core (%s)", nevo_bench_isa_name(lim->isa));
-        row_limit(&r, lim->peak_1c, ln);
+        nevo_bench_result_limit(&r, lim->peak_1c, ln);
     }
     snprintf(r.extra, sizeof r.extra, "\"kernels\": \"%s\", \"B\": %d, \"nparams\": %zu, \"peak_ratio\": %.4g",
              nevo_bench_kernels_name(), g->B, g->p->nparams, r.value / lim->peak_1c);
