@@ -112,10 +112,7 @@ static void emulate_forward(const NevoPolicy *p, const float *params, size_t str
     float *A = nevo_alloc(sizeof(float) * (size_t)n * (size_t)width);
     float *B = nevo_alloc(sizeof(float) * (size_t)n * (size_t)width);
     int *runs = nevo_alloc(sizeof(int) * (size_t)(n + 1));
-    int n_runs = 0;
-    for (int i = 0; i < n; i++)
-        if (i == 0 || which[i] != which[i - 1] || i - runs[n_runs - 1] == NEVO_KD_ROWS) runs[n_runs++] = i;
-    runs[n_runs] = n;
+    int n_runs = nevo_kd_runs(which, n, runs);
     const float *X = obs;
     int xs = p->obs_dim;
     if (p->obs_norm) {

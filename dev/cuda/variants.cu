@@ -33,19 +33,7 @@
 
 /* ---- dense ---------------------------------------------------------------------------- */
 
-__global__ void __launch_bounds__(NEVO_KD_THREADS) dense_v2(NevoKDense a) {
-    __shared__ float tile[NEVO_KD_KC * NEVO_KD_ROWS];
-    float acc[NEVO_KD_ROWS * NEVO_KD_NJ];
-    int run = blockIdx.x, cb = blockIdx.y, t = threadIdx.x;
-    nevo_kd_init(a, run, cb, t, acc);
-    for (int k0 = 0; k0 < a.in; k0 += NEVO_KD_KC) {
-        nevo_kd_load(a, run, t, k0, tile);
-        __syncthreads();
-        nevo_kd_accum(a, run, cb, t, k0, tile, acc);
-        __syncthreads();
-    }
-    nevo_kd_store(a, run, cb, t, acc);
-}
+__global__ void __launch_bounds__(NEVO_KD_THREADS) dense_v2(NevoKDense a) { nevo_kd_block(a); }
 
 #define V3_KT 32 /* inputs per staged weight tile: 32 x 128 floats, 16 KB */
 
@@ -242,11 +230,9 @@ int main(void) {
     printf("%-10s %4s %10s %12s %s\n", "kernel", "B", "ms", "Mrows/s", "bits vs in use");
     for (int bi = 0; bi < 3; bi++) {
         int B = Bs[bi], n = P * B;
-        int *which = (int *)malloc(sizeof(int) * n), *runs = (int *)malloc(sizeof(int) * (n + 1)), m = 0;
+        int *which = (int *)malloc(sizeof(int) * n), *runs = (int *)malloc(sizeof(int) * (n + 1));
         for (int i = 0; i < n; i++) which[i] = i / B;
-        for (int i = 0; i < n; i++)
-            if (i == 0 || which[i] != which[i - 1] || i - runs[m - 1] == NEVO_KD_ROWS) runs[m++] = i;
-        runs[m] = n;
+        int m = nevo_kd_runs(which, n, runs);
         float *hx = (float *)malloc(sizeof(float) * n * IN), *himg = (float *)malloc(sizeof(float) * n * H * Wd * C);
         for (size_t i = 0; i < (size_t)n * IN; i++) hx[i] = uniform() < 0.5 ? 0.0f : (float)uniform(); /* relu-like */
         for (size_t i = 0; i < (size_t)n * H * Wd * C; i++) himg[i] = uniform() < 0.1 ? 1.0f : 0.0f;

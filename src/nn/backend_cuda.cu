@@ -38,19 +38,7 @@ extern "C" {
 
 /* ---- kernels ------------------------------------------------------------------------ */
 
-__global__ void __launch_bounds__(NEVO_KD_THREADS) k_dense(NevoKDense a) {
-    __shared__ float tile[NEVO_KD_KC * NEVO_KD_ROWS];
-    float acc[NEVO_KD_ROWS * NEVO_KD_NJ];
-    int run = blockIdx.x, cb = blockIdx.y, t = threadIdx.x;
-    nevo_kd_init(a, run, cb, t, acc);
-    for (int k0 = 0; k0 < a.in; k0 += NEVO_KD_KC) {
-        nevo_kd_load(a, run, t, k0, tile);
-        __syncthreads();
-        nevo_kd_accum(a, run, cb, t, k0, tile, acc);
-        __syncthreads();
-    }
-    nevo_kd_store(a, run, cb, t, acc);
-}
+__global__ void __launch_bounds__(NEVO_KD_THREADS) k_dense(NevoKDense a) { nevo_kd_block(a); }
 
 __global__ void __launch_bounds__(NEVO_KC_THREADS) k_conv(NevoKConv a) {
     nevo_kc_out(a, blockIdx.x, blockIdx.y, threadIdx.x);
@@ -422,16 +410,6 @@ static void cuda_workspace_free(void *ctx, void *ws) {
     free(w);
 }
 
-/* Rows in runs of at most NEVO_KD_ROWS consecutive rows with one network: runs[u] is
- * run u's first row, runs[n_runs] = n. */
-static int make_runs(const int *which, int n, int *runs) {
-    int m = 0;
-    for (int i = 0; i < n; i++)
-        if (i == 0 || which[i] != which[i - 1] || i - runs[m - 1] == NEVO_KD_ROWS) runs[m++] = i;
-    runs[m] = n;
-    return m;
-}
-
 /* The forward's stages: the inputs to the device (observations, statistics, the row ->
  * network map and its runs), the layers' kernels, the outputs back. */
 static int stage_inputs(Work *w, const NevoPolicy *p, const int *which, const float *obs, int n) {
@@ -443,7 +421,7 @@ static int stage_inputs(Work *w, const NevoPolicy *p, const int *which, const fl
         memcpy(h_mean + D, p->obs_std, sizeof(float) * D);
     }
     memcpy(w->h_idx, which, sizeof(int) * (size_t)n);
-    int n_runs = make_runs(which, n, w->h_idx + R);
+    int n_runs = nevo_kd_runs(which, n, w->h_idx + R);
     /* straight from the caller's memory: pinned where the evaluator took its batches'
      * buffers from nevo_backend_host_alloc, so the copy is one DMA */
     CK(cudaMemcpyAsync(w->d_obs, obs, sizeof(float) * (size_t)n * D, cudaMemcpyHostToDevice, s));

@@ -113,6 +113,16 @@ typedef struct NevoKDense {
     int ys;
 } NevoKDense;
 
+/* The call's rows as runs of at most NEVO_KD_ROWS consecutive rows with one network:
+ * runs[u] is run u's first row, runs[n_runs] = n (room for n + 1); returns n_runs. */
+NEVO_HD int nevo_kd_runs(const int *which, int n, int *runs) {
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (i == 0 || which[i] != which[i - 1] || i - runs[m - 1] == NEVO_KD_ROWS) runs[m++] = i;
+    runs[m] = n;
+    return m;
+}
+
 /* phase 1: acc[r NJ + q] = the bias of output j0 + q */
 NEVO_HD void nevo_kd_init(NevoKDense a, int run, int cblock, int t, float *acc) {
     int j0 = cblock * NEVO_KD_COLS + t * NEVO_KD_NJ;
@@ -183,6 +193,24 @@ NEVO_HD void nevo_kd_store(NevoKDense a, int run, int cblock, int t, const float
             if (r < cnt && j0 + q < a.out)
                 a.Y[(size_t)(row0 + r) * a.ys + (size_t)(j0 + q)] = nevo_k_act(a.act, acc[r * NEVO_KD_NJ + q]);
 }
+
+#ifdef __CUDACC__
+/* A dense block (one warp, grid (n_runs, ceil(out / NEVO_KD_COLS))): the phases above
+ * between barriers, as the CPU test runs them. */
+static __device__ __forceinline__ void nevo_kd_block(NevoKDense a) {
+    __shared__ float tile[NEVO_KD_KC * NEVO_KD_ROWS];
+    float acc[NEVO_KD_ROWS * NEVO_KD_NJ];
+    int run = blockIdx.x, cb = blockIdx.y, t = threadIdx.x;
+    nevo_kd_init(a, run, cb, t, acc);
+    for (int k0 = 0; k0 < a.in; k0 += NEVO_KD_KC) {
+        nevo_kd_load(a, run, t, k0, tile);
+        __syncthreads();
+        nevo_kd_accum(a, run, cb, t, k0, tile, acc);
+        __syncthreads();
+    }
+    nevo_kd_store(a, run, cb, t, acc);
+}
+#endif
 
 /* ---- convolution: one "valid" conv layer, HWC ---------------------------------------
  * Grid (n, ceil(out_h out_w out_c / NEVO_KC_THREADS)); block NEVO_KC_THREADS threads, one
