@@ -9,7 +9,7 @@
  * threads than nevo_cpu_count() does not spin. The spin is short because beside another
  * CPU-bound program a spinning thread holds a core they share, and it does not yield:
  * sched_yield hands such a program whole time slices (docs/BENCHMARKS.md, "Kernel
- * variants" and "Variants tried and not kept", has the measurements). */
+ * variants", and dev/kernels/NOT_KEPT.md have the measurements). */
 #include "nevo/threads.h"
 
 #include <pthread.h>
