@@ -20,6 +20,10 @@ SOVERSION := 0
 
 SAN ?= 0
 TSAN ?= 0
+# MPI=1 (the default) links Open MPI for runs across ranks (`mpirun -np N nevo train`,
+# src/core/comm_mpi.c); MPI=0 builds without it, where `nevo train` under mpirun says
+# it needs the MPI build. MPI is started only in a process an MPI launcher started.
+MPI ?= 1
 # CUDA=1 adds the CUDA backend (src/nn/backend_cuda.cu, built by nvcc for Hopper), in
 # build-cuda/ unless BUILD says otherwise; the default build has no CUDA dependency.
 CUDA ?= 0
@@ -67,6 +71,12 @@ CFLAGS += $(CFLAGS_BASE)
 CAIRO_CFLAGS = $(shell pkg-config --cflags cairo 2>/dev/null)
 CAIRO_LIBS = $(shell pkg-config --libs cairo 2>/dev/null || echo -lcairo)
 LIB_LIBS = -ljansson -lmujoco -lz -lm -pthread
+ifeq ($(MPI),1)
+CFLAGS_BASE += -DNEVO_MPI
+MPI_CFLAGS = $(shell pkg-config --cflags ompi-c 2>/dev/null)
+LIB_LIBS += $(shell pkg-config --libs ompi-c 2>/dev/null || echo -lmpi)
+MPI_PC = ompi-c
+endif
 # the command's pictures: GIFs of episodes (giflib), PNGs (libpng), figures (cairo)
 LIBS = -lgif -lpng $(CAIRO_LIBS) $(LIB_LIBS)
 
@@ -77,7 +87,7 @@ CLI_SRC := $(sort $(wildcard src/cli/*.c))
 # ThreadSanitizer runs the thread pool's and the evaluator's tests (the rest of the
 # suite is single-threaded or covered by them, and runs 5-15 times slower under TSan).
 ifeq ($(TSAN),1)
-TEST_SRC := tests/main.c tests/test_threads.c tests/test_eval.c
+TEST_SRC := tests/main.c tests/test_threads.c tests/test_eval.c tests/test_replica.c
 else
 TEST_SRC := $(sort $(wildcard tests/*.c))
 endif
@@ -120,6 +130,7 @@ $(BUILD)/src/envs/mujoco_common.o: CFLAGS += $(MJ_CHECKOUT)
 # The version reaches the code only through src/core/version.c.
 $(BUILD)/src/core/version.o: CFLAGS += -DNEVO_VERSION='"$(VERSION)"'
 $(BUILD)/src/core/version.o: Makefile
+$(BUILD)/src/core/comm_mpi.o: CFLAGS += $(MPI_CFLAGS)
 
 .PHONY: all deps test check test-plain install-test run bench install uninstall clean FORCE
 
@@ -192,7 +203,8 @@ $(INST)/nevo: $(CLI_OBJ) $(BENCH_OBJ) $(INST)/libnevo.a
 	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(BENCH_OBJ) $(INST)/libnevo.a $(LIBS)
 
 SUBST = sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
-            -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@DATADIR@|$(DATADIR)|g' -e 's|@MODELSDIR@|$(MODELSDIR)|g'
+            -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@DATADIR@|$(DATADIR)|g' -e 's|@MODELSDIR@|$(MODELSDIR)|g' \
+            -e 's|@MPI_PC@|$(MPI_PC)|g'
 
 $(INST)/nevo.pc: nevo.pc.in $(INST_STAMP)
 	$(SUBST) $< > $@

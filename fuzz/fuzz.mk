@@ -45,6 +45,7 @@ FUZZ_COVERAGE = -fsanitize=fuzzer-no-link
 # the per-object defines the main build gives these two
 $(FUZZ_BUILD)/src/envs/mujoco_common.o: FUZZ_CFLAGS += -DNEVO_MODELS_DIR='"$(CURDIR)/models/mujoco"'
 $(FUZZ_BUILD)/src/core/version.o: FUZZ_CFLAGS += -DNEVO_VERSION='"$(VERSION)"'
+$(FUZZ_BUILD)/src/core/comm_mpi.o: FUZZ_CFLAGS += $(MPI_CFLAGS)
 
 .PHONY: fuzz fuzz-build
 

@@ -2,6 +2,7 @@
  * task's seed names, SGD learning a synthetic problem to a threshold, bit-identical
  * training across thread counts and across a stop and --resume, evolution on a
  * dataset, `nevo eval` of a classifier, and bad or missing data refused with exit 2. */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,6 +211,62 @@ TEST(supervised_sgd_bit_identical_across_threads_and_resume) {
         nevo_pool_free(one);
         nevo_pool_free(three);
     }
+    nevo_policy_free(p);
+    data_free(&train);
+}
+
+/* SGD as replicas (replica.h) that are threads, each with its own trainer and pool:
+ * after two epochs every replica holds the parameters one trainer alone reaches, bit
+ * for bit, for 2, 3 and 5 replicas (5 > a batch's 4 shards: one computes nothing). */
+typedef struct SgdReplica {
+    NevoSGD *s;
+    double loss;
+    NevoStatus st;
+} SgdReplica;
+
+static void *sgd_replica_main(void *arg) {
+    SgdReplica *r = arg;
+    NevoError err;
+    for (int e = 0; e < 2 && r->st == NEVO_OK; e++) r->st = nevo_sgd_epoch(r->s, &r->loss, &err);
+    return NULL;
+}
+
+TEST(supervised_sgd_replicas_hold_one_process_parameters) {
+    Data train = data_new(3, 230);
+    NevoPolicy *p = classifier("[12]", 1);
+    NevoPool *pool = nevo_pool_new(2);
+    NevoSGD *alone = trainer(p, &train.v, pool, 100, "adam", 0.01);
+    NevoError err;
+    double loss = 0;
+    for (int e = 0; e < 2; e++) CHECK(nevo_sgd_epoch(alone, &loss, &err) == NEVO_OK);
+    static const int counts[] = {2, 3, 5};
+    for (int c = 0; c < 3; c++) {
+        int n = counts[c];
+        NevoComm *comms[5];
+        NevoPool *pools[5];
+        SgdReplica reps[5];
+        pthread_t th[5];
+        nevo_comm_threads(n, comms);
+        for (int r = 0; r < n; r++) {
+            pools[r] = nevo_pool_new(1 + r % 2);
+            reps[r] = (SgdReplica){trainer(p, &train.v, pools[r], 100, "adam", 0.01), 0, NEVO_OK};
+            nevo_sgd_set_comm(reps[r].s, comms[r]);
+            CHECK(pthread_create(&th[r], NULL, sgd_replica_main, &reps[r]) == 0);
+        }
+        for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
+        for (int r = 0; r < n; r++) {
+            CHECK_EQ_INT(reps[r].st, NEVO_OK);
+            CHECK_MSG(reps[r].loss == loss, "%d replicas: replica %d's epoch loss %.17g, alone %.17g", n, r,
+                      reps[r].loss, loss);
+            CHECK_MSG(memcmp(nevo_sgd_params(reps[r].s), nevo_sgd_params(alone), sizeof(float) * p->nparams) == 0,
+                      "%d replicas: replica %d's parameters differ from one trainer's", n, r);
+            nevo_sgd_free(reps[r].s);
+            nevo_pool_free(pools[r]);
+            nevo_comm_free(comms[r]);
+        }
+    }
+    nevo_sgd_free(alone);
+    nevo_pool_free(pool);
     nevo_policy_free(p);
     data_free(&train);
 }

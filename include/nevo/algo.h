@@ -13,6 +13,7 @@
 #ifndef NEVO_ALGO_H
 #define NEVO_ALGO_H
 
+#include "nevo/comm.h"
 #include "nevo/config.h"
 #include "nevo/env.h"
 #include "nevo/io.h"
@@ -98,6 +99,12 @@ void nevo_algo_free(NevoAlgo *a);
 /* Whether the algorithm runs its generations itself (NEVO_ALGO_GRADIENT): then a
  * generation is nevo_algo_train, which fills stats like a completed tell. */
 int nevo_algo_trains_itself(const NevoAlgo *a);
+/* An algorithm that trains itself as replicas (replica.h): each rank of comm computes
+ * its shard of every batch's gradient, all-reduced in the fixed order, so every rank,
+ * whatever their number, holds the parameters one process would. NULL: this process
+ * alone. Whether it can: nevo_algo_replicates. */
+int nevo_algo_replicates(const NevoAlgo *a);
+void nevo_algo_set_comm(NevoAlgo *a, NevoComm *comm);
 NevoStatus nevo_algo_train(NevoAlgo *a, NevoGenStats *stats, NevoError *err);
 
 /* The evaluation the current generation needs next. The set and what it points to

@@ -29,6 +29,10 @@ NevoStatus nevo_checkpoint_save(const char *path, const NevoConfig *cfg, const N
  * generations <= the config's, non-negative frames and episodes, a finite wall time). */
 NevoStatus nevo_checkpoint_read(const char *path, NevoConfig *cfg, NevoRunTotals *totals,
                                 uint8_t **state, size_t *state_len, NevoError *err);
+/* The same from the file's bytes (as one process read them for the ranks of a job);
+ * messages name path. */
+NevoStatus nevo_checkpoint_parse(const uint8_t *data, size_t n, const char *path, NevoConfig *cfg,
+                                 NevoRunTotals *totals, uint8_t **state, size_t *state_len, NevoError *err);
 NevoStatus nevo_checkpoint_restore(const char *path, NevoAlgo *algo, const uint8_t *state,
                                    size_t state_len, NevoError *err);
 /* After nevo_checkpoint_restore: the restored algorithm against the checkpoint's

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nevo/comm.h"
 #include "nevo/config.h"
 #include "nevo/dataset.h"
 #include "nevo/io.h"
@@ -75,6 +76,10 @@ typedef struct NevoSGD NevoSGD;
 NevoStatus nevo_sgd_new(const NevoConfig *cfg, const NevoPolicy *p, const NevoDataView *train, NevoPool *pool,
                         const float *theta0, NevoSGD **out, NevoError *err);
 void nevo_sgd_free(NevoSGD *s);
+/* Trains as one replica of comm's ranks (replica.h: every rank calls each epoch, each
+ * computes its shards of every batch; all hold the same parameters, those of one
+ * process); NULL (the default): this process alone. */
+void nevo_sgd_set_comm(NevoSGD *s, NevoComm *comm);
 /* One epoch: the training set in the order of a permutation drawn by (seed,
  * NEVO_RNG_DATA, epoch), in mini-batches of data.batch (the last may be smaller), one
  * optimiser step each. *train_loss: the epoch's mean loss over its samples, each batch's

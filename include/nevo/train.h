@@ -13,6 +13,7 @@
 #include "nevo/algo.h"
 #include "nevo/eval.h"
 #include "nevo/checkpoint.h"
+#include "nevo/comm.h"
 
 /* One generation of algo, its evaluations run on ev: ask, evaluate, tell until the
  * algorithm has its generation (an algorithm that trains itself, NEVO_ALGO_GRADIENT:
@@ -44,5 +45,22 @@ typedef struct NevoTrainSummary {
  * config is checked before anything is written. */
 NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume, int threads,
                           const NevoTrainHooks *hooks, NevoTrainSummary *summary, NevoError *err);
+
+/* The same run across the ranks of comm (NULL: this process alone; comm.h), called by
+ * every rank with the same arguments. Rank r evaluates a fixed shard of each
+ * generation's tasks on its own threads (threads per rank); the ranks exchange the
+ * results, never parameters, so every rank makes the same update and the run is
+ * bit-identical to one process for any rank count and any threads. Rank 0 alone reads
+ * and writes the run directory (out_dir need exist only there; a resumed checkpoint
+ * reaches the others from it), runs the final evaluation, calls the hooks, and writes
+ * comm.jsonl: per generation, each rank's bytes sent, seconds in collective calls and
+ * seconds in the generation. Any rank's failure ends every rank with its message.
+ * Algorithms that train by gradient (algo sgd) run as replicas instead (replica.h):
+ * each rank computes its shards of every batch's gradient, all-reduced in a fixed
+ * order, again the parameters of one process. Refused: more ranks than the population
+ * (more than a batch's shards for sgd). */
+NevoStatus nevo_train_run_ranks(const NevoConfig *cfg, const char *out_dir, int resume, int threads,
+                                const NevoTrainHooks *hooks, NevoComm *comm, NevoTrainSummary *summary,
+                                NevoError *err);
 
 #endif

@@ -170,6 +170,12 @@ NevoStatus nevo_algo_new_on_data(const NevoConfig *cfg, const NevoDataView *trai
 }
 
 int nevo_algo_trains_itself(const NevoAlgo *a) { return a->ops->train != NULL; }
+int nevo_algo_replicates(const NevoAlgo *a) { return a->ops->set_comm != NULL; }
+
+void nevo_algo_set_comm(NevoAlgo *a, NevoComm *comm) {
+    NEVO_ASSERT(a->ops->set_comm != NULL);
+    a->ops->set_comm(a, comm);
+}
 
 NevoStatus nevo_algo_train(NevoAlgo *a, NevoGenStats *stats, NevoError *err) {
     if (!a->ops->train) return nevo_error(err, NEVO_ERR_INVALID, "algo %s is run by ask and tell", a->info->name);

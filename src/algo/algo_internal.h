@@ -22,6 +22,8 @@ typedef struct NevoAlgoOps {
     /* a whole generation by the algorithm itself, no tasks (gradient algorithms, flag
      * NEVO_ALGO_GRADIENT; ask and tell are then NULL): fills stats, returns its status */
     NevoStatus (*train)(NevoAlgo *a, NevoGenStats *stats, NevoError *err);
+    /* the replicas train runs across (gradient algorithms; NULL: this process alone) */
+    void (*set_comm)(NevoAlgo *a, NevoComm *comm);
 } NevoAlgoOps;
 
 /* Every algorithm struct begins with this. */

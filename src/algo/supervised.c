@@ -9,6 +9,7 @@
  *   reduce    the shards' gradients added in shard order, in double
  *   step      the optimiser (clipping, weight decay) moves the parameters */
 #include "nevo/supervised.h"
+#include "nevo/replica.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -328,7 +329,8 @@ struct NevoSGD {
     NevoOptim *opt;
     int *perm;         /* (n) this epoch's order */
     GradWork *work;    /* a batch's rows and shards */
-    double *grad;      /* (np) the batch's */
+    double *grad;      /* (np + 1) the batch's, then its summed loss */
+    NevoComm *comm;    /* the replicas (replica.h); NULL: this process alone */
 };
 
 static size_t sgd_np(const NevoSGD *s) { return s->p->nparams; }
@@ -353,7 +355,7 @@ NevoStatus nevo_sgd_new(const NevoConfig *cfg, const NevoPolicy *p, const NevoDa
     memcpy(s->theta, theta0, sizeof(float) * np);
     s->perm = nevo_alloc(sizeof(int) * (size_t)train->n);
     s->work = grad_work_new(p, s->batch);
-    s->grad = nevo_alloc_aligned(sizeof(double) * np);
+    s->grad = nevo_alloc_aligned(sizeof(double) * (np + 1));
     *out = s;
     return NEVO_OK;
 }
@@ -368,13 +370,32 @@ void nevo_sgd_free(NevoSGD *s) {
     free(s);
 }
 
-/* One optimiser step on samples perm[lo, hi): returns the batch's summed loss. */
+/* A batch's chunk of the replica reduce: shard k's float gradient as doubles, then its
+ * summed loss. */
+static NevoStatus sgd_chunk(void *ctx, int k, int worker, double *out, NevoError *err) {
+    GradWork *w = ctx;
+    size_t np = w->p->nparams;
+    shard_item(w, k, worker);
+    const float *g = w->grads + (size_t)k * np;
+    for (size_t i = 0; i < np; i++) out[i] = g[i];
+    out[np] = w->loss[k];
+    return NEVO_OK;
+}
+
+void nevo_sgd_set_comm(NevoSGD *s, NevoComm *comm) { s->comm = comm; }
+
+/* One optimiser step on samples perm[lo, hi): returns the batch's summed loss. The
+ * batch's shards of NEVO_SUP_SHARD rows are the replica reduce's chunks: their
+ * gradients add up in its fixed tree, on one process or across ranks alike. */
 static NevoStatus sgd_step(NevoSGD *s, int lo, int hi, double *loss_sum, NevoError *err) {
     size_t np = sgd_np(s);
     int rows = hi - lo;
     gather(s->train, s->perm, lo, hi, s->work->x, s->work->y);
-    memset(s->grad, 0, sizeof(double) * np);
-    double sum = grad_work_run(s->work, s->theta, rows, rows, s->pool, s->grad);
+    s->work->theta = s->theta, s->work->rows = rows, s->work->total = rows;
+    NevoStatus st = nevo_replicas_reduce(s->comm, s->pool, (rows + NEVO_SUP_SHARD - 1) / NEVO_SUP_SHARD, np + 1,
+                                         sgd_chunk, s->work, s->grad, err);
+    if (st) return st;
+    double sum = s->grad[np];
     double norm = 0.0;
     for (size_t i = 0; i < np; i++) norm += s->grad[i] * s->grad[i];
     if (!isfinite(sum) || !isfinite(norm))
@@ -493,6 +514,8 @@ static const float *no_points(const NevoAlgo *a, int *n) {
     return NULL;
 }
 
+static void sgd_set_comm(NevoAlgo *a, NevoComm *comm) { nevo_sgd_set_comm(((SGDAlgo *)a)->sgd, comm); }
+
 static const NevoAlgoOps sgd_ops = {
     .best = sgd_best,
     .save = sgd_algo_save,
@@ -501,6 +524,7 @@ static const NevoAlgoOps sgd_ops = {
     .behaviours = no_points,
     .archive = no_points,
     .train = sgd_train,
+    .set_comm = sgd_set_comm,
 };
 
 NevoStatus nevo_sgd_check(const NevoConfig *cfg, int variant, NevoError *err) { return NEVO_OK; }

@@ -12,6 +12,9 @@ int nevo_cmd_envs(int argc, char **argv);
 int nevo_cmd_bench(int argc, char **argv);
 int nevo_cmd_plot(int argc, char **argv);
 
+/* Whether error messages are printed: not on the ranks other than 0 of an MPI job,
+ * whose errors rank 0 reports (comm.h, nevo_comm_agree). */
+extern int cli_errors_quiet;
 /* Prints "nevo: error: MSG" and returns the exit status for the error's kind. */
 int cli_fail(const NevoError *err);
 /* Prints a usage error and returns 2. */

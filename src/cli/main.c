@@ -28,9 +28,11 @@ static const char *usage =
     "\n"
     "`nevo <command> --help` describes each command; `man nevo` all of them.\n";
 
+int cli_errors_quiet;
+
 int cli_fail(const NevoError *err) {
     fflush(stdout);
-    fprintf(stderr, "nevo: error: %s\n", err->msg);
+    if (!cli_errors_quiet) fprintf(stderr, "nevo: error: %s\n", err->msg);
     return err->status == NEVO_ERR_NUMERIC || err->status == NEVO_ERR_UNSUPPORTED ? 1 : 2;
 }
 
@@ -42,7 +44,8 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) {
     va_end(ap);
     fflush(stdout);
     /* one line whatever the arguments held */
-    fprintf(stderr, "nevo %s: %s (see `nevo %s --help`)\n", cmd, nevo_escape(line, sizeof line, msg), cmd);
+    if (!cli_errors_quiet)
+        fprintf(stderr, "nevo %s: %s (see `nevo %s --help`)\n", cmd, nevo_escape(line, sizeof line, msg), cmd);
     return 2;
 }
 

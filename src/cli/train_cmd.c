@@ -16,6 +16,8 @@
 #include "cli/cli.h"
 #include "nevo/config.h"
 #include "nevo/checkpoint.h"
+#include "nevo/comm.h"
+#include "nevo/threads.h"
 #include "nevo/train.h"
 
 static const char *help =
@@ -205,7 +207,57 @@ static void default_out_dir(const char *config_path, char *out, size_t n) {
     for (int k = 2; stat(out, &st) == 0 && k < 100000; k++) snprintf(out, n, "runs/%s-%d", name, k);
 }
 
-int nevo_cmd_train(int argc, char **argv) {
+/* The run's config (the file, the overrides, and on resume the checkpoint's, checked
+ * against each other) and its directory (--out, --resume's, or the next free
+ * runs/NAME); 0, or the exit status after printing the error. */
+static int resolve_config(const char *config_path, const char *resume_dir, const char *out_dir,
+                          const char *const *overrides, int n_over, NevoConfig *cfg_out, char *dir, size_t dir_size) {
+    NevoError err = {0};
+    NevoConfig cfg;
+    if (resume_dir) {
+        char ckpt[4096];
+        snprintf(ckpt, sizeof ckpt, "%s/checkpoint.bin", resume_dir);
+        NevoRunTotals totals;
+        uint8_t *state;
+        size_t len;
+        NevoConfig stored;
+        if (nevo_checkpoint_read(ckpt, &stored, &totals, &state, &len, &err)) return cli_fail(&err);
+        free(state);
+        if (config_path) {
+            if (nevo_config_load(&cfg, config_path, &err)) return cli_fail(&err);
+        } else {
+            cfg = stored;
+        }
+        for (int i = 0; i < n_over; i++)
+            if (nevo_config_override(&cfg, overrides[i], &err)) return cli_fail(&err);
+        if (!configs_match(&cfg, &stored)) {
+            nevo_error(&err, NEVO_ERR_INVALID,
+                       "the config differs from the one %s was started with; on resume only "
+                       "generations, max_frames, max_wall_s, threads and backend may change",
+                       resume_dir);
+            return cli_fail(&err);
+        }
+        if (cfg.generations < totals.generations) {
+            nevo_error(&err, NEVO_ERR_INVALID, "%s has already run %d generations; generations=%d is fewer",
+                       resume_dir, totals.generations, cfg.generations);
+            return cli_fail(&err);
+        }
+        out_dir = resume_dir;
+    } else {
+        if (nevo_config_load(&cfg, config_path, &err)) return cli_fail(&err);
+        for (int i = 0; i < n_over; i++)
+            if (nevo_config_override(&cfg, overrides[i], &err)) return cli_fail(&err);
+    }
+    if (out_dir)
+        snprintf(dir, dir_size, "%s", out_dir);
+    else
+        default_out_dir(config_path, dir, dir_size);
+    *cfg_out = cfg;
+    return 0;
+
+}
+
+static int train_main(int argc, char **argv, NevoComm *comm) {
     const char *config_path = NULL, *out_dir = NULL, *resume_dir = NULL;
     const char *overrides[256];
     int n_over = 0;
@@ -260,56 +312,57 @@ int nevo_cmd_train(int argc, char **argv) {
 
     NevoError err = {0};
     NevoConfig cfg;
-    if (resume_dir) {
-        char ckpt[4096];
-        snprintf(ckpt, sizeof ckpt, "%s/checkpoint.bin", resume_dir);
-        NevoRunTotals totals;
-        uint8_t *state;
-        size_t len;
-        NevoConfig stored;
-        if (nevo_checkpoint_read(ckpt, &stored, &totals, &state, &len, &err)) return cli_fail(&err);
-        free(state);
-        if (config_path) {
-            if (nevo_config_load(&cfg, config_path, &err)) return cli_fail(&err);
-        } else {
-            cfg = stored;
-        }
-        for (int i = 0; i < n_over; i++)
-            if (nevo_config_override(&cfg, overrides[i], &err)) return cli_fail(&err);
-        if (!configs_match(&cfg, &stored)) {
-            nevo_error(&err, NEVO_ERR_INVALID,
-                       "the config differs from the one %s was started with; on resume only "
-                       "generations, max_frames, max_wall_s, threads and backend may change",
-                       resume_dir);
-            return cli_fail(&err);
-        }
-        if (cfg.generations < totals.generations) {
-            nevo_error(&err, NEVO_ERR_INVALID, "%s has already run %d generations; generations=%d is fewer",
-                       resume_dir, totals.generations, cfg.generations);
-            return cli_fail(&err);
-        }
-        out_dir = resume_dir;
-    } else {
-        if (nevo_config_load(&cfg, config_path, &err)) return cli_fail(&err);
-        for (int i = 0; i < n_over; i++)
-            if (nevo_config_override(&cfg, overrides[i], &err)) return cli_fail(&err);
-    }
     char default_dir[4096];
-    if (!out_dir) {
-        default_out_dir(config_path, default_dir, sizeof default_dir);
-        out_dir = default_dir;
+    int rc = 0, root = !comm || nevo_comm_rank(comm) == 0;
+    if (root) rc = resolve_config(config_path, resume_dir, out_dir, overrides, n_over, &cfg, default_dir,
+                                  sizeof default_dir);
+    if (comm && nevo_comm_size(comm) > 1) {
+        /* rank 0 reads the files and decides the directory; the others take its word */
+        NevoBuf b = {0};
+        if (root) {
+            char *json = rc ? NULL : nevo_config_to_json(&cfg);
+            nevo_buf_u32(&b, (uint32_t)rc);
+            nevo_buf_str(&b, json ? json : "");
+            nevo_buf_str(&b, default_dir);
+            free(json);
+        }
+        NevoStatus st = nevo_comm_bcast(comm, &b, 0, &err);
+        if (st) {
+            nevo_buf_free(&b);
+            return cli_fail(&err);
+        }
+        NevoReader r = nevo_reader(b.data, b.len);
+        rc = (int)nevo_read_u32(&r);
+        char *json = nevo_read_str(&r, b.len), *dir = nevo_read_str(&r, sizeof default_dir - 1);
+        if (!root && rc == 0) {
+            nevo_config_defaults(&cfg);
+            snprintf(default_dir, sizeof default_dir, "%s", dir ? dir : "");
+            if (!nevo_reader_ok(&r, true) || nevo_config_apply_json(&cfg, json, "rank 0's config", &err) != NEVO_OK)
+                rc = 2; /* cannot happen: rank 0 wrote both */
+        }
+        free(json);
+        free(dir);
+        nevo_buf_free(&b);
+    }
+    if (rc) return rc;
+    out_dir = default_dir;
+    if (comm && threads == 0 && cfg.threads == 0) {
+        /* the node's CPUs shared among its ranks (threads never change results) */
+        const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+        int per_node = local && atoi(local) > 0 ? atoi(local) : 1;
+        threads = nevo_cpu_count() / per_node > 0 ? nevo_cpu_count() / per_node : 1;
     }
 
-    Progress p = {0};
-    p.tty = isatty(STDERR_FILENO);
+    Progress p = {0};    p.tty = isatty(STDERR_FILENO);
     p.quiet = quiet;
     p.kill_after_frames = kill_after;
     pthread_mutex_init(&p.mu, NULL);
     NevoTrainHooks hooks = {on_start, on_generation, on_frames, &p};
     NevoTrainSummary s;
-    NevoStatus st = nevo_train_run(&cfg, out_dir, resume_dir != NULL, (int)threads, &hooks, &s, &err);
+    NevoStatus st = nevo_train_run_ranks(&cfg, out_dir, resume_dir != NULL, (int)threads, &hooks, comm, &s, &err);
     pthread_mutex_destroy(&p.mu);
     if (st) return cli_fail(&err);
+    if (!root) return 0; /* rank 0 reports the run */
     /* paths as JSON strings (quotes, backslashes and control bytes escaped) */
     char *dir_json = json_string_text(out_dir), *policy_json = json_string_text(s.policy_path);
     if (s.on_data)
@@ -329,4 +382,19 @@ int nevo_cmd_train(int argc, char **argv) {
     free(dir_json);
     free(policy_json);
     return 0;
+}
+
+int nevo_cmd_train(int argc, char **argv) {
+    int rank, size;
+    if (!nevo_comm_launched(&rank, &size)) return train_main(argc, argv, NULL);
+    NevoError err = {0};
+    NevoComm *comm;
+    if (nevo_comm_mpi(&comm, &err)) { /* a build without MPI: every rank fails, rank 0 says why */
+        if (rank == 0) cli_fail(&err);
+        return 2;
+    }
+    cli_errors_quiet = nevo_comm_rank(comm) != 0;
+    int rc = train_main(argc, argv, comm);
+    nevo_comm_free(comm);
+    return rc;
 }

@@ -48,10 +48,24 @@ NevoStatus nevo_checkpoint_read(const char *path, NevoConfig *cfg, NevoRunTotals
     *state = NULL;
     *state_len = 0;
     memset(totals, 0, sizeof *totals);
-    uint8_t *payload;
+    uint8_t *data;
+    size_t n;
+    NevoStatus st = nevo_read_all(path, &data, &n, err);
+    if (st) return st;
+    st = nevo_checkpoint_parse(data, n, path, cfg, totals, state, state_len, err);
+    free(data);
+    return st;
+}
+
+NevoStatus nevo_checkpoint_parse(const uint8_t *data, size_t n, const char *path, NevoConfig *cfg,
+                                 NevoRunTotals *totals, uint8_t **state, size_t *state_len, NevoError *err) {
+    *state = NULL;
+    *state_len = 0;
+    memset(totals, 0, sizeof *totals);
+    const uint8_t *payload;
     size_t len;
-    NevoStatus st = nevo_container_read(path, NEVO_CHECKPOINT_MAGIC, NEVO_CHECKPOINT_VERSION, &payload,
-                                        &len, err);
+    NevoStatus st = nevo_container_decode(data, n, path, NEVO_CHECKPOINT_MAGIC, NEVO_CHECKPOINT_VERSION, &payload,
+                                          &len, err);
     if (st) return st;
     NevoReader r = nevo_reader(payload, len);
     char *json = nevo_read_str(&r, len);
@@ -77,7 +91,6 @@ NevoStatus nevo_checkpoint_read(const char *path, NevoConfig *cfg, NevoRunTotals
         *state = nevo_alloc(*state_len ? *state_len : 1);
         memcpy(*state, payload + r.pos, *state_len);
     }
-    free(payload);
     return st;
 }
 

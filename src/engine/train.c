@@ -3,6 +3,7 @@
 #include "nevo/train.h"
 
 #include "nevo/backend.h"
+#include "nevo/comm.h"
 #include "engine/run_core.h"
 
 #include <errno.h>
@@ -88,6 +89,7 @@ typedef struct Run {
     NevoEnv *eval_env;          /* evaluation env (the env's own limits) */
     NevoDataset *data;          /* a run on a dataset (no env, no evaluator) */
     NevoDataView train, test;   /* its splits as the networks see them */
+    NevoComm *comm;             /* the job's ranks (NULL: this process alone) */
 } Run;
 
 void nevo_run_core_free(NevoRunCore *c) {
@@ -201,16 +203,106 @@ void nevo_task_records_free(NevoObsStats *stats, NevoStates *states, int n_tasks
     free(states);
 }
 
-NevoStatus nevo_train_generation(NevoAlgo *algo, NevoEvaluator *ev, NevoGenStats *stats, NevoError *err) {
+/* --- ranks -----------------------------------------------------------------------------
+ * A run across ranks: every rank builds the same algorithm and asks the same task sets;
+ * rank r evaluates tasks [n r / N, n (r + 1) / N) of each and the ranks exchange their
+ * results (with the tasks' observation statistics and kept states: nevo_results_write),
+ * so every rank tells its algorithm the same results and makes the same update from the
+ * shared noise. An episode's outcome depends on its task alone, so the results, and the
+ * run, are those of one process whatever N. */
+
+/* Evaluates a shard: a set's tasks [0, shard->n_tasks), results and records from 0. */
+typedef NevoStatus (*ShardFn)(void *ctx, const NevoTaskSet *shard, NevoEpisode *results, NevoObsStats *stats,
+                              NevoStates *states, NevoError *err);
+
+static NevoStatus shard_env(void *ctx, const NevoTaskSet *shard, NevoEpisode *results, NevoObsStats *stats,
+                            NevoStates *states, NevoError *err) {
+    return nevo_evaluate_tasks(ctx, shard, results, stats, states, err);
+}
+
+typedef struct DataCtx {
+    const Run *r;
+} DataCtx;
+
+static NevoStatus shard_data(void *ctx, const NevoTaskSet *shard, NevoEpisode *results, NevoObsStats *stats,
+                             NevoStates *states, NevoError *err) {
+    const Run *r = ((const DataCtx *)ctx)->r;
+    NevoStatus st = nevo_taskset_check(shard, r->c.policy, NULL, err);
+    if (st) return st;
+    return nevo_supervised_tasks(shard, r->c.policy, &r->train, r->cfg.data.fitness_batch, r->c.pool, results, err);
+}
+
+static void shard_of(const NevoTaskSet *ts, int rank, int size, NevoTaskSet *sub, int *lo) {
+    long long n = ts->n_tasks;
+    *lo = (int)(n * rank / size);
+    *sub = *ts;
+    sub->tasks = ts->tasks + *lo;
+    sub->n_tasks = (int)(n * (rank + 1) / size) - *lo;
+}
+
+/* All of ts evaluated, each rank its shard, every rank left with every result. */
+static NevoStatus evaluate_shared(NevoComm *comm, const NevoTaskSet *ts, ShardFn fn, void *ctx,
+                                  NevoEpisode *results, NevoObsStats *stats, NevoStates *states, NevoError *err) {
+    int size = comm ? nevo_comm_size(comm) : 1, me = comm ? nevo_comm_rank(comm) : 0;
+    if (size == 1) return fn(ctx, ts, results, stats, states, err);
+    NevoTaskSet sub;
+    int lo;
+    shard_of(ts, me, size, &sub, &lo);
+    NevoStatus st = sub.n_tasks ? fn(ctx, &sub, results + lo, stats ? stats + lo : NULL,
+                                     states ? states + lo : NULL, err)
+                                : NEVO_OK;
+    NevoBuf mine = {0}, body = {0}, all = {0};
+    if (st == NEVO_OK)
+        st = nevo_results_write(&sub, results + lo, stats ? stats + lo : NULL, states ? states + lo : NULL, &body,
+                                err);
+    nevo_buf_u32(&mine, (uint32_t)st);
+    nevo_buf_str(&mine, st ? err->msg : "");
+    if (body.len) nevo_buf_put(&mine, body.data, body.len);
+    size_t *off = nevo_alloc(sizeof(size_t) * (size_t)(size + 1));
+    NevoStatus out = nevo_comm_allgather(comm, mine.data, mine.len, &all, off, err);
+    for (int r = 0; out == NEVO_OK && r < size; r++) { /* the lowest rank's failure, if any */
+        NevoReader rd = nevo_reader(all.data + off[r], off[r + 1] - off[r]);
+        uint32_t rs = nevo_read_u32(&rd);
+        char *msg = nevo_read_str(&rd, NEVO_ERROR_MSG_SIZE);
+        if (!nevo_reader_ok(&rd, false))
+            out = nevo_error(err, NEVO_ERR_CORRUPT, "rank %d sent malformed results", r);
+        else if (rs != NEVO_OK)
+            out = nevo_error(err, (NevoStatus)rs, "rank %d: %s", r, msg);
+        free(msg);
+    }
+    for (int r = 0; out == NEVO_OK && r < size; r++) {
+        if (r == me) continue;
+        NevoTaskSet other;
+        int olo;
+        shard_of(ts, r, size, &other, &olo);
+        NevoReader rd = nevo_reader(all.data + off[r], off[r + 1] - off[r]);
+        nevo_read_u32(&rd);
+        free(nevo_read_str(&rd, NEVO_ERROR_MSG_SIZE));
+        /* the other shard's records as that rank's results hold them */
+        for (int t = 0; stats && t < other.n_tasks; t++) nevo_obs_stats_free(&stats[olo + t]);
+        for (int t = 0; states && t < other.n_tasks; t++) nevo_states_free(&states[olo + t]);
+        out = nevo_results_read(&other, rd.data + rd.pos, rd.len - rd.pos, results + olo, stats ? stats + olo : NULL,
+                                states ? states + olo : NULL, err);
+        if (out) nevo_error_prefix(err, "results of rank %d: ", r);
+    }
+    free(off);
+    nevo_buf_free(&mine);
+    nevo_buf_free(&body);
+    nevo_buf_free(&all);
+    return out;
+}
+
+static NevoStatus generation_on(NevoAlgo *algo, NevoComm *comm, ShardFn fn, void *ctx, int records,
+                                NevoGenStats *stats, NevoError *err) {
     if (nevo_algo_trains_itself(algo)) return nevo_algo_train(algo, stats, err);
     for (int done = 0; !done;) {
         const NevoTaskSet *ts = nevo_algo_ask(algo);
         NevoEpisode *results = nevo_alloc(sizeof(NevoEpisode) * (size_t)(ts->n_tasks ? ts->n_tasks : 1));
-        NevoObsStats *task_stats;
-        NevoStates *task_states;
-        nevo_task_records_new(ts, &task_stats, &task_states);
+        NevoObsStats *task_stats = NULL;
+        NevoStates *task_states = NULL;
+        if (records) nevo_task_records_new(ts, &task_stats, &task_states);
         int n_tasks = ts->n_tasks; /* ts is the algorithm's until tell */
-        NevoStatus st = nevo_evaluate_tasks(ev, ts, results, task_stats, task_states, err);
+        NevoStatus st = evaluate_shared(comm, ts, fn, ctx, results, task_stats, task_states, err);
         if (st == NEVO_OK) st = nevo_algo_tell(algo, results, task_stats, task_states, stats, &done, err);
         nevo_task_records_free(task_stats, task_states, n_tasks);
         free(results);
@@ -219,21 +311,15 @@ NevoStatus nevo_train_generation(NevoAlgo *algo, NevoEvaluator *ev, NevoGenStats
     return NEVO_OK;
 }
 
+NevoStatus nevo_train_generation(NevoAlgo *algo, NevoEvaluator *ev, NevoGenStats *stats, NevoError *err) {
+    return generation_on(algo, NULL, shard_env, ev, 1, stats, err);
+}
+
 /* A generation on a dataset: the tasks' networks scored on their batches
  * (data.fitness_batch samples, 0 = the whole training split), or the algorithm's own. */
 static NevoStatus data_generation(Run *r, NevoGenStats *stats, NevoError *err) {
-    if (nevo_algo_trains_itself(r->c.algo)) return nevo_algo_train(r->c.algo, stats, err);
-    for (int done = 0; !done;) {
-        const NevoTaskSet *ts = nevo_algo_ask(r->c.algo);
-        NevoEpisode *results = nevo_alloc(sizeof(NevoEpisode) * (size_t)(ts->n_tasks ? ts->n_tasks : 1));
-        NevoStatus st = nevo_taskset_check(ts, r->c.policy, NULL, err);
-        if (st == NEVO_OK)
-            st = nevo_supervised_tasks(ts, r->c.policy, &r->train, r->cfg.data.fitness_batch, r->c.pool, results, err);
-        if (st == NEVO_OK) st = nevo_algo_tell(r->c.algo, results, NULL, NULL, stats, &done, err);
-        free(results);
-        if (st) return st;
-    }
-    return NEVO_OK;
+    DataCtx ctx = {r};
+    return generation_on(r->c.algo, r->comm, shard_data, &ctx, 0, stats, err);
 }
 
 /* The scores a run on a dataset reports of its best policy: the test split's loss and
@@ -348,9 +434,54 @@ static NevoStatus lock_run_dir(const char *dir, int create, int *fd_out, NevoErr
 
 NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume, int threads,
                           const NevoTrainHooks *hooks, NevoTrainSummary *summary, NevoError *err) {
+    return nevo_train_run_ranks(cfg, out_dir, resume, threads, hooks, NULL, summary, err);
+}
+
+/* What a run across ranks reports per generation in comm.jsonl (rank 0 writes it): each
+ * rank's bytes sent, seconds in collective calls and seconds in the generation. */
+static NevoStatus comm_line(NevoComm *comm, const char *path, int generation, double gen_s, NevoError *err) {
+    NevoCommStats cs;
+    nevo_comm_stats(comm, &cs);
+    double mine[3] = {(double)cs.bytes_sent, cs.seconds, gen_s};
+    NevoBuf all = {0};
+    NevoStatus st = nevo_comm_allgather(comm, mine, sizeof mine, &all, NULL, err);
+    int n = nevo_comm_size(comm);
+    if (st == NEVO_OK && nevo_comm_rank(comm) == 0) {
+        NevoBuf line = {0};
+        char part[160];
+        static const char *const keys[3] = {"bytes_sent", "comm_s", "generation_s"};
+        snprintf(part, sizeof part, "{\"generation\": %d, \"ranks\": %d", generation, n);
+        nevo_buf_put(&line, part, strlen(part));
+        for (int k = 0; k < 3; k++) {
+            snprintf(part, sizeof part, ", \"%s\": [", keys[k]);
+            nevo_buf_put(&line, part, strlen(part));
+            for (int r = 0; r < n; r++) {
+                double v;
+                memcpy(&v, all.data + sizeof mine * (size_t)r + sizeof(double) * (size_t)k, sizeof v);
+                snprintf(part, sizeof part, k == 0 ? "%s%.0f" : "%s%.6f", r ? ", " : "", v);
+                nevo_buf_put(&line, part, strlen(part));
+            }
+            nevo_buf_put(&line, "]", 1);
+        }
+        nevo_buf_put(&line, "}\n", 3);
+        st = append_line(path, (const char *)line.data, err);
+        nevo_buf_free(&line);
+    }
+    nevo_buf_free(&all);
+    return st;
+}
+
+NevoStatus nevo_train_run_ranks(const NevoConfig *cfg, const char *out_dir, int resume, int threads,
+                                const NevoTrainHooks *hooks, NevoComm *comm, NevoTrainSummary *summary,
+                                NevoError *err) {
     memset(summary, 0, sizeof *summary);
+    NevoComm *self = comm ? NULL : nevo_comm_self();
+    if (!comm) comm = self;
+    int root = nevo_comm_rank(comm) == 0, ranks = nevo_comm_size(comm);
+    if (!root) hooks = NULL; /* progress is rank 0's to show */
     char ckpt_path[4096], metrics_path[4096], config_path[4096], policy_path[4096], summary_path[4096];
-    char bc_path[4096];
+    char bc_path[4096], comm_path[4096];
+    path_in(comm_path, sizeof comm_path, out_dir, "comm.jsonl");
     path_in(bc_path, sizeof bc_path, out_dir, "behaviours.json");
     path_in(ckpt_path, sizeof ckpt_path, out_dir, "checkpoint.bin");
     path_in(metrics_path, sizeof metrics_path, out_dir, "metrics.jsonl");
@@ -360,6 +491,20 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
 
     Run run;
     NevoStatus st = run_build(&run, cfg, threads, err);
+    run.comm = comm;
+    int gradient = st == NEVO_OK && nevo_algo_trains_itself(run.c.algo);
+    if (st == NEVO_OK && ranks > 1 && gradient && !nevo_algo_replicates(run.c.algo))
+        st = nevo_error(err, NEVO_ERR_INVALID, "algo %s trains in one process only; run it on one rank", cfg->algo);
+    int shards = (cfg->data.batch + NEVO_SUP_SHARD - 1) / NEVO_SUP_SHARD;
+    if (st == NEVO_OK && gradient && ranks > shards)
+        st = nevo_error(err, NEVO_ERR_INVALID, "%d ranks exceed the %d shards of %d samples a batch of data.batch=%d "
+                        "is cut into (each rank computes some of them); run at most %d ranks", ranks, shards,
+                        NEVO_SUP_SHARD, cfg->data.batch, shards);
+    if (st == NEVO_OK && gradient && ranks > 1) nevo_algo_set_comm(run.c.algo, comm);
+    if (st == NEVO_OK && !gradient && ranks > cfg->population)
+        st = nevo_error(err, NEVO_ERR_INVALID, "%d ranks exceed the population (%d): each rank evaluates a shard of "
+                        "a generation; run at most %d ranks", ranks, cfg->population, cfg->population);
+    st = nevo_comm_agree(comm, st, err);
     NevoRunTotals totals = {0};
     totals.best_fitness = -INFINITY;
     int lock_fd = -1;
@@ -368,7 +513,7 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
      * refuses a directory that holds a run (checkpoint.bin): before creating anything,
      * saying whether a process still runs there, and again under the lock (a run that
      * held it may have finished meanwhile). */
-    for (int pass = 0; pass < 2 && st == NEVO_OK && !resume; pass++) {
+    for (int pass = 0; pass < 2 && st == NEVO_OK && !resume && root; pass++) {
         if (access(ckpt_path, F_OK) == 0) {
             int probe;
             if (pass == 0) st = lock_run_dir(out_dir, 0, &probe, err);
@@ -380,25 +525,39 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
             st = lock_run_dir(out_dir, 1, &lock_fd, err);
         }
     }
-    if (st == NEVO_OK && resume && access(ckpt_path, F_OK) == 0) st = lock_run_dir(out_dir, 1, &lock_fd, err);
+    if (st == NEVO_OK && resume && root && access(ckpt_path, F_OK) == 0)
+        st = lock_run_dir(out_dir, 1, &lock_fd, err);
+    if (ranks > 1) st = nevo_comm_agree(comm, st, err);
     if (st == NEVO_OK && resume) {
+        /* rank 0 reads the checkpoint, every rank restores it from those bytes */
+        NevoBuf file = {0};
+        uint8_t *data = NULL;
+        size_t n = 0;
+        if (root) st = nevo_read_all(ckpt_path, &data, &n, err);
+        if (root && st == NEVO_OK) nevo_buf_put(&file, data, n);
+        free(data);
+        if (ranks > 1) st = nevo_comm_agree(comm, st, err);
+        if (st == NEVO_OK) st = nevo_comm_bcast(comm, &file, 0, err);
         NevoConfig stored;
-        uint8_t *state;
+        uint8_t *state = NULL;
         size_t state_len;
-        st = nevo_checkpoint_read(ckpt_path, &stored, &totals, &state, &state_len, err);
+        if (st == NEVO_OK)
+            st = nevo_checkpoint_parse(file.data, file.len, ckpt_path, &stored, &totals, &state, &state_len, err);
+        nevo_buf_free(&file);
         if (st == NEVO_OK) {
             st = nevo_checkpoint_restore(ckpt_path, run.c.algo, state, state_len, err);
             free(state);
         }
         if (st == NEVO_OK) st = nevo_checkpoint_verify(ckpt_path, &totals, run.c.algo, run.c.policy, err);
+        if (ranks > 1) st = nevo_comm_agree(comm, st, err);
     }
     /* what killed runs left: temporary files of the run's files whose writes were cut
      * before their rename (other files in the directory are not the run's to judge) */
-    static const char *const run_files[] = {"checkpoint.bin", "policy.nevo", "metrics.jsonl",
-                                            "config.json",    "summary.json", "behaviours.json"};
-    for (size_t i = 0; st == NEVO_OK && i < sizeof run_files / sizeof run_files[0]; i++)
+    static const char *const run_files[] = {"checkpoint.bin", "policy.nevo",     "metrics.jsonl", "config.json",
+                                            "summary.json",   "behaviours.json", "comm.jsonl"};
+    for (size_t i = 0; st == NEVO_OK && root && i < sizeof run_files / sizeof run_files[0]; i++)
         nevo_remove_stale_temps(out_dir, run_files[i]);
-    if (st == NEVO_OK) {
+    if (st == NEVO_OK && root) {
         char *json = nevo_config_to_json(&run.cfg);
         size_t len = strlen(json);
         json[len] = '\0';
@@ -409,11 +568,15 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
         nevo_buf_free(&b);
         free(json);
     }
-    if (st == NEVO_OK && resume) st = trim_metrics(metrics_path, totals.generations, err);
-    if (st == NEVO_OK && !resume) st = nevo_write_atomic(metrics_path, "", 0, err);
+    if (st == NEVO_OK && root && resume) st = trim_metrics(metrics_path, totals.generations, err);
+    if (st == NEVO_OK && root && resume && ranks > 1) st = trim_metrics(comm_path, totals.generations, err);
+    if (st == NEVO_OK && root && !resume) st = nevo_write_atomic(metrics_path, "", 0, err);
+    if (st == NEVO_OK && root && !resume && ranks > 1) st = nevo_write_atomic(comm_path, "", 0, err);
+    if (ranks > 1) st = nevo_comm_agree(comm, st, err);
     if (st) {
         run_free(&run);
         if (lock_fd >= 0) close(lock_fd);
+        nevo_comm_free(self);
         return st;
     }
     if (hooks && hooks->on_start) hooks->on_start(hooks->ctx, &run.cfg, resume ? &totals : NULL);
@@ -426,10 +589,14 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
     /* a finished run resumed runs no generation: its policy is written again from the
      * checkpoint, so policy.nevo matches it and the summary whatever came before */
     const char *stopped = stop_reason(&run.cfg, &totals);
-    if (resume && stopped) st = write_policy(&run, policy_path, err);
+    if (resume && stopped && root) st = write_policy(&run, policy_path, err);
+    if (ranks > 1) st = nevo_comm_agree(comm, st, err);
     while (st == NEVO_OK && !stopped) {
         NevoGenStats gs;
-        st = run.data ? data_generation(&run, &gs, err) : nevo_train_generation(run.c.algo, run.c.ev, &gs, err);
+        double g0 = now_s();
+        nevo_comm_reset_stats(comm);
+        st = run.data ? data_generation(&run, &gs, err)
+                      : generation_on(run.c.algo, comm, shard_env, run.c.ev, 1, &gs, err);
         if (st == NEVO_OK && run.data) {
             double epoch_loss = -gs.mean;
             gs.on_data = 1;
@@ -440,6 +607,14 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
         totals.frames += gs.frames;
         totals.episodes += gs.episodes;
         totals.wall_s = now_s() - t_start;
+        if (ranks > 1) { /* rank 0's clock: every rank stops after the same generation */
+            NevoBuf w = {0};
+            nevo_buf_f64(&w, totals.wall_s);
+            st = nevo_comm_bcast(comm, &w, 0, err);
+            if (st == NEVO_OK) memcpy(&totals.wall_s, w.data, sizeof totals.wall_s);
+            nevo_buf_free(&w);
+            if (st) break;
+        }
         if (gs.best > totals.best_fitness) totals.best_fitness = gs.best;
         char line[1024], extra[512] = "";
         size_t used = 0;
@@ -464,35 +639,38 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
                  "\"elite_validation_mean\": %.17g, \"generation_frames\": %lld%s}\n",
                  gs.generation, totals.frames, totals.episodes, totals.wall_s, gs.best, gs.mean,
                  gs.median, gs.elite_mean, gs.frames, extra);
-        st = append_line(metrics_path, line, err);
-        if (st) break;
+        if (root) st = append_line(metrics_path, line, err);
         stopped = stop_reason(&run.cfg, &totals);
         int last = stopped != NULL;
         /* behaviours.json before the last checkpoint: a run killed in between redoes
          * the last generation on resume and writes the same file again */
-        if (last && run.c.env && nevo_env_spec(run.c.env)->bc_dim > 0) st = write_behaviours(&run, bc_path, err);
-        if (st) break;
+        if (st == NEVO_OK && root && last && run.c.env && nevo_env_spec(run.c.env)->bc_dim > 0)
+            st = write_behaviours(&run, bc_path, err);
         /* the policy before the checkpoint of its generation: a run stopped between the
          * two (killed, out of disk space) resumes from the checkpoint before, redoes the
          * generation and writes the same policy again, so policy.nevo never lags the
          * checkpoint */
-        if (last || totals.generations % run.cfg.checkpoint_every == 0) {
+        if (st == NEVO_OK && root && (last || totals.generations % run.cfg.checkpoint_every == 0)) {
             st = write_policy(&run, policy_path, err);
             if (st == NEVO_OK) st = nevo_checkpoint_save(ckpt_path, &run.cfg, &totals, run.c.algo, err);
-            if (st) break;
         }
+        if (ranks > 1) st = nevo_comm_agree(comm, st, err);
+        if (st == NEVO_OK && ranks > 1) st = comm_line(comm, comm_path, gs.generation, now_s() - g0, err);
+        if (ranks > 1) st = nevo_comm_agree(comm, st, err);
+        if (st) break;
         if (hooks && hooks->on_generation) hooks->on_generation(hooks->ctx, &gs, &totals, &run.cfg);
     }
     if (st == NEVO_OK && run.data) {
         summary->on_data = 1; /* the final policy's scores, its training loss over the split */
         st = data_scores(&run, NULL, &summary->data, err);
-    } else if (st == NEVO_OK) {
+    } else if (st == NEVO_OK && root) { /* rank 0 alone: the others wait at the agreement below */
         float *theta = nevo_alloc_aligned(sizeof(float) * run.c.policy->nparams);
         nevo_algo_best(run.c.algo, theta);
         st = nevo_eval_params(run.eval_env, run.c.policy, theta, run.c.pool, run.cfg.eval_episodes,
                               run.cfg.seed, &summary->eval, err);
         free(theta);
     }
+    if (ranks > 1) st = nevo_comm_agree(comm, st, err);
     if (st == NEVO_OK) {
         summary->totals = totals;
         snprintf(summary->stopped, sizeof summary->stopped, "%s", stopped ? stopped : "");
@@ -512,9 +690,11 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
                          totals.generations, totals.frames, totals.episodes, totals.wall_s,
                          totals.best_fitness, summary->eval.episodes, summary->eval.return_mean,
                          summary->eval.return_std, summary->eval.length_mean, summary->stopped);
-        st = nevo_write_atomic(summary_path, text, (size_t)n, err);
+        if (root) st = nevo_write_atomic(summary_path, text, (size_t)n, err);
     }
+    if (ranks > 1) st = nevo_comm_agree(comm, st, err);
     run_free(&run);
     if (lock_fd >= 0) close(lock_fd); /* the run directory's lock */
+    nevo_comm_free(self);
     return st;
 }
