@@ -2,8 +2,8 @@
 # test runner; `make run` trains the default config; `make install` installs them.
 #
 #   make test     the suite three ways: plain (in build/), with AddressSanitizer +
-#                 UndefinedBehaviorSanitizer (build-san/), and the thread pool's and the
-#                 evaluator's tests with ThreadSanitizer (build-tsan/); what CI runs
+#                 UndefinedBehaviorSanitizer (build-san/), and the threaded parts' tests
+#                 with ThreadSanitizer (build-tsan/); what CI runs
 #   make check    the plain suite only (T="word ..." runs the tests whose name or file
 #                 contains one of the words); SAN=1 / TSAN=1 select a sanitizer build
 #
@@ -84,10 +84,11 @@ LIBS = -lgif -lpng $(CAIRO_LIBS) $(LIB_LIBS)
 LIB_SRC := $(sort $(wildcard src/core/*.c src/envs/*.c src/nn/*.c src/engine/*.c src/algo/*.c src/io/*.c))
 BENCH_SRC := $(sort $(wildcard src/bench/*.c))
 CLI_SRC := $(sort $(wildcard src/cli/*.c))
-# ThreadSanitizer runs the thread pool's and the evaluator's tests (the rest of the
-# suite is single-threaded or covered by them, and runs 5-15 times slower under TSan).
+# ThreadSanitizer runs the tests of the threaded parts: the thread pool, the evaluator,
+# the replicas' comms and the actor-learner runtime (the rest of the suite is
+# single-threaded or covered by them, and runs 5-15 times slower under TSan).
 ifeq ($(TSAN),1)
-TEST_SRC := tests/main.c tests/test_threads.c tests/test_eval.c tests/test_replica.c
+TEST_SRC := tests/main.c tests/test_threads.c tests/test_eval.c tests/test_replica.c tests/test_vtrace.c
 else
 TEST_SRC := $(sort $(wildcard tests/*.c))
 endif
@@ -165,6 +166,8 @@ $(NEVO): $(CLI_OBJ) $(BENCH_OBJ) $(STATIC)
 	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(BENCH_OBJ) $(STATIC) $(LIBS)
 
 ifeq ($(TSAN),1)
+# the actor-learner runtime's tests without the ones that run the command
+$(BUILD)/tests/test_vtrace.o: CFLAGS += -DNEVO_TSAN_ONLY
 $(TESTS): $(TEST_OBJ) $(STATIC)
 	$(CC) $(CFLAGS) -o $@ $(TEST_OBJ) $(STATIC) $(LIBS)
 else
@@ -272,7 +275,7 @@ test:
 	$(SUBMAKE) check && t1=$$(date +%s) && \
 	echo "== plain: $$((t1 - t0)) s; now AddressSanitizer + UndefinedBehaviorSanitizer in $(BUILD)-san/" && \
 	$(SUBMAKE) SAN=1 BUILD=$(BUILD)-san check && t2=$$(date +%s) && \
-	echo "== ASan + UBSan: $$((t2 - t1)) s; now ThreadSanitizer (thread pool, evaluator) in $(BUILD)-tsan/" && \
+	echo "== ASan + UBSan: $$((t2 - t1)) s; now ThreadSanitizer (thread pool, evaluator, replicas, actor-learner) in $(BUILD)-tsan/" && \
 	$(SUBMAKE) TSAN=1 BUILD=$(BUILD)-tsan check && t3=$$(date +%s) && \
 	echo "== TSan: $$((t3 - t2)) s; total $$((t3 - t0)) s over the plain, ASan + UBSan and TSan runs:" && \
 	tail -q -n 1 $(BUILD)/check.log $(BUILD)-san/check.log $(BUILD)-tsan/check.log \

@@ -21,11 +21,11 @@ static const struct {
     const char *dir;
     const char *headers; /* space-separated module names */
 } layers[] = {
-    {"core", "status rng noise threads config io version"},
+    {"core", "status rng noise threads config io version comm replica"},
     {"envs", "env"},
     {"nn", "policy params tasks backend grad optim lstm rl"},
     {"io", "policy_file dataset"},
-    {"algo", "algo novelty supervised"},
+    {"algo", "algo novelty supervised vtrace seed"},
     {"engine", "eval train checkpoint vec"},
     {"cli", ""},
 };

@@ -35,6 +35,7 @@ typedef struct NevoPolicyConfig {
     char activation[16];           /* "tanh" or "relu" */
     char init[16];                 /* "scaled" (Uber GA) or "normc" (OpenAI ES) */
     int lstm;                      /* units of an LSTM layer before the output layer; 0 = none */
+    int value_head;                /* 1: one more output, V(x), after the action outputs (actor-critic) */
 } NevoPolicyConfig;
 
 typedef struct NevoGAConfig {
@@ -90,6 +91,25 @@ typedef struct NevoDataConfig {
                           * every member (0 = the whole training set) */
 } NevoDataConfig;
 
+/* Actor-learner RL (algo vtrace): SEED RL's runtime, IMPALA's V-trace loss. */
+typedef struct NevoRLConfig {
+    char mode[8];         /* "sync": a fixed schedule of actor steps and learner updates,
+                           * bit-identical; "async": actors, inference and learner run
+                           * concurrently (faster, not reproducible) */
+    int envs;             /* environment instances in all */
+    int actors;           /* async: actor threads (0 = a quarter of the CPUs, at least 1) */
+    int unroll;           /* T: steps per trajectory the learner trains on */
+    int batch;            /* trajectories per learner step (sync: every env's, envs) */
+    int steps_per_generation; /* learner steps per generation (a metrics line) */
+    double discount;      /* gamma */
+    double rho_bar, c_bar; /* V-trace's truncation levels */
+    double baseline_cost; /* weight of the value loss 0.5 (v_s - V(x_s))^2 */
+    double entropy_cost;  /* weight of the entropy bonus */
+    double reward_clip;   /* rewards clipped to +-this (0 = none) */
+    int queue;            /* async: trajectories the queue to the learner holds */
+    int batch_wait_us;    /* async: how long the inference server waits to fill a batch */
+} NevoRLConfig;
+
 typedef struct NevoNSConfig {
     int k;               /* nearest neighbours in the novelty score */
     int archive_add;     /* GA-NS: random individuals whose BC joins the archive per generation */
@@ -103,7 +123,7 @@ typedef struct NevoConfig {
     char env[64];
     char dataset[256];     /* supervised data instead of an env: "fashion-mnist", or a
                             * directory of IDX files ("" = reinforcement learning on env) */
-    char algo[16];         /* ga, es, rs, ga-ns, ns-es, nsr-es, nsra-es, sgd */
+    char algo[16];         /* ga, es, rs, ga-ns, ns-es, nsr-es, nsra-es, sgd, vtrace */
     uint64_t seed;
     int population;        /* individuals evaluated per generation */
     int generations;
@@ -126,6 +146,7 @@ typedef struct NevoConfig {
     NevoNSConfig ns;
     NevoOptimConfig optim;
     NevoDataConfig data;
+    NevoRLConfig rl;
 } NevoConfig;
 
 /* Fills every key with its default. */

@@ -5,6 +5,7 @@
 #include "nevo/algo.h"
 #include "nevo/backend.h"
 #include "nevo/checkpoint.h"
+#include "nevo/comm.h"
 #include "nevo/config.h"
 #include "nevo/dataset.h"
 #include "nevo/env.h"
@@ -18,8 +19,10 @@
 #include "nevo/params.h"
 #include "nevo/policy.h"
 #include "nevo/policy_file.h"
+#include "nevo/replica.h"
 #include "nevo/rl.h"
 #include "nevo/rng.h"
+#include "nevo/seed.h"
 #include "nevo/status.h"
 #include "nevo/supervised.h"
 #include "nevo/tasks.h"
@@ -27,5 +30,6 @@
 #include "nevo/train.h"
 #include "nevo/vec.h"
 #include "nevo/version.h"
+#include "nevo/vtrace.h"
 
 #endif

@@ -14,8 +14,9 @@
  * through nevo_policy_forward_state, which reads and updates that state; the caller
  * zeroes a row's state as its episode starts.
  *
- * Outputs to actions: discrete = argmax (first maximum); continuous = tanh scaled to
- * the action bounds. Observation normalisation (ES): x' = clip((x - mean) / std, ±5),
+ * Outputs to actions: discrete = argmax (first maximum) of the action outputs;
+ * continuous = tanh scaled to the action bounds. A value head (policy.value_head) adds
+ * one output after them, V(x), which acting ignores. Observation normalisation (ES): x' = clip((x - mean) / std, ±5),
  * with mean/std part of the policy. */
 #ifndef NEVO_POLICY_H
 #define NEVO_POLICY_H
@@ -48,7 +49,8 @@ typedef struct NevoLayer {
 typedef struct NevoPolicy {
     int obs_dim;
     NevoSpaceKind action_kind;
-    int n_out;                  /* discrete: n_actions; box: action_dim */
+    int n_out;                  /* outputs: n_act, and V(x) after them with policy.value_head */
+    int n_act;                  /* the action outputs: discrete n_actions (logits); box action_dim */
     int action_dim;
     float action_low[NEVO_ENV_MAX_ACT_DIM], action_high[NEVO_ENV_MAX_ACT_DIM];
     NevoInit init;

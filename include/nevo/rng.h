@@ -27,6 +27,8 @@ typedef enum NevoRngPurpose {
     NEVO_RNG_ARCHIVE = 9,    /* novelty-archive sampling */
     NEVO_RNG_NOISE_TABLE = 10, /* the shared noise table's blocks */
     NEVO_RNG_DATA = 11,      /* supervised data: epoch orders, fitness batches */
+    NEVO_RNG_ACTOR = 12,     /* actor-learner: the actors' action draws */
+    NEVO_RNG_ACTOR_ENV = 13, /* actor-learner: the actors' episode seeds */
     NEVO_RNG_USER = 64,      /* first value free for other modules */
 } NevoRngPurpose;
 

@@ -40,6 +40,9 @@ static const Entry registry[] = {
     {{"sgd", "mini-batch gradient descent on a dataset's cross-entropy (optim: sgd, adam or rmsprop)", "optim data",
       NEVO_ALGO_GRADIENT | NEVO_ALGO_DATASET},
      nevo_sgd_check, nevo_sgd_algo_new, nevo_sgd_state_bytes, "parameters and optimiser moments", 0},
+    {{"vtrace", "IMPALA's V-trace actor-critic on SEED RL's actors and batched inference (rl: sync or async)",
+      "rl optim", NEVO_ALGO_GRADIENT},
+     nevo_vtrace_check, nevo_vtrace_new, nevo_vtrace_state_bytes, "parameters, optimiser moments and gradients", 0},
 };
 #define N_ALGOS ((int)(sizeof registry / sizeof registry[0]))
 

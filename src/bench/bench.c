@@ -61,7 +61,8 @@ unsigned nevo_bench_group_bit(const char *name) {
                   {"mujoco", NEVO_BENCH_MUJOCO},
                   {"novelty", NEVO_BENCH_NOVELTY},
                   {"backward", NEVO_BENCH_BACKWARD},
-                  {"gpu", NEVO_BENCH_GPU}};
+                  {"gpu", NEVO_BENCH_GPU},
+                  {"actor", NEVO_BENCH_ACTOR}};
     for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++)
         if (strcmp(name, groups[i].name) == 0) return groups[i].bit;
     return 0;
@@ -1278,6 +1279,7 @@ NevoStatus nevo_bench_run(const NevoBenchOptions *o, unsigned groups, NevoBenchE
 
     if ((groups & NEVO_BENCH_BACKWARD) && (st = nevo_bench_backward(o, &lim, emit, ctx, err)) != NEVO_OK) goto done;
     if ((groups & NEVO_BENCH_GPU) && (st = nevo_bench_gpu(o, emit, ctx, err)) != NEVO_OK) goto done;
+    if ((groups & NEVO_BENCH_ACTOR) && (st = nevo_bench_actor(o, emit, ctx, err)) != NEVO_OK) goto done;
 
     if (groups & NEVO_BENCH_GA) {
         int gens = o->quick ? 2 : 8;

@@ -17,7 +17,9 @@
  *   backward nevo_policy_backward against nevo_policy_forward on 64 rows of one network,
  *            whole and layer by layer, for the MinAtar net and a 64-64 MLP (bench_grad.c);
  *   gpu      the CUDA device's FMA peak and copy bandwidth, and the cuda backend's
- *            forward against them (bench_gpu.c; a CUDA=1 build on a machine with a GPU).
+ *            forward against them (bench_gpu.c; a CUDA=1 build on a machine with a GPU);
+ *   actor    algo vtrace on MinAtar: the actor-learner runtime alone, async and sync
+ *            end to end against it, and the learner's samples/s (bench_actor.c).
  *
  * Method: each measurement is calibrated until one repetition takes at least
  * min_time_s (the calibration runs double as warm-up), then repeated `reps` times; the
@@ -52,10 +54,11 @@ enum {
     NEVO_BENCH_NOVELTY = 1u << 6,
     NEVO_BENCH_BACKWARD = 1u << 7,
     NEVO_BENCH_GPU = 1u << 8,
-    NEVO_BENCH_ALL = (1u << 9) - 1,
+    NEVO_BENCH_ACTOR = 1u << 9,
+    NEVO_BENCH_ALL = (1u << 10) - 1,
 };
 /* Group bit of a name ("peak", "memory", "envs", "forward", "ga", "mujoco",
- * "novelty", "backward", "gpu"); 0 if unknown. */
+ * "novelty", "backward", "gpu", "actor"); 0 if unknown. */
 unsigned nevo_bench_group_bit(const char *name);
 
 #define NEVO_BENCH_EXTRA_SIZE 640
@@ -402,6 +405,7 @@ NevoStatus nevo_bench_mujoco(const NevoBenchOptions *o, const char *name, NevoBe
  * for the backward, against the forward's rate. */
 /* The gpu group (bench_gpu.c): says it was skipped where there is no CUDA device. */
 NevoStatus nevo_bench_gpu(const NevoBenchOptions *o, NevoBenchEmit emit, void *ctx, NevoError *err);
+NevoStatus nevo_bench_actor(const NevoBenchOptions *o, NevoBenchEmit emit, void *ctx, NevoError *err);
 NevoStatus nevo_bench_backward(const NevoBenchOptions *o, const NevoBenchLimits *lim, NevoBenchEmit emit, void *ctx,
                                NevoError *err);
 

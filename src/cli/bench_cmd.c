@@ -40,6 +40,9 @@ static const char *help =
     "           cuda backend's forward of the MinAtar net (P = 1024, B = 1, 16, 64) and a\n"
     "           348-256-256-17 MLP (P = 4096, B = 1) against them: the kernels alone and\n"
     "           the whole call (a `make CUDA=1` build on a machine with a GPU; else skipped)\n"
+    "  actor    algo vtrace on MinAtar Breakout (MinAtar net, 32 envs, unrolls of 20): the\n"
+    "           actor-learner runtime alone (learner off), async and sync end to end against\n"
+    "           it, and the learner's samples/s on one thread\n"
     "\n"
     "Each number is the best of several repetitions of at least 0.2 s after warm-up (the\n"
     "median is in --json, and for each population forward case the fastest single\n"
@@ -156,7 +159,7 @@ int nevo_cmd_bench(int argc, char **argv) {
             if (!v) return cli_usage_error("bench", "--only needs a list of groups");
             groups = parse_groups(v, &ok);
             if (!ok)
-                return cli_usage_error("bench", "--only '%s': expected names from peak, memory, envs, forward, backward, ga, mujoco, novelty, gpu",
+                return cli_usage_error("bench", "--only '%s': expected names from peak, memory, envs, forward, backward, ga, mujoco, novelty, gpu, actor",
                                        cli_esc(v));
         } else if (cli_option(argc, argv, &i, "--threads", &v)) {
             if (cli_parse_int(v, 1, 4096, &threads))

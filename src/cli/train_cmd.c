@@ -39,7 +39,12 @@ static const char *help =
     "  --threads N    worker threads (default: the config's `threads`, 0 = every CPU this\n"
     "                 process may run on); results do not depend on it\n"
     "  --backend B    cpu or cuda (the config's `backend`); results do not depend on it\n"
-    "  --quiet        no progress output\n";
+    "  --quiet        no progress output\n"
+    "\n"
+    "Across MPI ranks: `mpirun -np N nevo train CONFIG ...` (Open MPI) gives each rank a share of\n"
+    "every generation's tasks (threads per rank: the node's CPUs / its ranks, unless --threads);\n"
+    "the run is bit-identical to one process for any N, resumes on any N, and rank 0 writes the\n"
+    "run directory, with comm.jsonl (bytes, communication and evaluation seconds per rank).\n";
 
 typedef struct Progress {
     int tty, quiet;
@@ -167,6 +172,8 @@ static void on_start(void *ctx, const NevoConfig *cfg, const NevoRunTotals *resu
 
 static void on_generation(void *ctx, const NevoGenStats *g, const NevoRunTotals *t, const NevoConfig *cfg) {
     Progress *p = ctx;
+    /* algorithms that report no frames mid-generation (the learners) die at its end */
+    if (p->kill_after_frames > 0 && t->frames >= p->kill_after_frames) raise(SIGKILL);
     pthread_mutex_lock(&p->mu);
     p->last = *g;
     p->have_last = 1;
@@ -386,7 +393,9 @@ static int train_main(int argc, char **argv, NevoComm *comm) {
 
 int nevo_cmd_train(int argc, char **argv) {
     int rank, size;
-    if (!nevo_comm_launched(&rank, &size)) return train_main(argc, argv, NULL);
+    /* one process (a launcher's single rank in a build without MPI is one too) */
+    if (!nevo_comm_launched(&rank, &size) || (size == 1 && !nevo_comm_has_mpi()))
+        return train_main(argc, argv, NULL);
     NevoError err = {0};
     NevoComm *comm;
     if (nevo_comm_mpi(&comm, &err)) { /* a build without MPI: every rank fails, rank 0 says why */

@@ -72,6 +72,8 @@ static const Key schema[] = {
     {"policy.lstm", T_INT, OFF(policy.lstm), 0, 4096, NULL, 0, 0,
      "units of an LSTM layer after the hidden layers, before the output layer (0 = none: a feed-forward "
      "policy); its state is zeroed as each episode starts"},
+    {"policy.value_head", T_BOOL, OFF(policy.value_head), 0, 1, NULL, 0, 0,
+     "one more output after the action outputs, the state's value V(x) (actor-critic learners: algo vtrace)"},
     {"policy.activation", T_STRING, OFF(policy.activation), 0, 0, "tanh|relu",
      sizeof(((NevoConfig *)0)->policy.activation), 0, "hidden-layer nonlinearity"},
     {"policy.init", T_STRING, OFF(policy.init), 0, 0, "scaled|normc",
@@ -133,6 +135,26 @@ static const Key schema[] = {
      "L2 coefficient added to the gradient"},
     {"optim.clip_norm", T_DOUBLE, OFF(optim.clip_norm), 0, 1e12, NULL, 0, 0,
      "clip the gradient to this global L2 norm (0 = no clipping)"},
+    {"rl.mode", T_STRING, OFF(rl.mode), 0, 0, "sync|async", sizeof(((NevoConfig *)0)->rl.mode), 0,
+     "algo vtrace: sync (a fixed schedule of actor steps and learner updates: bit-identical across threads "
+     "and resume) or async (actors, batched inference and learner concurrently: faster, not reproducible)"},
+    {"rl.envs", T_INT, OFF(rl.envs), 1, 1e6, NULL, 0, 0, "environment instances the actors step"},
+    {"rl.actors", T_INT, OFF(rl.actors), 0, 4096, NULL, 0, 0,
+     "async: actor threads, each owning envs / actors instances (0 = a quarter of the CPUs, at least 1)"},
+    {"rl.unroll", T_INT, OFF(rl.unroll), 1, 100000, NULL, 0, 0, "T: steps of each trajectory the learner takes"},
+    {"rl.batch", T_INT, OFF(rl.batch), 0, 1e6, NULL, 0, 0,
+     "trajectories per learner step (0 = rl.envs; sync mode trains on every env's each step)"},
+    {"rl.steps_per_generation", T_INT, OFF(rl.steps_per_generation), 1, 1e9, NULL, 0, 0,
+     "learner steps per generation (one metrics line, the unit of generations and checkpoint_every)"},
+    {"rl.discount", T_DOUBLE, OFF(rl.discount), 0, 1, NULL, 0, 0, "gamma"},
+    {"rl.rho_bar", T_DOUBLE, OFF(rl.rho_bar), 0, 1e6, NULL, 0, 0, "V-trace: truncation of the importance weights rho"},
+    {"rl.c_bar", T_DOUBLE, OFF(rl.c_bar), 0, 1e6, NULL, 0, 0, "V-trace: truncation of the traces c"},
+    {"rl.baseline_cost", T_DOUBLE, OFF(rl.baseline_cost), 0, 1e6, NULL, 0, 0, "weight of the value loss"},
+    {"rl.entropy_cost", T_DOUBLE, OFF(rl.entropy_cost), 0, 1e6, NULL, 0, 0, "weight of the entropy bonus"},
+    {"rl.reward_clip", T_DOUBLE, OFF(rl.reward_clip), 0, 1e12, NULL, 0, 0, "rewards clipped to +-this (0 = none)"},
+    {"rl.queue", T_INT, OFF(rl.queue), 1, 1e6, NULL, 0, 0, "async: trajectories the queue to the learner holds"},
+    {"rl.batch_wait_us", T_INT, OFF(rl.batch_wait_us), 0, 1e7, NULL, 0, 0,
+     "async: microseconds the inference server waits for more observations before running a batch"},
     {"data.train_samples", T_INT, OFF(data.train_samples), 0, 1e9, NULL, 0, 0,
      "train on the first N training samples (0 = all)"},
     {"data.test_samples", T_INT, OFF(data.test_samples), 0, 1e9, NULL, 0, 0,
@@ -205,6 +227,17 @@ void nevo_config_defaults(NevoConfig *cfg) {
     cfg->optim.decay = 0.99;
     cfg->optim.eps = 1e-8;
     cfg->data.batch = 64;
+    strcpy(cfg->rl.mode, "sync");
+    cfg->rl.envs = 32;
+    cfg->rl.unroll = 20;
+    cfg->rl.steps_per_generation = 50;
+    cfg->rl.discount = 0.99;
+    cfg->rl.rho_bar = 1.0;
+    cfg->rl.c_bar = 1.0;
+    cfg->rl.baseline_cost = 0.5;
+    cfg->rl.entropy_cost = 0.01;
+    cfg->rl.queue = 64;
+    cfg->rl.batch_wait_us = 200;
 }
 
 static const Key *find_key(const char *name) {

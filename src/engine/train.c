@@ -90,6 +90,7 @@ typedef struct Run {
     NevoDataset *data;          /* a run on a dataset (no env, no evaluator) */
     NevoDataView train, test;   /* its splits as the networks see them */
     NevoComm *comm;             /* the job's ranks (NULL: this process alone) */
+    struct Ranks *ranks;        /* their shares of the work (NULL: this process alone) */
 } Run;
 
 void nevo_run_core_free(NevoRunCore *c) {
@@ -103,7 +104,10 @@ void nevo_run_core_free(NevoRunCore *c) {
     memset(c, 0, sizeof *c);
 }
 
+static void ranks_free(struct Ranks *k);
+
 static void run_free(Run *r) {
+    ranks_free(r->ranks);
     nevo_run_core_free(&r->c);
     nevo_env_free(r->eval_env);
     nevo_dataset_free(r->data);
@@ -232,25 +236,73 @@ static NevoStatus shard_data(void *ctx, const NevoTaskSet *shard, NevoEpisode *r
     return nevo_supervised_tasks(shard, r->c.policy, &r->train, r->cfg.data.fitness_batch, r->c.pool, results, err);
 }
 
-static void shard_of(const NevoTaskSet *ts, int rank, int size, NevoTaskSet *sub, int *lo) {
-    long long n = ts->n_tasks;
-    *lo = (int)(n * rank / size);
+/* The ranks of a run and their shares of each evaluation. Rank r's share is
+ * proportional to weight[r], the tasks per second it evaluated in the generation
+ * before (equal at first): a rank that is persistently slower (a loaded node, slower
+ * cores) gets fewer tasks, so the others do not wait for it each generation. Every rank
+ * computes the same shares from the same gathered figures, and which rank runs a task
+ * never changes its result: the run stays bit-identical. NEVO_STATIC_SHARDS=1 keeps
+ * the shares equal (to measure what balancing gains). */
+typedef struct Ranks {
+    NevoComm *comm;
+    int size, rank, balance;
+    double *weight;   /* (size) */
+    double eval_s;    /* this rank's seconds evaluating its shards this generation */
+    long long tasks;  /* and the tasks it evaluated */
+} Ranks;
+
+static Ranks *ranks_new(NevoComm *comm) {
+    Ranks *k = nevo_alloc(sizeof *k);
+    k->comm = comm;
+    k->size = nevo_comm_size(comm);
+    k->rank = nevo_comm_rank(comm);
+    const char *fixed = getenv("NEVO_STATIC_SHARDS");
+    k->balance = !(fixed && strcmp(fixed, "1") == 0);
+    k->weight = nevo_alloc(sizeof(double) * (size_t)k->size);
+    for (int r = 0; r < k->size; r++) k->weight[r] = 1.0;
+    return k;
+}
+
+static void ranks_free(Ranks *k) {
+    if (k) free(k->weight);
+    free(k);
+}
+
+/* Rank r's tasks of n: [lo, hi) by the weights' running sums, so shards tile [0, n). */
+static void share(const Ranks *k, int r, int n, int *lo, int *hi) {
+    double total = 0.0, before = 0.0;
+    for (int q = 0; q < k->size; q++) {
+        total += k->weight[q];
+        if (q < r) before += k->weight[q];
+    }
+    *lo = r == 0 ? 0 : (int)((double)n * (before / total) + 0.5);
+    *hi = r == k->size - 1 ? n : (int)((double)n * ((before + k->weight[r]) / total) + 0.5);
+    if (*hi < *lo) *hi = *lo;
+}
+
+static void shard_of(const Ranks *k, const NevoTaskSet *ts, int rank, NevoTaskSet *sub, int *lo) {
+    int hi;
+    share(k, rank, ts->n_tasks, lo, &hi);
     *sub = *ts;
     sub->tasks = ts->tasks + *lo;
-    sub->n_tasks = (int)(n * (rank + 1) / size) - *lo;
+    sub->n_tasks = hi - *lo;
 }
 
 /* All of ts evaluated, each rank its shard, every rank left with every result. */
-static NevoStatus evaluate_shared(NevoComm *comm, const NevoTaskSet *ts, ShardFn fn, void *ctx,
+static NevoStatus evaluate_shared(Ranks *k, const NevoTaskSet *ts, ShardFn fn, void *ctx,
                                   NevoEpisode *results, NevoObsStats *stats, NevoStates *states, NevoError *err) {
-    int size = comm ? nevo_comm_size(comm) : 1, me = comm ? nevo_comm_rank(comm) : 0;
-    if (size == 1) return fn(ctx, ts, results, stats, states, err);
+    if (!k || k->size == 1) return fn(ctx, ts, results, stats, states, err);
+    NevoComm *comm = k->comm;
+    int size = k->size, me = k->rank;
     NevoTaskSet sub;
     int lo;
-    shard_of(ts, me, size, &sub, &lo);
+    shard_of(k, ts, me, &sub, &lo);
+    double t0 = now_s();
     NevoStatus st = sub.n_tasks ? fn(ctx, &sub, results + lo, stats ? stats + lo : NULL,
                                      states ? states + lo : NULL, err)
                                 : NEVO_OK;
+    k->eval_s += now_s() - t0;
+    k->tasks += sub.n_tasks;
     NevoBuf mine = {0}, body = {0}, all = {0};
     if (st == NEVO_OK)
         st = nevo_results_write(&sub, results + lo, stats ? stats + lo : NULL, states ? states + lo : NULL, &body,
@@ -274,7 +326,7 @@ static NevoStatus evaluate_shared(NevoComm *comm, const NevoTaskSet *ts, ShardFn
         if (r == me) continue;
         NevoTaskSet other;
         int olo;
-        shard_of(ts, r, size, &other, &olo);
+        shard_of(k, ts, r, &other, &olo);
         NevoReader rd = nevo_reader(all.data + off[r], off[r + 1] - off[r]);
         nevo_read_u32(&rd);
         free(nevo_read_str(&rd, NEVO_ERROR_MSG_SIZE));
@@ -292,7 +344,7 @@ static NevoStatus evaluate_shared(NevoComm *comm, const NevoTaskSet *ts, ShardFn
     return out;
 }
 
-static NevoStatus generation_on(NevoAlgo *algo, NevoComm *comm, ShardFn fn, void *ctx, int records,
+static NevoStatus generation_on(NevoAlgo *algo, Ranks *k, ShardFn fn, void *ctx, int records,
                                 NevoGenStats *stats, NevoError *err) {
     if (nevo_algo_trains_itself(algo)) return nevo_algo_train(algo, stats, err);
     for (int done = 0; !done;) {
@@ -302,7 +354,7 @@ static NevoStatus generation_on(NevoAlgo *algo, NevoComm *comm, ShardFn fn, void
         NevoStates *task_states = NULL;
         if (records) nevo_task_records_new(ts, &task_stats, &task_states);
         int n_tasks = ts->n_tasks; /* ts is the algorithm's until tell */
-        NevoStatus st = evaluate_shared(comm, ts, fn, ctx, results, task_stats, task_states, err);
+        NevoStatus st = evaluate_shared(k, ts, fn, ctx, results, task_stats, task_states, err);
         if (st == NEVO_OK) st = nevo_algo_tell(algo, results, task_stats, task_states, stats, &done, err);
         nevo_task_records_free(task_stats, task_states, n_tasks);
         free(results);
@@ -319,7 +371,7 @@ NevoStatus nevo_train_generation(NevoAlgo *algo, NevoEvaluator *ev, NevoGenStats
  * (data.fitness_batch samples, 0 = the whole training split), or the algorithm's own. */
 static NevoStatus data_generation(Run *r, NevoGenStats *stats, NevoError *err) {
     DataCtx ctx = {r};
-    return generation_on(r->c.algo, r->comm, shard_data, &ctx, 0, stats, err);
+    return generation_on(r->c.algo, r->ranks, shard_data, &ctx, 0, stats, err);
 }
 
 /* The scores a run on a dataset reports of its best policy: the test split's loss and
@@ -437,28 +489,35 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
     return nevo_train_run_ranks(cfg, out_dir, resume, threads, hooks, NULL, summary, err);
 }
 
-/* What a run across ranks reports per generation in comm.jsonl (rank 0 writes it): each
- * rank's bytes sent, seconds in collective calls and seconds in the generation. */
-static NevoStatus comm_line(NevoComm *comm, const char *path, int generation, double gen_s, NevoError *err) {
+/* After a generation across ranks: every rank's figures gathered, the next
+ * generation's shares set from them, and comm.jsonl's line (rank 0 writes it): each
+ * rank's bytes sent, seconds in collective calls, seconds evaluating, tasks evaluated
+ * and seconds in the generation. */
+static NevoStatus ranks_after_generation(Ranks *k, const char *path, int generation, double gen_s, NevoError *err) {
     NevoCommStats cs;
-    nevo_comm_stats(comm, &cs);
-    double mine[3] = {(double)cs.bytes_sent, cs.seconds, gen_s};
+    nevo_comm_stats(k->comm, &cs);
+    enum { F = 5 };
+    double mine[F] = {(double)cs.bytes_sent, cs.seconds, k->eval_s, (double)k->tasks, gen_s};
     NevoBuf all = {0};
-    NevoStatus st = nevo_comm_allgather(comm, mine, sizeof mine, &all, NULL, err);
-    int n = nevo_comm_size(comm);
-    if (st == NEVO_OK && nevo_comm_rank(comm) == 0) {
+    NevoStatus st = nevo_comm_allgather(k->comm, mine, sizeof mine, &all, NULL, err);
+    int n = k->size;
+    double *v = nevo_alloc(sizeof mine * (size_t)n);
+    if (st == NEVO_OK) memcpy(v, all.data, sizeof mine * (size_t)n);
+    for (int r = 0; st == NEVO_OK && k->balance && r < n; r++) /* tasks per second, where measured */
+        if (v[r * F + 3] > 0 && v[r * F + 2] > 0) k->weight[r] = v[r * F + 3] / v[r * F + 2];
+    k->eval_s = 0;
+    k->tasks = 0;
+    if (st == NEVO_OK && k->rank == 0) {
         NevoBuf line = {0};
         char part[160];
-        static const char *const keys[3] = {"bytes_sent", "comm_s", "generation_s"};
+        static const char *const keys[F] = {"bytes_sent", "comm_s", "eval_s", "tasks", "generation_s"};
         snprintf(part, sizeof part, "{\"generation\": %d, \"ranks\": %d", generation, n);
         nevo_buf_put(&line, part, strlen(part));
-        for (int k = 0; k < 3; k++) {
-            snprintf(part, sizeof part, ", \"%s\": [", keys[k]);
+        for (int f = 0; f < F; f++) {
+            snprintf(part, sizeof part, ", \"%s\": [", keys[f]);
             nevo_buf_put(&line, part, strlen(part));
             for (int r = 0; r < n; r++) {
-                double v;
-                memcpy(&v, all.data + sizeof mine * (size_t)r + sizeof(double) * (size_t)k, sizeof v);
-                snprintf(part, sizeof part, k == 0 ? "%s%.0f" : "%s%.6f", r ? ", " : "", v);
+                snprintf(part, sizeof part, f == 0 || f == 3 ? "%s%.0f" : "%s%.6f", r ? ", " : "", v[r * F + f]);
                 nevo_buf_put(&line, part, strlen(part));
             }
             nevo_buf_put(&line, "]", 1);
@@ -467,6 +526,7 @@ static NevoStatus comm_line(NevoComm *comm, const char *path, int generation, do
         st = append_line(path, (const char *)line.data, err);
         nevo_buf_free(&line);
     }
+    free(v);
     nevo_buf_free(&all);
     return st;
 }
@@ -492,6 +552,7 @@ NevoStatus nevo_train_run_ranks(const NevoConfig *cfg, const char *out_dir, int 
     Run run;
     NevoStatus st = run_build(&run, cfg, threads, err);
     run.comm = comm;
+    run.ranks = ranks > 1 ? ranks_new(comm) : NULL;
     int gradient = st == NEVO_OK && nevo_algo_trains_itself(run.c.algo);
     if (st == NEVO_OK && ranks > 1 && gradient && !nevo_algo_replicates(run.c.algo))
         st = nevo_error(err, NEVO_ERR_INVALID, "algo %s trains in one process only; run it on one rank", cfg->algo);
@@ -596,7 +657,7 @@ NevoStatus nevo_train_run_ranks(const NevoConfig *cfg, const char *out_dir, int 
         double g0 = now_s();
         nevo_comm_reset_stats(comm);
         st = run.data ? data_generation(&run, &gs, err)
-                      : generation_on(run.c.algo, comm, shard_env, run.c.ev, 1, &gs, err);
+                      : generation_on(run.c.algo, run.ranks, shard_env, run.c.ev, 1, &gs, err);
         if (st == NEVO_OK && run.data) {
             double epoch_loss = -gs.mean;
             gs.on_data = 1;
@@ -626,6 +687,12 @@ NevoStatus nevo_train_run_ranks(const NevoConfig *cfg, const char *out_dir, int 
             used += isfinite(gs.grad_cosine)
                         ? (size_t)snprintf(extra + used, sizeof extra - used, ", \"grad_cosine\": %.17g", gs.grad_cosine)
                         : (size_t)snprintf(extra + used, sizeof extra - used, ", \"grad_cosine\": null");
+        if (gs.has_rl)
+            used += (size_t)snprintf(extra + used, sizeof extra - used,
+                                     ", \"updates\": %lld, \"frames_per_s\": %.1f, \"updates_per_s\": %.3f, "
+                                     "\"inference_batch\": %.2f, \"queue\": %.2f, \"policy_lag\": %.3f",
+                                     gs.rl_updates, gs.rl_frames_per_s, gs.rl_updates_per_s, gs.rl_batch, gs.rl_queue,
+                                     gs.rl_lag);
         if (gs.on_data)
             used += (size_t)snprintf(extra + used, sizeof extra - used,
                                      ", \"train_loss\": %.17g, \"test_loss\": %.17g, \"test_accuracy\": %.17g",
@@ -655,7 +722,7 @@ NevoStatus nevo_train_run_ranks(const NevoConfig *cfg, const char *out_dir, int 
             if (st == NEVO_OK) st = nevo_checkpoint_save(ckpt_path, &run.cfg, &totals, run.c.algo, err);
         }
         if (ranks > 1) st = nevo_comm_agree(comm, st, err);
-        if (st == NEVO_OK && ranks > 1) st = comm_line(comm, comm_path, gs.generation, now_s() - g0, err);
+        if (st == NEVO_OK && ranks > 1) st = ranks_after_generation(run.ranks, comm_path, gs.generation, now_s() - g0, err);
         if (ranks > 1) st = nevo_comm_agree(comm, st, err);
         if (st) break;
         if (hooks && hooks->on_generation) hooks->on_generation(hooks->ctx, &gs, &totals, &run.cfg);

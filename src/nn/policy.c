@@ -53,7 +53,8 @@ NevoStatus nevo_policy_new(const NevoEnvSpec *env, const NevoPolicyConfig *cfg, 
     p->obs_dim = env->obs_dim;
     p->action_kind = env->action_kind;
     p->action_dim = env->action_dim;
-    p->n_out = env->action_kind == NEVO_SPACE_DISCRETE ? env->n_actions : env->action_dim;
+    p->n_act = env->action_kind == NEVO_SPACE_DISCRETE ? env->n_actions : env->action_dim;
+    p->n_out = p->n_act + (cfg->value_head ? 1 : 0);
     memcpy(p->action_low, env->action_low, sizeof p->action_low);
     memcpy(p->action_high, env->action_high, sizeof p->action_high);
     p->init = strcmp(cfg->init, "normc") == 0 ? NEVO_INIT_NORMC : NEVO_INIT_SCALED;
@@ -463,7 +464,7 @@ void nevo_policy_actions(const NevoPolicy *p, const float *out, int n, float *ac
         const float *o = out + (size_t)i * p->n_out;
         if (p->action_kind == NEVO_SPACE_DISCRETE) {
             int best = 0;
-            for (int j = 1; j < p->n_out; j++)
+            for (int j = 1; j < p->n_act; j++)
                 if (o[j] > o[best]) best = j;
             actions[i] = (float)best;
         } else {

@@ -1,0 +1,70 @@
+/* Actor-learner RL in SEED RL's shape (Espeholt et al. 2020): the runtime under algo
+ * vtrace's async mode (vtrace.h has the learner).
+ *
+ * Actor threads own environment instances and only step
+ * them; one inference server gathers the observations of all actors into batches
+ * (dynamic batching: a batch runs when every actor's request is in, or rl.batch_wait_us
+ * after its first request) and runs the policy forward once per batch; each actor gets
+ * its own rows back and chooses its actions from them. Trajectories of T steps go to
+ * the learner through a bounded queue (actors wait when it is full). The learner, on the
+ * calling thread, takes B trajectories at a time, updates the parameters and publishes
+ * them; the server switches to them at its next batch, so actors never stop. Nothing
+ * here is reproducible run to run (thread timing decides which parameters act); rl.mode
+ * sync is the reproducible schedule. */
+#ifndef NEVO_SEED_H
+#define NEVO_SEED_H
+
+#include <stdint.h>
+
+#include "nevo/config.h"
+#include "nevo/env.h"
+#include "nevo/policy.h"
+#include "nevo/status.h"
+#include "nevo/threads.h"
+
+/* A trajectory as the actors hand it over. */
+typedef struct NevoTrajectory {
+    float *obs;       /* (T + 1, obs_dim) */
+    int *act;         /* (T) */
+    float *mu;        /* (T) behaviour log-probabilities */
+    float *rew, *disc;/* (T) */
+    long long version;/* the parameters' version that acted at its first step */
+} NevoTrajectory;
+
+/* The learner: trains on n trajectories (all of the same T), writes the new parameters
+ * into theta (the runtime's learner copy); returns its status. */
+typedef NevoStatus (*NevoLearnFn)(void *ctx, const NevoTrajectory *batch, int n, float *theta, NevoError *err);
+/* Called (from an actor thread) with each finished episode's return and length. */
+typedef void (*NevoEpisodeFn)(void *ctx, double ret, int length);
+
+/* Live statistics since the runtime started. */
+typedef struct NevoSeedStats {
+    double wall_s;
+    long long frames, episodes, updates, trajectories;
+    double frames_per_s, updates_per_s;
+    double mean_batch;      /* rows per inference batch */
+    double mean_queue;      /* trajectories waiting when the learner took a batch */
+    double mean_lag, max_lag; /* updates between a trajectory's parameters and the learner's */
+    double learner_s;       /* seconds the learner spent training */
+} NevoSeedStats;
+
+typedef struct NevoSeed NevoSeed;
+
+/* The runtime over envs instances of env (borrowed; the episode cap applied), policy p,
+ * parameters theta0 (copied), rl's sizes (envs, actors, unroll, batch, queue,
+ * batch_wait_us), episode seeds and action draws named by seed. Threads start at
+ * nevo_seed_run. */
+NevoStatus nevo_seed_new(const NevoEnv *env, const NevoPolicy *p, const NevoRLConfig *rl, uint64_t seed,
+                         const float *theta0, NevoLearnFn learn, NevoEpisodeFn on_episode, void *ctx,
+                         NevoSeed **out, NevoError *err);
+void nevo_seed_free(NevoSeed *s);
+/* Runs until the learner has made `updates` more updates (learn NULL: until `frames`
+ * more frames, the actors and server alone, for measuring the runtime's own bound),
+ * then stops the actors and returns with the trajectories in flight dropped. */
+NevoStatus nevo_seed_run(NevoSeed *s, long long updates, long long frames, NevoError *err);
+void nevo_seed_stats(const NevoSeed *s, NevoSeedStats *out);
+/* The learner's parameters (nparams floats). */
+const float *nevo_seed_params(const NevoSeed *s);
+void nevo_seed_set_params(NevoSeed *s, const float *theta);
+
+#endif

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# algo vtrace on the five MinAtar games at 5M frames (configs/minatar_<game>_vtrace.json,
+# sync mode), seeds 1-3, and the classic-control configs; prints docs/RESULTS.md's
+# table: the final greedy policy's mean return over 100 fresh episodes (sticky actions
+# on), each seed's, and the wall time of each run.
+#
+#   scripts/vtrace_minatar_results.sh [OUT_DIR]    (default runs/vtrace; about 30 minutes on 2 cores)
+set -eu
+cd "$(dirname "$0")/.."
+OUT=${1:-runs/vtrace}
+make -s build/nevo >&2
+mkdir -p "$OUT"
+for cfg in cartpole acrobot; do
+  d="$OUT/${cfg}"
+  [ -f "$d/summary.json" ] || { rm -rf "$d"; build/nevo train "configs/${cfg}_vtrace.json" --out "$d" --quiet > /dev/null; }
+done
+for game in asterix breakout freeway seaquest space_invaders; do
+  for seed in 1 2 3; do
+    d="$OUT/${game}_s$seed"
+    [ -f "$d/summary.json" ] || { rm -rf "$d"; build/nevo train "configs/minatar_${game}_vtrace.json" seed=$seed --out "$d" --quiet > /dev/null; }
+  done
+done
+python3 - "$OUT" <<'EOF'
+import json, os, statistics, sys
+out = sys.argv[1]
+def summ(d): return json.load(open(os.path.join(out, d, "summary.json")))
+for cfg in ["cartpole", "acrobot"]:
+    s = summ(cfg)
+    print(f"{cfg}: eval {s['eval_return_mean']:.1f} +- {s['eval_return_std']:.1f} after {s['frames']/1e6:.2f}M frames, {s['wall_s']:.1f} s")
+print()
+print("| game | DQN 5M | AC(lambda) | V-trace 5M, mean of 3 seeds | seeds | wall s per run |")
+print("|---|---|---|---|---|---|")
+ref = {"asterix": (17, 19), "breakout": (10, 17.5), "freeway": (50, 47.5), "seaquest": (20, 15.5), "space_invaders": (43, 185)}
+for game in ["asterix", "breakout", "freeway", "seaquest", "space_invaders"]:
+    S = [summ(f"{game}_s{s}") for s in (1, 2, 3)]
+    r = [x["eval_return_mean"] for x in S]
+    w = statistics.mean(x["wall_s"] for x in S)
+    print(f"| {game} | {ref[game][0]} | {ref[game][1]} | {statistics.mean(r):.2f} | {', '.join(f'{v:.2f}' for v in r)} | {w:.0f} |")
+EOF

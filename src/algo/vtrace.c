@@ -1,0 +1,653 @@
+/* algo vtrace: IMPALA's actor-critic with V-trace targets (Espeholt et al. 2018) on
+ * SEED RL's split of the work (Espeholt et al. 2020): actors only step environments,
+ * every policy forward runs batched in one place, and the learner trains on
+ * trajectories of rl.unroll steps.
+ *
+ * rl.mode sync is a fixed schedule. Each learner step:
+ *   1. rollout: every env advances rl.unroll steps; at each step one batched forward
+ *      of all envs' observations, then each env samples its action from its own
+ *      Philox stream and steps (over the pool's threads);
+ *   2. learn: the batch's gradient in chunks of NEVO_VTRACE_CHUNK envs' trajectories
+ *      (one forward and backward each; replica.h: summed in a fixed tree), then one
+ *      optimiser step.
+ * Nothing depends on the thread count, and a checkpoint holds every env's state, so a
+ * run resumed after a kill is the same bits. rl.mode async runs actors, inference and
+ * learner concurrently (src/engine/seed.c); that mode is fast but not reproducible.
+ *
+ * The network is the config's policy with a value head: outputs (A logits, V). */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "algo/algo_internal.h"
+#include "nevo/grad.h"
+#include "nevo/optim.h"
+#include "nevo/replica.h"
+#include "nevo/rl.h"
+#include "nevo/rng.h"
+#include "nevo/seed.h"
+#include "nevo/vtrace.h"
+
+/* A learner worker's buffers for one trajectory of T steps (T + 1 observations). */
+typedef struct NevoVTraceWork Learn;
+struct NevoVTraceWork {
+    int n; /* trajectories it has room for */
+    float *out, *tape, *scratch, *dout;
+    float *logits, *logp, *dlogits, *values, *dvalues, *vs, *pg, *lrho;
+    int *net;
+};
+
+static const int zero_nets[64];
+
+/* Room for n trajectories of T steps. */
+static void learn_init(Learn *w, const NevoPolicy *p, int T, int n) {
+    size_t R = (size_t)n * (size_t)(T + 1), O = (size_t)p->n_out, S = (size_t)n * (size_t)T, A = (size_t)p->n_act;
+    w->n = n;
+    w->out = nevo_alloc_aligned(sizeof(float) * R * O);
+    w->tape = nevo_alloc_aligned(sizeof(float) * nevo_grad_tape_floats(p, (int)R));
+    w->scratch = nevo_alloc_aligned(sizeof(float) * nevo_grad_scratch_floats(p, (int)R));
+    w->dout = nevo_alloc_aligned(sizeof(float) * R * O);
+    w->logits = nevo_alloc(sizeof(float) * S * A);
+    w->logp = nevo_alloc(sizeof(float) * S * A);
+    w->dlogits = nevo_alloc(sizeof(float) * S * A);
+    w->values = nevo_alloc(sizeof(float) * R);
+    w->dvalues = nevo_alloc(sizeof(float) * S);
+    w->vs = nevo_alloc(sizeof(float) * S);
+    w->pg = nevo_alloc(sizeof(float) * S);
+    w->lrho = nevo_alloc(sizeof(float) * S);
+    w->net = nevo_alloc(sizeof(int) * R); /* zeros: every row the one network */
+}
+
+static void learn_free(Learn *w) {
+    void *p[] = {w->out, w->tape, w->scratch, w->dout, w->logits, w->logp, w->dlogits, w->values,
+                 w->dvalues, w->vs, w->pg, w->lrho, w->net};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
+}
+
+NevoStatus nevo_vtrace_batch(const NevoPolicy *p, const NevoRLConfig *rl, const float *theta, int T, int n,
+                             const float *obs, const int *act, const float *mu, const float *rew, const float *disc,
+                             float scale, NevoVTraceWork *work, float *grad, double *loss) {
+    Learn *w = work;
+    NEVO_ASSERT(n >= 1 && n <= w->n);
+    int A = p->n_act, O = p->n_out, R = T + 1;
+    /* one forward of every trajectory's T + 1 rows */
+    nevo_policy_forward_tape(p, theta, 0, w->net, obs, n * R, w->out, w->tape);
+    double L = 0.0;
+    memset(w->dout, 0, sizeof(float) * (size_t)n * (size_t)R * (size_t)O); /* bootstrap rows: no gradient */
+    for (int j = 0; j < n; j++) { /* V-trace and the loss per trajectory */
+        const float *out = w->out + (size_t)j * R * O;
+        size_t s0 = (size_t)j * T;
+        float *logits = w->logits + s0 * A, *logp = w->logp + s0 * A, *values = w->values + (size_t)j * R;
+        for (int t = 0; t < R; t++) {
+            if (t < T) memcpy(logits + (size_t)t * A, out + (size_t)t * O, sizeof(float) * (size_t)A);
+            values[t] = out[(size_t)t * O + A];
+        }
+        nevo_log_softmax(logits, T, A, logp);
+        for (int t = 0; t < T; t++) w->lrho[s0 + t] = logp[(size_t)t * A + act[s0 + t]] - mu[s0 + t];
+        nevo_vtrace(w->lrho + s0, disc + s0, rew + s0, values, values + T, T, 1, (float)rl->rho_bar,
+                    (float)rl->c_bar, w->vs + s0, w->pg + s0);
+        L += nevo_impala_loss(logits, values, act + s0, w->vs + s0, w->pg + s0, T, A, (float)rl->baseline_cost,
+                              (float)rl->entropy_cost, w->dlogits + s0 * A, w->dvalues + s0);
+        float *dout = w->dout + (size_t)j * R * O;
+        for (int t = 0; t < T; t++) {
+            for (int a = 0; a < A; a++) dout[(size_t)t * O + a] = w->dlogits[(s0 + t) * A + a] * scale;
+            dout[(size_t)t * O + A] = w->dvalues[s0 + t] * scale;
+        }
+    }
+    if (!isfinite(L)) return NEVO_ERR_NUMERIC;
+    memset(grad, 0, sizeof(float) * p->nparams);
+    nevo_policy_backward(p, theta, 0, w->net, obs, n * R, w->tape, w->dout, grad, 0, NULL, w->scratch);
+    *loss = L;
+    return NEVO_OK;
+}
+
+NevoVTraceWork *nevo_vtrace_work_new(const NevoPolicy *p, int T, int n) {
+    Learn *w = nevo_alloc(sizeof *w);
+    learn_init(w, p, T, n);
+    return w;
+}
+
+void nevo_vtrace_work_free(NevoVTraceWork *work) {
+    if (!work) return;
+    learn_free(work);
+    free(work);
+}
+
+int nevo_vtrace_sample(const float *logits, int A, uint64_t seed, uint32_t env, uint64_t step, float *logp) {
+    float lp[NEVO_VTRACE_MAX_ACTIONS];
+    nevo_log_softmax(logits, 1, A, lp);
+    NevoRng rng;
+    nevo_rng_init(&rng, seed, NEVO_RNG_ACTOR, (uint32_t)step, env, (uint32_t)(step >> 32));
+    double u = nevo_rng_uniform(&rng), cum = 0.0;
+    int a = A - 1; /* where rounding leaves the sum of probabilities below u */
+    for (int j = 0; j < A; j++) {
+        cum += exp((double)lp[j]);
+        if (u < cum) {
+            a = j;
+            break;
+        }
+    }
+    *logp = lp[a];
+    return a;
+}
+
+/* ---- the algorithm ------------------------------------------------------------------- */
+
+typedef struct VT {
+    NevoAlgo base;
+    const NevoRLConfig *rl;
+    const NevoEnv *env;
+    int E, T, A, O, D;
+    size_t np, isz;
+    float *theta;
+    NevoOptim *opt;
+    double *grad;            /* (np + 1): the batch's gradient, then its summed loss */
+    int workers;
+    NevoVTraceWork **work;   /* per worker */
+    float **fgrad;           /* per worker: a chunk's float gradient */
+    float **sobs, **smu, **srew, **sdisc; /* per worker: a chunk's trajectories, staged */
+    int **sact;
+    /* sync mode */
+    uint8_t *insts;          /* (E) env instances */
+    float *obs;              /* (T + 1, E, D) the unroll's observations, time-major */
+    float *rew, *disc, *mu;  /* (T, E) rewards, discounts, behaviour log-probabilities */
+    int *act;                /* (T, E) */
+    double *ret;             /* (E) the running episode's return */
+    int *len;                /* (E) and length */
+    uint32_t *ep;            /* (E) episodes begun per env: names the next one's seed */
+    uint64_t *steps;         /* (E) actions taken per env: names the next action's draw */
+    double *done_ret;        /* (E) a return finished at the current step, */
+    int *done;               /* (E) ... where done[e] */
+    float *out;              /* (E, O) the rollout's forward */
+    float **fscratch;        /* per worker */
+    int t;                   /* the rollout's step within the unroll */
+    /* async mode */
+    NevoSeed *seed;
+    NevoSeedStats seed_before, seed_stats; /* at the start and end of the last generation */
+    /* the generation in progress */
+    double *gen_ret;
+    int gen_n, gen_cap;
+    long long gen_frames, gen_episodes;
+    double last_mean;
+    long long updates;
+} VT;
+
+static void *inst(const VT *v, int e) { return v->insts + (size_t)e * v->isz; }
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void record_episode(VT *v, double ret) {
+    if (v->gen_n == v->gen_cap) {
+        v->gen_cap = v->gen_cap ? 2 * v->gen_cap : 64;
+        v->gen_ret = realloc(v->gen_ret, sizeof(double) * (size_t)v->gen_cap);
+        NEVO_ASSERT(v->gen_ret != NULL);
+    }
+    v->gen_ret[v->gen_n++] = ret;
+    v->gen_episodes++;
+}
+
+static void start_episode(VT *v, int e, float *obs) {
+    uint64_t seed = nevo_rng_derive(v->base.cfg->seed, NEVO_RNG_ACTOR_ENV, v->ep[e]++, (uint32_t)e, 0);
+    nevo_env_forget(v->env, inst(v, e));
+    nevo_env_reset(v->env, inst(v, e), seed, obs);
+    v->ret[e] = 0.0;
+    v->len[e] = 0;
+}
+
+/* the forward of rows [16 k, 16 k + 16) of step t's observations */
+static void forward_item(void *ctx, int k, int worker) {
+    VT *v = ctx;
+    int lo = 16 * k, n = v->E - lo < 16 ? v->E - lo : 16;
+    const float *x = v->obs + ((size_t)v->t * v->E + (size_t)lo) * v->D;
+    nevo_policy_forward(v->base.policy, v->theta, 0, zero_nets, x, n, v->out + (size_t)lo * v->O, v->fscratch[worker]);
+}
+
+/* env e at step t: its action drawn from the forward's logits, one step, the record */
+static void step_item(void *ctx, int e, int worker) {
+    VT *v = ctx;
+    size_t te = (size_t)v->t * v->E + (size_t)e;
+    float mu;
+    int a = nevo_vtrace_sample(v->out + (size_t)e * v->O, v->A, v->base.cfg->seed, (uint32_t)e, v->steps[e]++, &mu);
+    float action = (float)a, *next = v->obs + (te + (size_t)v->E) * v->D;
+    NevoStepResult r;
+    nevo_env_step(v->env, inst(v, e), &action, next, &r);
+    v->ret[e] += r.reward;
+    v->len[e]++;
+    float rw = r.reward, clip = (float)v->rl->reward_clip;
+    if (clip > 0) rw = rw > clip ? clip : rw < -clip ? -clip : rw;
+    v->act[te] = a;
+    v->mu[te] = mu;
+    v->rew[te] = rw;
+    /* an episode's end, by termination or by its time limit, stops the bootstrap; the
+     * next observation is then the next episode's first */
+    int end = r.terminated || r.truncated;
+    v->disc[te] = end ? 0.0f : (float)v->rl->discount;
+    v->done[e] = end;
+    if (end) {
+        v->done_ret[e] = v->ret[e];
+        start_episode(v, e, next);
+    }
+}
+
+/* Chunk k of the learner's reduce: trajectories [K k, K k + K) of the batch
+ * (K = NEVO_VTRACE_CHUNK), staged in the worker's buffers, one forward and backward. */
+static NevoStatus chunk_grad(VT *v, int k, int n, int n_batch, int worker, double *out, NevoError *err) {
+    double loss;
+    float *g = v->fgrad[worker];
+    NevoStatus st = nevo_vtrace_batch(v->base.policy, v->rl, v->theta, v->T, n, v->sobs[worker], v->sact[worker],
+                                      v->smu[worker], v->srew[worker], v->sdisc[worker],
+                                      1.0f / (float)((size_t)v->T * (size_t)n_batch), v->work[worker], g, &loss);
+    if (st)
+        return nevo_error(err, st, "algo vtrace: the loss is not finite at update %lld (trajectories %d..%d); lower "
+                          "optim.lr or set optim.clip_norm", v->updates, k * NEVO_VTRACE_CHUNK,
+                          k * NEVO_VTRACE_CHUNK + n - 1);
+    for (size_t i = 0; i < v->np; i++) out[i] = g[i];
+    out[v->np] = loss;
+    return NEVO_OK;
+}
+
+/* sync mode: envs [K k, K k + K) from the unroll's time-major buffers */
+static NevoStatus learn_chunk(void *ctx, int k, int worker, double *out, NevoError *err) {
+    VT *v = ctx;
+    int T = v->T, E = v->E, e0 = k * NEVO_VTRACE_CHUNK, n = E - e0 < NEVO_VTRACE_CHUNK ? E - e0 : NEVO_VTRACE_CHUNK;
+    size_t D = (size_t)v->D;
+    for (int j = 0; j < n; j++) {
+        int e = e0 + j;
+        float *x = v->sobs[worker] + (size_t)j * (size_t)(T + 1) * D;
+        for (int t = 0; t <= T; t++) memcpy(x + (size_t)t * D, v->obs + ((size_t)t * E + (size_t)e) * D, sizeof(float) * D);
+        for (int t = 0; t < T; t++) {
+            size_t te = (size_t)t * E + (size_t)e, jt = (size_t)j * T + (size_t)t;
+            v->sact[worker][jt] = v->act[te], v->smu[worker][jt] = v->mu[te];
+            v->srew[worker][jt] = v->rew[te], v->sdisc[worker][jt] = v->disc[te];
+        }
+    }
+    return chunk_grad(v, k, n, E, worker, out, err);
+}
+
+static NevoStatus apply_update(VT *v, NevoError *err) {
+    double norm = 0.0;
+    for (size_t i = 0; i < v->np; i++) norm += v->grad[i] * v->grad[i];
+    if (!isfinite(norm))
+        return nevo_error(err, NEVO_ERR_NUMERIC, "algo vtrace: the gradient is not finite at update %lld; lower "
+                          "optim.lr or set optim.clip_norm", v->updates);
+    nevo_optim_step(v->opt, v->theta, v->grad, 1.0);
+    v->updates++;
+    return NEVO_OK;
+}
+
+/* One learner step of sync mode: T rollout steps of every env, then the update. */
+static NevoStatus sync_step(VT *v, NevoError *err) {
+    NevoPool *pool = v->base.pool;
+    for (v->t = 0; v->t < v->T; v->t++) {
+        nevo_pool_run(pool, (v->E + 15) / 16, forward_item, v);
+        nevo_pool_run(pool, v->E, step_item, v);
+        for (int e = 0; e < v->E; e++) /* in env order: the generation's returns are ordered */
+            if (v->done[e]) record_episode(v, v->done_ret[e]);
+    }
+    v->gen_frames += (long long)v->T * v->E;
+    int chunks = (v->E + NEVO_VTRACE_CHUNK - 1) / NEVO_VTRACE_CHUNK;
+    NevoStatus st = nevo_replicas_reduce(NULL, pool, chunks, v->np + 1, learn_chunk, v, v->grad, err);
+    if (st == NEVO_OK) st = apply_update(v, err);
+    /* the last observations begin the next unroll */
+    memcpy(v->obs, v->obs + (size_t)v->T * v->E * v->D, sizeof(float) * (size_t)v->E * v->D);
+    return st;
+}
+
+/* ---- async mode: the runtime's learner ----------------------------------------------- */
+
+typedef struct AsyncBatch {
+    VT *v;
+    const NevoTrajectory *batch;
+    int n;
+} AsyncBatch;
+
+static NevoStatus async_chunk(void *ctx, int k, int worker, double *out, NevoError *err) {
+    const AsyncBatch *b = ctx;
+    VT *v = b->v;
+    int T = v->T, j0 = k * NEVO_VTRACE_CHUNK, n = b->n - j0 < NEVO_VTRACE_CHUNK ? b->n - j0 : NEVO_VTRACE_CHUNK;
+    size_t D = (size_t)v->D, TT = (size_t)T;
+    for (int j = 0; j < n; j++) {
+        const NevoTrajectory *tr = &b->batch[j0 + j];
+        memcpy(v->sobs[worker] + (size_t)j * (TT + 1) * D, tr->obs, sizeof(float) * (TT + 1) * D);
+        memcpy(v->sact[worker] + (size_t)j * TT, tr->act, sizeof(int) * TT);
+        memcpy(v->smu[worker] + (size_t)j * TT, tr->mu, sizeof(float) * TT);
+        memcpy(v->srew[worker] + (size_t)j * TT, tr->rew, sizeof(float) * TT);
+        memcpy(v->sdisc[worker] + (size_t)j * TT, tr->disc, sizeof(float) * TT);
+    }
+    return chunk_grad(v, k, n, b->n, worker, out, err);
+}
+
+static NevoStatus async_learn(void *ctx, const NevoTrajectory *batch, int n, float *theta, NevoError *err) {
+    VT *v = ctx;
+    AsyncBatch b = {v, batch, n};
+    NevoStatus st = nevo_replicas_reduce(NULL, v->base.pool, (n + NEVO_VTRACE_CHUNK - 1) / NEVO_VTRACE_CHUNK,
+                                         v->np + 1, async_chunk, &b, v->grad, err);
+    if (st == NEVO_OK) st = apply_update(v, err);
+    memcpy(theta, v->theta, sizeof(float) * v->np);
+    return st;
+}
+
+static void async_episode(void *ctx, double ret, int length) {
+    VT *v = ctx; /* called with the runtime's episode lock held */
+    record_episode(v, ret);
+}
+
+/* ---- generations, state ----------------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static NevoStatus vt_train(NevoAlgo *a, NevoGenStats *stats, NevoError *err) {
+    VT *v = (VT *)a;
+    v->gen_n = 0;
+    v->gen_frames = v->gen_episodes = 0;
+    double t0 = now_s();
+    NevoStatus st = NEVO_OK;
+    if (v->seed) {
+        NevoSeedStats before, after;
+        nevo_seed_stats(v->seed, &before);
+        st = nevo_seed_run(v->seed, v->rl->steps_per_generation, 0, err);
+        nevo_seed_stats(v->seed, &after);
+        v->gen_frames = after.frames - before.frames;
+        v->seed_before = before;
+        v->seed_stats = after;
+    } else {
+        for (int k = 0; k < v->rl->steps_per_generation && st == NEVO_OK; k++) st = sync_step(v, err);
+    }
+    if (st) return st;
+    stats->has_rl = 1;
+    stats->rl_updates = v->updates;
+    if (v->seed) {
+        const NevoSeedStats *ss = &v->seed_stats;
+        double s = ss->wall_s - v->seed_before.wall_s;
+        stats->rl_frames_per_s = s > 0 ? (ss->frames - v->seed_before.frames) / s : 0;
+        stats->rl_updates_per_s = s > 0 ? (ss->updates - v->seed_before.updates) / s : 0;
+        stats->rl_batch = ss->mean_batch;
+        stats->rl_queue = ss->mean_queue;
+        stats->rl_lag = ss->mean_lag;
+    } else {
+        double s = now_s() - t0;
+        stats->rl_frames_per_s = s > 0 ? v->gen_frames / s : 0;
+        stats->rl_updates_per_s = s > 0 ? v->rl->steps_per_generation / s : 0;
+        stats->rl_batch = v->E; /* one forward of every env per step */
+        stats->rl_queue = 0;
+        stats->rl_lag = 0;    /* the rollout acts with the parameters it trains */
+    }
+    stats->frames = v->gen_frames;
+    stats->episodes = v->gen_episodes;
+    if (v->gen_n > 0) {
+        qsort(v->gen_ret, (size_t)v->gen_n, sizeof(double), cmp_double);
+        double sum = 0.0;
+        for (int i = 0; i < v->gen_n; i++) sum += v->gen_ret[i];
+        v->last_mean = sum / v->gen_n;
+        stats->best = v->gen_ret[v->gen_n - 1];
+        stats->median = v->gen_n % 2 ? v->gen_ret[v->gen_n / 2]
+                                     : 0.5 * (v->gen_ret[v->gen_n / 2 - 1] + v->gen_ret[v->gen_n / 2]);
+    } else { /* no episode ended in this generation: the last generation's mean stands */
+        stats->best = stats->median = v->last_mean;
+    }
+    stats->mean = stats->elite_mean = v->last_mean;
+    return NEVO_OK;
+}
+
+static void vt_best(const NevoAlgo *a, float *theta) {
+    const VT *v = (const VT *)a;
+    memcpy(theta, v->theta, sizeof(float) * v->np);
+}
+
+#define VT_STATE_MAGIC 0x56545231u /* "VTR1" */
+
+/* Envs whose instances are plain data (no resources to free: classic control, MinAtar,
+ * the maze) are saved as their bytes, which hold everything (MinAtar's random stream
+ * included), so a resumed sync run is the same bits; others (MuJoCo) as their full
+ * physical state (get_state), which leaves out the simulator's warm start. */
+static int plain_instances(const NevoEnv *env) { return nevo_env_class(env)->instance_free == NULL; }
+
+/* The whole state: counters, parameters, the optimiser's moments, and in sync mode
+ * every env (its instance, observation, episode counters), so a resumed run is the same
+ * bits. Async mode keeps the first three; its envs start new episodes on resume. */
+static void vt_save(const NevoAlgo *a, NevoBuf *b) {
+    const VT *v = (const VT *)a;
+    nevo_buf_u32(b, VT_STATE_MAGIC);
+    nevo_buf_u32(b, (uint32_t)a->generation);
+    nevo_buf_u64(b, (uint64_t)v->updates);
+    nevo_buf_u64(b, (uint64_t)v->np);
+    nevo_buf_u32(b, (uint32_t)v->E);
+    nevo_buf_f64(b, v->last_mean);
+    nevo_buf_f32s(b, v->theta, v->np);
+    nevo_optim_save(v->opt, b);
+    nevo_buf_u32(b, v->seed ? 0u : 1u); /* envs follow */
+    if (v->seed) return;
+    const NevoEnvSpec *spec = nevo_env_spec(v->env);
+    int raw = plain_instances(v->env);
+    nevo_buf_u32(b, (uint32_t)raw);
+    double *state = nevo_alloc(sizeof(double) * (size_t)(spec->state_dim ? spec->state_dim : 1));
+    for (int e = 0; e < v->E; e++) {
+        if (raw) {
+            nevo_buf_put(b, inst(v, e), v->isz);
+        } else {
+            nevo_env_get_state(v->env, inst(v, e), state);
+            nevo_buf_u32(b, (uint32_t)nevo_env_steps(v->env, inst(v, e)));
+            nevo_buf_f64s(b, state, (size_t)spec->state_dim);
+        }
+        nevo_buf_f32s(b, v->obs + (size_t)e * v->D, (size_t)v->D);
+        nevo_buf_f64(b, v->ret[e]);
+        nevo_buf_u32(b, (uint32_t)v->len[e]);
+        nevo_buf_u32(b, v->ep[e]);
+        nevo_buf_u64(b, v->steps[e]);
+    }
+    free(state);
+}
+
+static NevoStatus vt_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
+    VT *v = (VT *)a;
+    if (nevo_read_u32(r) != VT_STATE_MAGIC) return nevo_error(err, NEVO_ERR_CORRUPT, "not a vtrace state");
+    uint32_t gen = nevo_read_u32(r);
+    uint64_t updates = nevo_read_u64(r), np = nevo_read_u64(r);
+    uint32_t E = nevo_read_u32(r);
+    double last = nevo_read_f64(r);
+    if (!nevo_reader_ok(r, false) || np != v->np || E != (uint32_t)v->E || gen > INT32_MAX || updates > INT64_MAX ||
+        !isfinite(last))
+        return nevo_error(err, NEVO_ERR_CORRUPT, "vtrace state of %llu parameters and %u envs, %u generations (this "
+                          "run: %zu and %d)", (unsigned long long)np, E, gen, v->np, v->E);
+    nevo_read_f32s(r, v->theta, v->np);
+    NevoStatus st = nevo_optim_load(v->opt, r, err);
+    if (st) return st;
+    uint32_t envs = nevo_read_u32(r);
+    if (envs && !v->seed) {
+        const NevoEnvSpec *spec = nevo_env_spec(v->env);
+        int raw = (int)nevo_read_u32(r);
+        if (raw != plain_instances(v->env))
+            return nevo_error(err, NEVO_ERR_CORRUPT, "vtrace state: its envs are stored %s, %s's are %s",
+                              raw ? "as bytes" : "as states", spec->name, raw ? "states" : "bytes");
+        double *state = nevo_alloc(sizeof(double) * (size_t)(spec->state_dim ? spec->state_dim : 1));
+        float *scratch = nevo_alloc(sizeof(float) * (size_t)v->D);
+        uint8_t *probe = nevo_alloc_aligned(v->isz);
+        for (int e = 0; e < v->E && st == NEVO_OK; e++) {
+            uint32_t steps = 0;
+            if (raw) {
+                /* the bytes checked through the env's own state check before they are used */
+                nevo_read(r, probe, v->isz);
+                if (!nevo_reader_ok(r, false)) break;
+                nevo_env_get_state(v->env, probe, state);
+                steps = (uint32_t)nevo_env_steps(v->env, probe);
+                nevo_env_instance_init(v->env, inst(v, e));
+                st = nevo_env_set_state(v->env, inst(v, e), state, (int)(steps & 0x7FFFFFFF), scratch, err);
+                if (st == NEVO_OK && nevo_env_steps(v->env, probe) < 0)
+                    st = nevo_error(err, NEVO_ERR_CORRUPT, "vtrace state: env %d's step count is negative", e);
+                if (st == NEVO_OK) memcpy(inst(v, e), probe, v->isz);
+            } else {
+                steps = nevo_read_u32(r);
+                nevo_read_f64s(r, state, (size_t)spec->state_dim);
+            }
+            nevo_read_f32s(r, v->obs + (size_t)e * v->D, (size_t)v->D);
+            v->ret[e] = nevo_read_f64(r);
+            v->len[e] = (int)nevo_read_u32(r);
+            v->ep[e] = nevo_read_u32(r);
+            v->steps[e] = nevo_read_u64(r);
+            if (!nevo_reader_ok(r, false) || st) break;
+            if (steps > INT32_MAX || v->len[e] < 0)
+                st = nevo_error(err, NEVO_ERR_CORRUPT, "vtrace state: env %d's counters are out of range", e);
+            if (st == NEVO_OK && !raw) st = nevo_env_set_state(v->env, inst(v, e), state, (int)steps, scratch, err);
+        }
+        free(state);
+        free(scratch);
+        free(probe);
+        if (st) nevo_error_prefix(err, "vtrace state: ");
+    } else if (envs) {
+        st = nevo_error(err, NEVO_ERR_CORRUPT, "vtrace state holds a sync run's envs, but this run is async");
+    }
+    if (st == NEVO_OK && !nevo_reader_ok(r, false)) st = nevo_error(err, NEVO_ERR_CORRUPT, "vtrace state is truncated");
+    if (st) return st;
+    for (size_t i = 0; i < v->np; i++)
+        if (!isfinite(v->theta[i]))
+            return nevo_error(err, NEVO_ERR_CORRUPT, "vtrace state: parameter %zu is not finite", i);
+    a->generation = (int)gen;
+    v->updates = (long long)updates;
+    v->last_mean = last;
+    if (v->seed) nevo_seed_set_params(v->seed, v->theta);
+    return NEVO_OK;
+}
+
+static void vt_free(NevoAlgo *a) {
+    VT *v = (VT *)a;
+    nevo_seed_free(v->seed);
+    for (int e = 0; v->insts && e < v->E; e++) nevo_env_instance_free(v->env, inst(v, e));
+    for (int w = 0; w < v->workers; w++) {
+        nevo_vtrace_work_free(v->work[w]);
+        void *q[] = {v->fgrad[w], v->sobs[w], v->sact[w], v->smu[w], v->srew[w], v->sdisc[w]};
+        for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) free(q[i]);
+        if (v->fscratch) free(v->fscratch[w]);
+    }
+    void *p[] = {v->work, v->fgrad, v->sobs, v->sact, v->smu, v->srew, v->sdisc, v->fscratch, v->theta, v->grad, v->insts, v->obs, v->rew, v->disc, v->mu, v->act,
+                 v->ret, v->len, v->ep, v->steps, v->done_ret, v->done, v->out, v->gen_ret};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
+    nevo_optim_free(v->opt);
+    free(v);
+}
+
+static const float *vt_no_points(const NevoAlgo *a, int *n) {
+    *n = 0;
+    return NULL;
+}
+
+static const NevoAlgoOps vt_ops = {
+    .best = vt_best,
+    .save = vt_save,
+    .load = vt_load,
+    .free = vt_free,
+    .behaviours = vt_no_points,
+    .archive = vt_no_points,
+    .train = vt_train,
+};
+
+NevoStatus nevo_vtrace_check(const NevoConfig *cfg, int variant, NevoError *err) {
+    if (!cfg->policy.value_head)
+        return nevo_error(err, NEVO_ERR_INVALID, "algo vtrace learns a value baseline: set policy.value_head=true "
+                          "(an output for V(x) after the action logits)");
+    if (cfg->policy.lstm > 0)
+        return nevo_error(err, NEVO_ERR_INVALID, "algo vtrace trains feed-forward policies; remove policy.lstm");
+    if (strcmp(cfg->rl.mode, "sync") == 0 && cfg->rl.batch != 0 && cfg->rl.batch != cfg->rl.envs)
+        return nevo_error(err, NEVO_ERR_INVALID, "rl.batch (%d): sync mode trains on every env's trajectory each step "
+                          "(rl.batch = 0 or rl.envs = %d)", cfg->rl.batch, cfg->rl.envs);
+    if (cfg->dataset[0]) return nevo_error(err, NEVO_ERR_INVALID, "algo vtrace learns on an env, not a dataset");
+    return NEVO_OK;
+}
+
+double nevo_vtrace_state_bytes(const NevoConfig *cfg, int variant, size_t nparams) {
+    double threads = cfg->threads > 0 ? cfg->threads : nevo_cpu_count();
+    double B = cfg->rl.batch > 0 ? cfg->rl.batch : cfg->rl.envs;
+    /* parameters, two optimiser moments, the double gradient; per thread a float gradient;
+     * the reduce's doubles per chunk */
+    return (double)nparams * (4.0 + 16.0 + 8.0 + 4.0 * threads + 8.0 * (B / NEVO_VTRACE_CHUNK + 1));
+}
+
+NevoStatus nevo_vtrace_new(const NevoAlgo *base, int variant, NevoAlgo **out, NevoError *err) {
+    *out = NULL;
+    const NevoConfig *cfg = base->cfg;
+    const NevoEnvSpec *spec = nevo_env_spec(base->env);
+    if (spec->action_kind != NEVO_SPACE_DISCRETE)
+        return nevo_error(err, NEVO_ERR_INVALID, "algo vtrace samples from a softmax over discrete actions; %s has "
+                          "continuous actions", spec->name);
+    if (spec->n_actions > NEVO_VTRACE_MAX_ACTIONS)
+        return nevo_error(err, NEVO_ERR_INVALID, "algo vtrace: %s has %d actions, more than %d", spec->name,
+                          spec->n_actions, NEVO_VTRACE_MAX_ACTIONS);
+    if (cfg->rl.unroll > 4096)
+        return nevo_error(err, NEVO_ERR_INVALID, "rl.unroll (%d) must be at most 4096", cfg->rl.unroll);
+    VT *v = nevo_alloc(sizeof *v);
+    v->base = *base;
+    v->base.ops = &vt_ops;
+    v->rl = &cfg->rl;
+    v->env = base->env;
+    const NevoPolicy *p = base->policy;
+    v->E = cfg->rl.envs, v->T = cfg->rl.unroll, v->A = p->n_act, v->O = p->n_out, v->D = p->obs_dim;
+    v->np = p->nparams;
+    v->isz = nevo_env_instance_size(v->env);
+    NevoStatus st = nevo_optim_new(&cfg->optim, v->np, &v->opt, err);
+    if (st) {
+        free(v);
+        return st;
+    }
+    v->theta = nevo_alloc_aligned(sizeof(float) * v->np);
+    nevo_policy_init_params(p, base->noise, cfg->seed, 0, 0, v->theta);
+    v->grad = nevo_alloc_aligned(sizeof(double) * (v->np + 1));
+    v->workers = nevo_pool_threads(base->pool);
+    v->work = nevo_alloc(sizeof(NevoVTraceWork *) * (size_t)v->workers);
+    v->fgrad = nevo_alloc(sizeof(float *) * (size_t)v->workers);
+    v->sobs = nevo_alloc(sizeof(float *) * (size_t)v->workers);
+    v->sact = nevo_alloc(sizeof(int *) * (size_t)v->workers);
+    v->smu = nevo_alloc(sizeof(float *) * (size_t)v->workers);
+    v->srew = nevo_alloc(sizeof(float *) * (size_t)v->workers);
+    v->sdisc = nevo_alloc(sizeof(float *) * (size_t)v->workers);
+    size_t K = NEVO_VTRACE_CHUNK, KT = K * (size_t)v->T;
+    for (int w = 0; w < v->workers; w++) {
+        v->work[w] = nevo_vtrace_work_new(p, v->T, NEVO_VTRACE_CHUNK);
+        v->fgrad[w] = nevo_alloc_aligned(sizeof(float) * v->np);
+        v->sobs[w] = nevo_alloc_aligned(sizeof(float) * K * (size_t)(v->T + 1) * (size_t)v->D);
+        v->sact[w] = nevo_alloc(sizeof(int) * KT);
+        v->smu[w] = nevo_alloc(sizeof(float) * KT);
+        v->srew[w] = nevo_alloc(sizeof(float) * KT);
+        v->sdisc[w] = nevo_alloc(sizeof(float) * KT);
+    }
+    if (strcmp(cfg->rl.mode, "async") == 0) {
+        st = nevo_seed_new(v->env, p, &cfg->rl, cfg->seed, v->theta, async_learn, async_episode, v, &v->seed, err);
+        if (st) {
+            vt_free(&v->base);
+            return st;
+        }
+        *out = &v->base;
+        return NEVO_OK;
+    }
+    size_t E = (size_t)v->E, T = (size_t)v->T, D = (size_t)v->D;
+    v->insts = nevo_alloc_aligned(E * v->isz);
+    v->obs = nevo_alloc_aligned(sizeof(float) * (T + 1) * E * D);
+    v->rew = nevo_alloc(sizeof(float) * T * E);
+    v->disc = nevo_alloc(sizeof(float) * T * E);
+    v->mu = nevo_alloc(sizeof(float) * T * E);
+    v->act = nevo_alloc(sizeof(int) * T * E);
+    v->ret = nevo_alloc(sizeof(double) * E);
+    v->len = nevo_alloc(sizeof(int) * E);
+    v->ep = nevo_alloc(sizeof(uint32_t) * E);
+    v->steps = nevo_alloc(sizeof(uint64_t) * E);
+    v->done_ret = nevo_alloc(sizeof(double) * E);
+    v->done = nevo_alloc(sizeof(int) * E);
+    v->out = nevo_alloc_aligned(sizeof(float) * E * (size_t)v->O);
+    v->fscratch = nevo_alloc(sizeof(float *) * (size_t)v->workers);
+    for (int w = 0; w < v->workers; w++)
+        v->fscratch[w] = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(p, 16));
+    for (int e = 0; e < v->E; e++) {
+        nevo_env_instance_init(v->env, inst(v, e));
+        start_episode(v, e, v->obs + (size_t)e * D);
+    }
+    *out = &v->base;
+    return NEVO_OK;
+}
+

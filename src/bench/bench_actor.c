@@ -1,0 +1,181 @@
+/* The actor-learner group (bench.h, "actor"): algo vtrace on MinAtar Breakout with the
+ * MinAtar network and a value head, 32 envs, unrolls of 20.
+ *   - the runtime alone: actors and the inference server, the learner switched off
+ *     (nevo_seed_run with no learner): the bound the whole can reach on these cores;
+ *   - async and sync end to end, frames/s as a ratio to that bound;
+ *   - the learner alone, one thread: samples (steps of trajectories) trained per second,
+ *     the figure scripts/vtrace_vs_pytorch.py compares with PyTorch. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench.h"
+#include "nevo/algo.h"
+#include "nevo/optim.h"
+#include "nevo/rng.h"
+#include "nevo/seed.h"
+#include "nevo/vtrace.h"
+
+static const char *const CONFIG =
+    "{\"env\": \"minatar/breakout\", \"algo\": \"vtrace\", \"seed\": 1,"
+    " \"policy\": {\"conv_filters\": [16], \"hidden\": [128], \"activation\": \"relu\", \"value_head\": true},"
+    " \"rl\": {\"envs\": 32, \"unroll\": 20, \"steps_per_generation\": %d, \"mode\": \"%s\"},"
+    " \"optim\": {\"name\": \"adam\", \"lr\": 0.0005, \"clip_norm\": 40}}";
+
+typedef struct LearnBench {
+    const NevoPolicy *p;
+    const NevoRLConfig *rl;
+    NevoVTraceWork *w;
+    NevoOptim *opt;
+    float *theta, *grad, *obs, *mu, *rew, *disc;
+    double *g;
+    int *act, B, T;
+} LearnBench;
+
+/* one learner step: B trajectories' gradients added up, one Adam step */
+static double learn_work(void *ctx, long iters) {
+    LearnBench *L = ctx;
+    size_t np = L->p->nparams, D = (size_t)L->p->obs_dim;
+    for (long it = 0; it < iters; it++) {
+        memset(L->g, 0, sizeof(double) * np);
+        for (int b = 0; b < L->B; b += NEVO_VTRACE_CHUNK) { /* the learner's chunks */
+            double loss;
+            int n = L->B - b < NEVO_VTRACE_CHUNK ? L->B - b : NEVO_VTRACE_CHUNK;
+            size_t o = (size_t)b * (size_t)(L->T + 1) * D, k = (size_t)b * (size_t)L->T;
+            nevo_vtrace_batch(L->p, L->rl, L->theta, L->T, n, L->obs + o, L->act + k, L->mu + k, L->rew + k,
+                              L->disc + k, 1.0f / (float)(L->B * L->T), L->w, L->grad, &loss);
+            for (size_t i = 0; i < np; i++) L->g[i] += L->grad[i];
+        }
+        nevo_optim_step(L->opt, L->theta, L->g, 1.0);
+    }
+    return (double)iters * L->B * L->T;
+}
+
+static NevoStatus algo_for(const char *mode, int steps, NevoConfig *cfg, NevoEnv **env, NevoPolicy **p, NevoPool **pool,
+                           NevoNoise **noise, NevoAlgo **algo, int threads, NevoError *err) {
+    char doc[1024];
+    snprintf(doc, sizeof doc, CONFIG, steps, mode);
+    nevo_config_defaults(cfg);
+    NevoStatus st = nevo_config_apply_json(cfg, doc, "bench", err);
+    if (st == NEVO_OK) st = nevo_env_new(cfg->env, NULL, 0, env, err);
+    if (st == NEVO_OK) st = nevo_policy_new(nevo_env_spec(*env), &cfg->policy, 0, p, err);
+    if (st) return st;
+    *pool = nevo_pool_new(threads);
+    *noise = nevo_noise_new(nevo_algo_noise_floats(cfg, (*p)->nparams), *pool);
+    return nevo_algo_new(cfg, *env, *p, *noise, *pool, algo, err);
+}
+
+NevoStatus nevo_bench_actor(const NevoBenchOptions *o, NevoBenchEmit emit, void *ctx, NevoError *err) {
+    int steps = o->quick ? 4 : 40, threads = o->threads;
+    NevoConfig cfg;
+    NevoEnv *env = NULL;
+    NevoPolicy *p = NULL;
+    NevoPool *pool = NULL;
+    NevoNoise *noise = NULL;
+    NevoAlgo *algo = NULL;
+    /* the runtime alone, as many frames as the async run below trains on */
+    NevoStatus st = algo_for("async", steps, &cfg, &env, &p, &pool, &noise, &algo, threads, err);
+    double bound = 0;
+    if (st == NEVO_OK) {
+        float *theta = nevo_alloc_aligned(sizeof(float) * p->nparams);
+        nevo_algo_best(algo, theta);
+        NevoSeed *s;
+        st = nevo_seed_new(env, p, &cfg.rl, cfg.seed, theta, NULL, NULL, NULL, &s, err);
+        if (st == NEVO_OK) st = nevo_seed_run(s, 0, (long long)steps * 32 * 20 * 4, err);
+        if (st == NEVO_OK) {
+            NevoSeedStats ss;
+            nevo_seed_stats(s, &ss);
+            bound = ss.frames_per_s;
+            NevoBenchResult r;
+            nevo_bench_result_init(&r, "actor", "kframes/s");
+            snprintf(r.name, sizeof r.name, "runtime alone (actors + inference, learner off), MinAtar net, 32 envs");
+            r.value = r.median = bound / 1e3;
+            snprintf(r.extra, sizeof r.extra, "\"inference_batch\": %.2f, \"threads\": %d", ss.mean_batch, threads);
+            emit(ctx, &r);
+        }
+        nevo_seed_free(s);
+        free(theta);
+    }
+    nevo_algo_free(algo);
+    algo = NULL;
+    for (int m = 0; m < 2 && st == NEVO_OK; m++) {
+        const char *mode = m ? "sync" : "async";
+        /* a fresh run of each mode */
+        nevo_noise_free(noise), nevo_pool_free(pool), nevo_policy_free(p), nevo_env_free(env);
+        noise = NULL, pool = NULL, p = NULL, env = NULL;
+        st = algo_for(mode, steps, &cfg, &env, &p, &pool, &noise, &algo, threads, err);
+        NevoGenStats gs;
+        if (st == NEVO_OK) st = nevo_algo_train(algo, &gs, err);
+        if (st == NEVO_OK) {
+            NevoBenchResult r;
+            nevo_bench_result_init(&r, "actor", "kframes/s");
+            snprintf(r.name, sizeof r.name, "vtrace %s end to end (%d updates of 32 x 20), MinAtar net", mode, steps);
+            r.value = r.median = gs.rl_frames_per_s / 1e3;
+            if (bound > 0) nevo_bench_result_limit(&r, bound / 1e3, "runtime alone");
+            snprintf(r.extra, sizeof r.extra,
+                     "\"updates_per_s\": %.2f, \"inference_batch\": %.2f, \"queue\": %.2f, \"policy_lag\": %.3f",
+                     gs.rl_updates_per_s, gs.rl_batch, gs.rl_queue, gs.rl_lag);
+            emit(ctx, &r);
+        }
+        nevo_algo_free(algo);
+        algo = NULL;
+    }
+    /* the learner alone, one thread, on trajectories of observations from the env */
+    if (st == NEVO_OK) {
+        LearnBench L = {0};
+        L.p = p, L.rl = &cfg.rl, L.B = 32, L.T = 20;
+        size_t np = p->nparams, D = (size_t)p->obs_dim, R = (size_t)L.B * (size_t)(L.T + 1);
+        L.w = nevo_vtrace_work_new(p, L.T, NEVO_VTRACE_CHUNK);
+        st = nevo_optim_new(&cfg.optim, np, &L.opt, err);
+        L.theta = nevo_alloc_aligned(sizeof(float) * np);
+        nevo_policy_init_params(p, noise, 1, 0, 0, L.theta);
+        L.grad = nevo_alloc_aligned(sizeof(float) * np);
+        L.g = nevo_alloc_aligned(sizeof(double) * np);
+        L.obs = nevo_alloc_aligned(sizeof(float) * R * D);
+        size_t n = (size_t)L.B * (size_t)L.T;
+        L.act = nevo_alloc(sizeof(int) * n);
+        L.mu = nevo_alloc(sizeof(float) * n), L.rew = nevo_alloc(sizeof(float) * n);
+        L.disc = nevo_alloc(sizeof(float) * n);
+        /* observations of random play, random actions and rewards */
+        void *inst = nevo_alloc_aligned(nevo_env_instance_size(env));
+        nevo_env_instance_init(env, inst);
+        NevoRng rng;
+        nevo_rng_init(&rng, 1, NEVO_RNG_USER, 0, 0, 0);
+        nevo_env_reset(env, inst, 1, L.obs);
+        for (size_t r = 1; r < R; r++) {
+            float a = (float)nevo_rng_below(&rng, (uint32_t)p->n_act);
+            NevoStepResult sr;
+            nevo_env_step(env, inst, &a, L.obs + r * D, &sr);
+            if (sr.terminated || sr.truncated) nevo_env_reset(env, inst, r, L.obs + r * D);
+        }
+        nevo_env_instance_free(env, inst);
+        free(inst);
+        for (size_t k = 0; k < n; k++) {
+            L.act[k] = (int)nevo_rng_below(&rng, (uint32_t)p->n_act);
+            L.mu[k] = -1.7917595f; /* log 1/6 */
+            L.rew[k] = nevo_rng_uniform(&rng) < 0.05 ? 1.0f : 0.0f;
+            L.disc[k] = 0.99f;
+        }
+        if (st == NEVO_OK) {
+            NevoBenchTiming t = nevo_bench_measure(o, learn_work, &L, 1);
+            NevoBenchResult r;
+            nevo_bench_result_init(&r, "actor", "ksamples/s");
+            snprintf(r.name, sizeof r.name, "vtrace learner, 1 thread, batch 32 x 20, MinAtar net (forward, V-trace, "
+                     "backward, Adam)");
+            r.value = t.best / 1e3;
+            r.median = t.median / 1e3;
+            r.cpu_share = t.cpu_share;
+            emit(ctx, &r);
+        }
+        nevo_vtrace_work_free(L.w);
+        nevo_optim_free(L.opt);
+        void *f[] = {L.theta, L.grad, L.g, L.obs, L.act, L.mu, L.rew, L.disc};
+        for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) free(f[i]);
+    }
+    nevo_algo_free(algo);
+    nevo_noise_free(noise);
+    nevo_pool_free(pool);
+    nevo_policy_free(p);
+    nevo_env_free(env);
+    return st;
+}
