@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "nevo/config.h"
+#include "nevo/env.h"
 #include "nevo/policy.h"
 #include "nevo/status.h"
 
@@ -16,6 +17,22 @@
 /* An action drawn from softmax(logits[0, A)) with the uniform of the stream (seed,
  * NEVO_RNG_ACTOR, step, env); *logp = its log-probability (nevo_log_softmax's float). */
 int nevo_vtrace_sample(const float *logits, int A, uint64_t seed, uint32_t env, uint64_t step, float *logp);
+
+/* One actor step, as both modes record it. */
+typedef struct NevoVTraceStep {
+    int act;      /* the action drawn */
+    float mu;     /* its log-probability under the acting parameters */
+    float reward; /* the env's reward */
+    float rew;    /* the reward the learner sees: clipped to +-rl->reward_clip (where > 0) */
+    float disc;   /* rl->discount, or 0 where the episode ended (by termination or its time
+                   * limit: nothing after it is bootstrapped into it) */
+    int end;      /* the episode ended: the caller starts the next one into `next` */
+} NevoVTraceStep;
+
+/* Env instance inst acts on logits (A of them): the action from nevo_vtrace_sample's
+ * stream (seed, env_id, step), one step (the next observation into next). */
+void nevo_vtrace_act(const NevoEnv *env, void *inst, const float *logits, int A, uint64_t seed, uint32_t env_id,
+                     uint64_t step, const NevoRLConfig *rl, float *next, NevoVTraceStep *out);
 
 /* Trajectories per chunk of the learner's reduce: a batch of n trajectories is cut into
  * ceil(n / NEVO_VTRACE_CHUNK) chunks (a property of the batch, never of the threads), each

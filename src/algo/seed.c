@@ -233,20 +233,14 @@ static void *actor_main(void *arg) {
             for (int i = 0; i < a->n; i++) {
                 NevoTrajectory *tr = &a->traj[i];
                 if (t == 0) tr->version = a->version;
-                float mu;
-                int e = a->e0 + i;
-                int act = nevo_vtrace_sample(a->out + (size_t)i * O, s->A, s->seed, (uint32_t)e, a->steps[i]++, &mu);
-                float action = (float)act, *next = tr->obs + (size_t)(t + 1) * D;
-                NevoStepResult r;
-                nevo_env_step(s->env, actor_inst(a, i), &action, next, &r);
-                a->ret[i] += r.reward;
+                float *next = tr->obs + (size_t)(t + 1) * D;
+                NevoVTraceStep st;
+                nevo_vtrace_act(s->env, actor_inst(a, i), a->out + (size_t)i * O, s->A, s->seed, (uint32_t)(a->e0 + i),
+                                a->steps[i]++, s->rl, next, &st);
+                a->ret[i] += st.reward;
                 a->len[i]++;
-                float rw = r.reward, clip = (float)s->rl->reward_clip;
-                if (clip > 0) rw = rw > clip ? clip : rw < -clip ? -clip : rw;
-                int end = r.terminated || r.truncated;
-                tr->act[t] = act, tr->mu[t] = mu, tr->rew[t] = rw;
-                tr->disc[t] = end ? 0.0f : (float)s->rl->discount;
-                if (end) {
+                tr->act[t] = st.act, tr->mu[t] = st.mu, tr->rew[t] = st.rew, tr->disc[t] = st.disc;
+                if (st.end) {
                     pthread_mutex_lock(&s->mu);
                     s->episodes++;
                     if (s->on_episode) s->on_episode(s->ctx, a->ret[i], a->len[i]);

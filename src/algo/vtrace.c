@@ -208,28 +208,33 @@ static void forward_item(void *ctx, int k, int worker) {
     nevo_policy_forward(v->base.policy, v->theta, 0, zero_nets, x, n, v->out + (size_t)lo * v->O, v->fscratch[worker]);
 }
 
+void nevo_vtrace_act(const NevoEnv *env, void *inst, const float *logits, int A, uint64_t seed, uint32_t env_id,
+                     uint64_t step, const NevoRLConfig *rl, float *next, NevoVTraceStep *out) {
+    out->act = nevo_vtrace_sample(logits, A, seed, env_id, step, &out->mu);
+    float action = (float)out->act;
+    NevoStepResult r;
+    nevo_env_step(env, inst, &action, next, &r);
+    float rw = r.reward, clip = (float)rl->reward_clip;
+    if (clip > 0) rw = rw > clip ? clip : rw < -clip ? -clip : rw;
+    out->reward = r.reward;
+    out->rew = rw;
+    out->end = r.terminated || r.truncated;
+    out->disc = out->end ? 0.0f : (float)rl->discount;
+}
+
 /* env e at step t: its action drawn from the forward's logits, one step, the record */
 static void step_item(void *ctx, int e, int worker) {
     VT *v = ctx;
     size_t te = (size_t)v->t * v->E + (size_t)e;
-    float mu;
-    int a = nevo_vtrace_sample(v->out + (size_t)e * v->O, v->A, v->base.cfg->seed, (uint32_t)e, v->steps[e]++, &mu);
-    float action = (float)a, *next = v->obs + (te + (size_t)v->E) * v->D;
-    NevoStepResult r;
-    nevo_env_step(v->env, inst(v, e), &action, next, &r);
-    v->ret[e] += r.reward;
+    float *next = v->obs + (te + (size_t)v->E) * v->D;
+    NevoVTraceStep st;
+    nevo_vtrace_act(v->env, inst(v, e), v->out + (size_t)e * v->O, v->A, v->base.cfg->seed, (uint32_t)e,
+                    v->steps[e]++, v->rl, next, &st);
+    v->ret[e] += st.reward;
     v->len[e]++;
-    float rw = r.reward, clip = (float)v->rl->reward_clip;
-    if (clip > 0) rw = rw > clip ? clip : rw < -clip ? -clip : rw;
-    v->act[te] = a;
-    v->mu[te] = mu;
-    v->rew[te] = rw;
-    /* an episode's end, by termination or by its time limit, stops the bootstrap; the
-     * next observation is then the next episode's first */
-    int end = r.terminated || r.truncated;
-    v->disc[te] = end ? 0.0f : (float)v->rl->discount;
-    v->done[e] = end;
-    if (end) {
+    v->act[te] = st.act, v->mu[te] = st.mu, v->rew[te] = st.rew, v->disc[te] = st.disc;
+    v->done[e] = st.end;
+    if (st.end) { /* the next observation is the next episode's first */
         v->done_ret[e] = v->ret[e];
         start_episode(v, e, next);
     }
