@@ -232,9 +232,11 @@ TEST(seed_every_actor_gets_its_own_rows) {
     cfg.rl.envs = 13, cfg.rl.actors = 4, cfg.rl.unroll = 5, cfg.rl.batch = 6, cfg.rl.queue = 12;
     cfg.rl.batch_wait_us = 100;
     Check c = {cfg.rl.unroll, 0, 0, 0, 0, 0};
+    NevoBackend *cpu;
+    CHECK(nevo_backend_new("cpu", &cpu, &err) == NEVO_OK);
     NevoSeed *s;
-    CHECK_MSG(nevo_seed_new(env, p, &cfg.rl, 5, theta, check_learn, check_episode, &c, &s, &err) == NEVO_OK, "%s",
-              err.msg);
+    CHECK_MSG(nevo_seed_new(env, p, cpu, &cfg.rl, 5, theta, check_learn, check_episode, &c, &s, &err) == NEVO_OK,
+              "%s", err.msg);
     CHECK(nevo_seed_run(s, 20, 0, &err) == NEVO_OK);
     CHECK(nevo_seed_run(s, 10, 0, &err) == NEVO_OK); /* stopped and started again */
     NevoSeedStats st;
@@ -249,12 +251,13 @@ TEST(seed_every_actor_gets_its_own_rows) {
     CHECK(st.frames >= 30 * 6 * 5 && st.max_lag >= 0);
     /* the actors and server alone, to a frame count */
     NevoSeed *f;
-    CHECK(nevo_seed_new(env, p, &cfg.rl, 5, theta, NULL, NULL, NULL, &f, &err) == NEVO_OK);
+    CHECK(nevo_seed_new(env, p, cpu, &cfg.rl, 5, theta, NULL, NULL, NULL, &f, &err) == NEVO_OK);
     CHECK(nevo_seed_run(f, 0, 5000, &err) == NEVO_OK);
     nevo_seed_stats(f, &st);
     CHECK_MSG(st.frames >= 5000 && st.updates == 0, "%lld frames, %lld updates", st.frames, st.updates);
     nevo_seed_free(f);
     nevo_seed_free(s);
+    nevo_backend_free(cpu);
     free(theta);
     nevo_policy_free(p);
     nevo_env_free(env);

@@ -1,21 +1,22 @@
 /* Actor-learner RL in SEED RL's shape (Espeholt et al. 2020): the runtime under algo
  * vtrace's async mode (vtrace.h has the learner).
  *
- * Actor threads own environment instances and only step
- * them; one inference server gathers the observations of all actors into batches
- * (dynamic batching: a batch runs when every actor's request is in, or rl.batch_wait_us
- * after its first request) and runs the policy forward once per batch; each actor gets
- * its own rows back and chooses its actions from them. Trajectories of T steps go to
- * the learner through a bounded queue (actors wait when it is full). The learner, on the
- * calling thread, takes B trajectories at a time, updates the parameters and publishes
- * them; the server switches to them at its next batch, so actors never stop. Nothing
- * here is reproducible run to run (thread timing decides which parameters act); rl.mode
- * sync is the reproducible schedule. */
+ * Actor threads own environment instances and only step them. One inference server
+ * gathers the observations of all actors into batches (dynamic batching: a batch runs
+ * when every actor's request is in, or rl.batch_wait_us after the oldest one) and runs
+ * the policy forward once per batch through the backend interface (backend.h: the
+ * CPU's kernels or the GPU); each actor gets its own rows back and chooses its actions
+ * from them. Trajectories of T steps go to the learner through a bounded queue (actors
+ * wait when it is full). The learner, on the calling thread, takes B trajectories at a
+ * time, updates the parameters and publishes them; the server switches to them at its
+ * next batch, so actors never stop. Nothing here is reproducible run to run (thread
+ * timing decides which parameters act); rl.mode sync is the reproducible schedule. */
 #ifndef NEVO_SEED_H
 #define NEVO_SEED_H
 
 #include <stdint.h>
 
+#include "nevo/backend.h"
 #include "nevo/config.h"
 #include "nevo/env.h"
 #include "nevo/policy.h"
@@ -51,11 +52,12 @@ typedef struct NevoSeedStats {
 typedef struct NevoSeed NevoSeed;
 
 /* The runtime over envs instances of env (borrowed; the episode cap applied), policy p,
- * parameters theta0 (copied), rl's sizes (envs, actors, unroll, batch, queue,
- * batch_wait_us), episode seeds and action draws named by seed. Threads start at
- * nevo_seed_run. */
-NevoStatus nevo_seed_new(const NevoEnv *env, const NevoPolicy *p, const NevoRLConfig *rl, uint64_t seed,
-                         const float *theta0, NevoLearnFn learn, NevoEpisodeFn on_episode, void *ctx,
+ * the inference server's forward on backend (borrowed: the cpu backend, or cuda, used
+ * by the server's thread alone), parameters theta0 (copied), rl's sizes (envs, actors,
+ * unroll, batch, queue, batch_wait_us), episode seeds and action draws named by seed.
+ * Threads start at nevo_seed_run. */
+NevoStatus nevo_seed_new(const NevoEnv *env, const NevoPolicy *p, NevoBackend *backend, const NevoRLConfig *rl,
+                         uint64_t seed, const float *theta0, NevoLearnFn learn, NevoEpisodeFn on_episode, void *ctx,
                          NevoSeed **out, NevoError *err);
 void nevo_seed_free(NevoSeed *s);
 /* Runs until the learner has made `updates` more updates (learn NULL: until `frames`

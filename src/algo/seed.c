@@ -58,7 +58,11 @@ struct NevoSeed {
     int stop, live, posted;
     double first_post;        /* when the oldest waiting request was posted */
     pthread_t server;
-    float *x, *y, *scratch;   /* the server's batch: (E, D), (E, O) */
+    NevoBackend *backend;     /* where the server's forward runs (borrowed) */
+    NevoRows *rows;           /* the server's parameters on it */
+    NevoWorkspace *ws;
+    int *which;               /* (E) zeros: every row the one network */
+    float *x, *y;             /* the server's batch: (E, D), (E, O), the backend's host memory */
     /* the queue: Q slots, each a trajectory's memory */
     NevoTrajectory *slots;
     int *full, n_full, *empty, n_empty; /* FIFO of full slot indices, stack of empty ones */
@@ -125,9 +129,11 @@ static void *server_main(void *arg) {
             until.tv_nsec = ns % 1000000000L;
             pthread_cond_timedwait(&s->server_cv, &s->mu, &until);
         }
-        if (s->pub_version != s->inf_version) {
+        if (s->pub_version != s->inf_version || !s->rows) { /* the new parameters onto the backend */
             memcpy(s->inf, s->pub, sizeof(float) * s->np);
             s->inf_version = s->pub_version;
+            nevo_rows_free(s->rows);
+            s->rows = nevo_rows_host(s->backend, s->inf, s->np, 1);
         }
         int take[4096], n_take = 0, rows = 0;
         for (int k = 0; k < s->N; k++) {
@@ -141,11 +147,7 @@ static void *server_main(void *arg) {
         }
         long long version = s->inf_version;
         pthread_mutex_unlock(&s->mu);
-        for (int r0 = 0; r0 < rows; r0 += 64) { /* the forward in pieces its scratch holds */
-            int n = rows - r0 < 64 ? rows - r0 : 64;
-            int nets[64] = {0};
-            nevo_policy_forward(s->p, s->inf, 0, nets, s->x + (size_t)r0 * D, n, s->y + (size_t)r0 * O, s->scratch);
-        }
+        nevo_backend_forward(s->backend, s->p, s->rows, s->which, s->x, rows, NULL, s->y, s->ws);
         pthread_mutex_lock(&s->mu);
         s->batches++;
         s->batch_rows += rows;
@@ -261,9 +263,9 @@ static void *actor_main(void *arg) {
 
 /* ---- the runtime --------------------------------------------------------------------- */
 
-NevoStatus nevo_seed_new(const NevoEnv *env, const NevoPolicy *p, const NevoRLConfig *rl, uint64_t seed,
-                         const float *theta0, NevoLearnFn learn, NevoEpisodeFn on_episode, void *ctx, NevoSeed **out,
-                         NevoError *err) {
+NevoStatus nevo_seed_new(const NevoEnv *env, const NevoPolicy *p, NevoBackend *backend, const NevoRLConfig *rl,
+                         uint64_t seed, const float *theta0, NevoLearnFn learn, NevoEpisodeFn on_episode, void *ctx,
+                         NevoSeed **out, NevoError *err) {
     *out = NULL;
     int quarter = nevo_cpu_count() / 4;
     int N = rl->actors > 0 ? rl->actors : quarter > 1 ? quarter : 1; /* the learner's pool takes the rest */
@@ -286,9 +288,11 @@ NevoStatus nevo_seed_new(const NevoEnv *env, const NevoPolicy *p, const NevoRLCo
     memcpy(s->theta, theta0, sizeof(float) * s->np);
     memcpy(s->pub, theta0, sizeof(float) * s->np);
     memcpy(s->inf, theta0, sizeof(float) * s->np);
-    s->x = nevo_alloc_aligned(sizeof(float) * (size_t)s->E * s->D);
-    s->y = nevo_alloc_aligned(sizeof(float) * (size_t)s->E * s->O);
-    s->scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(p, 64));
+    s->backend = backend;
+    s->ws = nevo_workspace_new(backend, p, s->E);
+    s->which = nevo_alloc(sizeof(int) * (size_t)s->E);
+    s->x = nevo_backend_host_alloc(backend, sizeof(float) * (size_t)s->E * s->D);
+    s->y = nevo_backend_host_alloc(backend, sizeof(float) * (size_t)s->E * s->O);
     s->slots = nevo_alloc(sizeof(NevoTrajectory) * (size_t)s->Q);
     s->full = nevo_alloc(sizeof(int) * (size_t)s->Q);
     s->empty = nevo_alloc(sizeof(int) * (size_t)s->Q);
@@ -343,7 +347,11 @@ void nevo_seed_free(NevoSeed *s) {
     pthread_cond_destroy(&s->server_cv);
     pthread_cond_destroy(&s->queue_cv);
     pthread_cond_destroy(&s->free_cv);
-    void *p[] = {s->actors, s->theta, s->pub, s->inf, s->x, s->y, s->scratch, s->slots, s->full, s->empty};
+    nevo_rows_free(s->rows);
+    nevo_workspace_free(s->ws);
+    nevo_backend_host_free(s->backend, s->x);
+    nevo_backend_host_free(s->backend, s->y);
+    void *p[] = {s->actors, s->theta, s->pub, s->inf, s->which, s->slots, s->full, s->empty};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
     free(s);
 }
@@ -436,5 +444,5 @@ const float *nevo_seed_params(const NevoSeed *s) { return s->theta; }
 void nevo_seed_set_params(NevoSeed *s, const float *theta) {
     memcpy(s->theta, theta, sizeof(float) * s->np);
     memcpy(s->pub, theta, sizeof(float) * s->np);
-    s->pub_version++;
+    s->pub_version++; /* the server takes them before its next batch */
 }

@@ -5,8 +5,8 @@
  *
  * rl.mode sync is a fixed schedule. Each learner step:
  *   1. rollout: every env advances rl.unroll steps; at each step one batched forward
- *      of all envs' observations, then each env samples its action from its own
- *      Philox stream and steps (over the pool's threads);
+ *      of all envs' observations on the config's backend, then each env samples its
+ *      action from its own Philox stream and steps (over the pool's threads);
  *   2. learn: the batch's gradient in chunks of NEVO_VTRACE_CHUNK envs' trajectories
  *      (one forward and backward each; replica.h: summed in a fixed tree), then one
  *      optimiser step.
@@ -39,7 +39,7 @@ struct NevoVTraceWork {
     int *net;
 };
 
-static const int zero_nets[64];
+static const int zero_nets[16];
 
 /* Room for n trajectories of T steps. */
 static void learn_init(Learn *w, const NevoPolicy *p, int T, int n) {
@@ -161,7 +161,9 @@ typedef struct VT {
     double *done_ret;        /* (E) a return finished at the current step, */
     int *done;               /* (E) ... where done[e] */
     float *out;              /* (E, O) the rollout's forward */
-    float **fscratch;        /* per worker */
+    NevoBackend *backend;    /* where the acting forward runs (config key backend) */
+    NevoRows *rows;          /* theta on it */
+    NevoWorkspace **ws;      /* per worker */
     int t;                   /* the rollout's step within the unroll */
     /* async mode */
     NevoSeed *seed;
@@ -205,7 +207,8 @@ static void forward_item(void *ctx, int k, int worker) {
     VT *v = ctx;
     int lo = 16 * k, n = v->E - lo < 16 ? v->E - lo : 16;
     const float *x = v->obs + ((size_t)v->t * v->E + (size_t)lo) * v->D;
-    nevo_policy_forward(v->base.policy, v->theta, 0, zero_nets, x, n, v->out + (size_t)lo * v->O, v->fscratch[worker]);
+    nevo_backend_forward(v->backend, v->base.policy, v->rows, zero_nets, x, n, NULL, v->out + (size_t)lo * v->O,
+                         v->ws[worker]);
 }
 
 void nevo_vtrace_act(const NevoEnv *env, void *inst, const float *logits, int A, uint64_t seed, uint32_t env_id,
@@ -289,6 +292,8 @@ static NevoStatus apply_update(VT *v, NevoError *err) {
 /* One learner step of sync mode: T rollout steps of every env, then the update. */
 static NevoStatus sync_step(VT *v, NevoError *err) {
     NevoPool *pool = v->base.pool;
+    nevo_rows_free(v->rows); /* this update's parameters (on the CPU a view, no copy) */
+    v->rows = nevo_rows_host(v->backend, v->theta, v->np, 1);
     for (v->t = 0; v->t < v->T; v->t++) {
         nevo_pool_run(pool, (v->E + 15) / 16, forward_item, v);
         nevo_pool_run(pool, v->E, step_item, v);
@@ -530,12 +535,14 @@ static void vt_free(NevoAlgo *a) {
         nevo_vtrace_work_free(v->work[w]);
         void *q[] = {v->fgrad[w], v->sobs[w], v->sact[w], v->smu[w], v->srew[w], v->sdisc[w]};
         for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) free(q[i]);
-        if (v->fscratch) free(v->fscratch[w]);
+        if (v->ws) nevo_workspace_free(v->ws[w]);
     }
-    void *p[] = {v->work, v->fgrad, v->sobs, v->sact, v->smu, v->srew, v->sdisc, v->fscratch, v->theta, v->grad, v->insts, v->obs, v->rew, v->disc, v->mu, v->act,
+    void *p[] = {v->work, v->fgrad, v->sobs, v->sact, v->smu, v->srew, v->sdisc, v->ws, v->theta, v->grad, v->insts, v->obs, v->rew, v->disc, v->mu, v->act,
                  v->ret, v->len, v->ep, v->steps, v->done_ret, v->done, v->out, v->gen_ret};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
     nevo_optim_free(v->opt);
+    nevo_rows_free(v->rows);
+    nevo_backend_free(v->backend);
     free(v);
 }
 
@@ -622,8 +629,14 @@ NevoStatus nevo_vtrace_new(const NevoAlgo *base, int variant, NevoAlgo **out, Ne
         v->srew[w] = nevo_alloc(sizeof(float) * KT);
         v->sdisc[w] = nevo_alloc(sizeof(float) * KT);
     }
+    st = nevo_backend_new(cfg->backend, &v->backend, err);
+    if (st) {
+        vt_free(&v->base);
+        return st;
+    }
     if (strcmp(cfg->rl.mode, "async") == 0) {
-        st = nevo_seed_new(v->env, p, &cfg->rl, cfg->seed, v->theta, async_learn, async_episode, v, &v->seed, err);
+        st = nevo_seed_new(v->env, p, v->backend, &cfg->rl, cfg->seed, v->theta, async_learn, async_episode, v,
+                           &v->seed, err);
         if (st) {
             vt_free(&v->base);
             return st;
@@ -645,9 +658,8 @@ NevoStatus nevo_vtrace_new(const NevoAlgo *base, int variant, NevoAlgo **out, Ne
     v->done_ret = nevo_alloc(sizeof(double) * E);
     v->done = nevo_alloc(sizeof(int) * E);
     v->out = nevo_alloc_aligned(sizeof(float) * E * (size_t)v->O);
-    v->fscratch = nevo_alloc(sizeof(float *) * (size_t)v->workers);
-    for (int w = 0; w < v->workers; w++)
-        v->fscratch[w] = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(p, 16));
+    v->ws = nevo_alloc(sizeof(NevoWorkspace *) * (size_t)v->workers);
+    for (int w = 0; w < v->workers; w++) v->ws[w] = nevo_workspace_new(v->backend, p, 16);
     for (int e = 0; e < v->E; e++) {
         nevo_env_instance_init(v->env, inst(v, e));
         start_episode(v, e, v->obs + (size_t)e * D);

@@ -79,8 +79,10 @@ NevoStatus nevo_bench_actor(const NevoBenchOptions *o, NevoBenchEmit emit, void 
     if (st == NEVO_OK) {
         float *theta = nevo_alloc_aligned(sizeof(float) * p->nparams);
         nevo_algo_best(algo, theta);
-        NevoSeed *s;
-        st = nevo_seed_new(env, p, &cfg.rl, cfg.seed, theta, NULL, NULL, NULL, &s, err);
+        NevoSeed *s = NULL;
+        NevoBackend *cpu = NULL;
+        st = nevo_backend_new(cfg.backend, &cpu, err);
+        if (st == NEVO_OK) st = nevo_seed_new(env, p, cpu, &cfg.rl, cfg.seed, theta, NULL, NULL, NULL, &s, err);
         if (st == NEVO_OK) st = nevo_seed_run(s, 0, (long long)steps * 32 * 20 * 4, err);
         if (st == NEVO_OK) {
             NevoSeedStats ss;
@@ -94,6 +96,7 @@ NevoStatus nevo_bench_actor(const NevoBenchOptions *o, NevoBenchEmit emit, void 
             emit(ctx, &r);
         }
         nevo_seed_free(s);
+        nevo_backend_free(cpu);
         free(theta);
     }
     nevo_algo_free(algo);
