@@ -361,8 +361,9 @@ static void start(NevoSeed *s) {
     s->live = s->N;
     s->posted = 0;
     for (int k = 0; k < s->N; k++) s->actors[k].posted = s->actors[k].answered = 0;
-    pthread_create(&s->server, NULL, server_main, s);
-    for (int k = 0; k < s->N; k++) pthread_create(&s->actors[k].thread, NULL, actor_main, &s->actors[k]);
+    /* a thread that cannot start is a broken machine, not bad input */
+    NEVO_ASSERT(pthread_create(&s->server, NULL, server_main, s) == 0);
+    for (int k = 0; k < s->N; k++) NEVO_ASSERT(pthread_create(&s->actors[k].thread, NULL, actor_main, &s->actors[k]) == 0);
 }
 
 static void stop(NevoSeed *s) {
@@ -376,6 +377,7 @@ static void stop(NevoSeed *s) {
 }
 
 NevoStatus nevo_seed_run(NevoSeed *s, long long updates, long long frames, NevoError *err) {
+    if (s->learn ? updates < 1 : frames < 1) return NEVO_OK;
     double t0 = now_s();
     s->frame_target = s->learn ? 0 : s->frames + frames;
     start(s);

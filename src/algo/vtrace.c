@@ -415,10 +415,11 @@ static void vt_best(const NevoAlgo *a, float *theta) {
 
 #define VT_STATE_MAGIC 0x56545231u /* "VTR1" */
 
-/* Envs whose instances are plain data (no resources to free: classic control, MinAtar,
- * the maze) are saved as their bytes, which hold everything (MinAtar's random stream
- * included), so a resumed sync run is the same bits; others (MuJoCo) as their full
- * physical state (get_state), which leaves out the simulator's warm start. */
+/* Every env is saved as its state (get_state), which set_state checks on load. Envs whose
+ * instances are plain data (no resources to free: classic control, MinAtar, the maze)
+ * also save their bytes first, for what the state leaves out (MinAtar's random stream),
+ * so a resumed sync run is the same bits; the state's fields are set again from the
+ * checked values over them. MuJoCo's state leaves out the simulator's warm start. */
 static int plain_instances(const NevoEnv *env) { return nevo_env_class(env)->instance_free == NULL; }
 
 /* The whole state: counters, parameters, the optimiser's moments, and in sync mode
@@ -439,15 +440,13 @@ static void vt_save(const NevoAlgo *a, NevoBuf *b) {
     const NevoEnvSpec *spec = nevo_env_spec(v->env);
     int raw = plain_instances(v->env);
     nevo_buf_u32(b, (uint32_t)raw);
+    nevo_buf_u64(b, raw ? (uint64_t)v->isz : 0);
     double *state = nevo_alloc(sizeof(double) * (size_t)(spec->state_dim ? spec->state_dim : 1));
     for (int e = 0; e < v->E; e++) {
-        if (raw) {
-            nevo_buf_put(b, inst(v, e), v->isz);
-        } else {
-            nevo_env_get_state(v->env, inst(v, e), state);
-            nevo_buf_u32(b, (uint32_t)nevo_env_steps(v->env, inst(v, e)));
-            nevo_buf_f64s(b, state, (size_t)spec->state_dim);
-        }
+        if (raw) nevo_buf_put(b, inst(v, e), v->isz);
+        nevo_env_get_state(v->env, inst(v, e), state);
+        nevo_buf_u32(b, (uint32_t)nevo_env_steps(v->env, inst(v, e)));
+        nevo_buf_f64s(b, state, (size_t)spec->state_dim);
         nevo_buf_f32s(b, v->obs + (size_t)e * v->D, (size_t)v->D);
         nevo_buf_f64(b, v->ret[e]);
         nevo_buf_u32(b, (uint32_t)v->len[e]);
@@ -475,42 +474,38 @@ static NevoStatus vt_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
     if (envs && !v->seed) {
         const NevoEnvSpec *spec = nevo_env_spec(v->env);
         int raw = (int)nevo_read_u32(r);
-        if (raw != plain_instances(v->env))
-            return nevo_error(err, NEVO_ERR_CORRUPT, "vtrace state: its envs are stored %s, %s's are %s",
-                              raw ? "as bytes" : "as states", spec->name, raw ? "states" : "bytes");
+        uint64_t isz = nevo_read_u64(r);
+        if (raw != plain_instances(v->env) || (raw && isz != v->isz))
+            return nevo_error(err, NEVO_ERR_CORRUPT, "vtrace state: its envs are stored %s (%llu bytes each), %s's "
+                              "are %s (%zu)", raw ? "as bytes" : "as states", (unsigned long long)isz, spec->name,
+                              plain_instances(v->env) ? "bytes" : "states", v->isz);
         double *state = nevo_alloc(sizeof(double) * (size_t)(spec->state_dim ? spec->state_dim : 1));
         float *scratch = nevo_alloc(sizeof(float) * (size_t)v->D);
-        uint8_t *probe = nevo_alloc_aligned(v->isz);
         for (int e = 0; e < v->E && st == NEVO_OK; e++) {
-            uint32_t steps = 0;
-            if (raw) {
-                /* the bytes checked through the env's own state check before they are used */
-                nevo_read(r, probe, v->isz);
-                if (!nevo_reader_ok(r, false)) break;
-                nevo_env_get_state(v->env, probe, state);
-                steps = (uint32_t)nevo_env_steps(v->env, probe);
-                nevo_env_instance_init(v->env, inst(v, e));
-                st = nevo_env_set_state(v->env, inst(v, e), state, (int)(steps & 0x7FFFFFFF), scratch, err);
-                if (st == NEVO_OK && nevo_env_steps(v->env, probe) < 0)
-                    st = nevo_error(err, NEVO_ERR_CORRUPT, "vtrace state: env %d's step count is negative", e);
-                if (st == NEVO_OK) memcpy(inst(v, e), probe, v->isz);
-            } else {
-                steps = nevo_read_u32(r);
-                nevo_read_f64s(r, state, (size_t)spec->state_dim);
-            }
+            /* the bytes carry what the state leaves out (a random stream's position); every
+             * field the state holds is then set again from checked values */
+            if (raw) nevo_read(r, inst(v, e), v->isz); /* plain data: nothing to release first */
+            uint32_t steps = nevo_read_u32(r);
+            nevo_read_f64s(r, state, (size_t)spec->state_dim);
             nevo_read_f32s(r, v->obs + (size_t)e * v->D, (size_t)v->D);
             v->ret[e] = nevo_read_f64(r);
             v->len[e] = (int)nevo_read_u32(r);
             v->ep[e] = nevo_read_u32(r);
             v->steps[e] = nevo_read_u64(r);
-            if (!nevo_reader_ok(r, false) || st) break;
-            if (steps > INT32_MAX || v->len[e] < 0)
-                st = nevo_error(err, NEVO_ERR_CORRUPT, "vtrace state: env %d's counters are out of range", e);
-            if (st == NEVO_OK && !raw) st = nevo_env_set_state(v->env, inst(v, e), state, (int)steps, scratch, err);
+            if (!nevo_reader_ok(r, false)) {
+                if (raw) nevo_env_instance_init(v->env, inst(v, e)); /* nothing half-read is kept */
+                break;
+            }
+            if (steps > INT32_MAX || v->len[e] < 0 || !isfinite(v->ret[e]))
+                st = nevo_error(err, NEVO_ERR_CORRUPT, "env %d's counters are out of range", e);
+            for (int k = 0; st == NEVO_OK && k < v->D; k++)
+                if (!isfinite(v->obs[(size_t)e * v->D + k]))
+                    st = nevo_error(err, NEVO_ERR_CORRUPT, "env %d's observation is not finite", e);
+            if (st == NEVO_OK) st = nevo_env_set_state(v->env, inst(v, e), state, (int)steps, scratch, err);
+            if (st && raw) nevo_env_instance_init(v->env, inst(v, e));
         }
         free(state);
         free(scratch);
-        free(probe);
         if (st) nevo_error_prefix(err, "vtrace state: ");
     } else if (envs) {
         st = nevo_error(err, NEVO_ERR_CORRUPT, "vtrace state holds a sync run's envs, but this run is async");

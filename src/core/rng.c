@@ -64,7 +64,7 @@ static void refill(NevoRng *rng) {
 }
 
 uint32_t nevo_rng_u32(NevoRng *rng) {
-    if (rng->pos >= 4) refill(rng);
+    if ((unsigned)rng->pos >= 4) refill(rng); /* any pos outside 0..3 (a restored stream) refills */
     return rng->buf[rng->pos++];
 }
 

@@ -251,13 +251,20 @@ typedef struct Ranks {
     long long tasks;  /* and the tasks it evaluated */
 } Ranks;
 
-static Ranks *ranks_new(NevoComm *comm) {
+/* Collective: rank 0's environment decides NEVO_STATIC_SHARDS for every rank (a
+ * launcher need not pass it on to other nodes). */
+static Ranks *ranks_new(NevoComm *comm, NevoError *err, NevoStatus *st) {
     Ranks *k = nevo_alloc(sizeof *k);
     k->comm = comm;
     k->size = nevo_comm_size(comm);
     k->rank = nevo_comm_rank(comm);
     const char *fixed = getenv("NEVO_STATIC_SHARDS");
-    k->balance = !(fixed && strcmp(fixed, "1") == 0);
+    NevoBuf flag = {0};
+    nevo_buf_u32(&flag, fixed && strcmp(fixed, "1") == 0 ? 0u : 1u);
+    NevoStatus bst = nevo_comm_bcast(comm, &flag, 0, err);
+    if (bst && *st == NEVO_OK) *st = bst;
+    k->balance = bst == NEVO_OK && flag.len == 4 && flag.data[0] == 1;
+    nevo_buf_free(&flag);
     k->weight = nevo_alloc(sizeof(double) * (size_t)k->size);
     for (int r = 0; r < k->size; r++) k->weight[r] = 1.0;
     return k;
@@ -337,6 +344,8 @@ static NevoStatus evaluate_shared(Ranks *k, const NevoTaskSet *ts, ShardFn fn, v
                                 states ? states + olo : NULL, err);
         if (out) nevo_error_prefix(err, "results of rank %d: ", r);
     }
+    /* a rank that could not read another's results must not go on alone */
+    out = nevo_comm_agree(comm, out, err);
     free(off);
     nevo_buf_free(&mine);
     nevo_buf_free(&body);
@@ -505,6 +514,12 @@ static NevoStatus ranks_after_generation(Ranks *k, const char *path, int generat
     if (st == NEVO_OK) memcpy(v, all.data, sizeof mine * (size_t)n);
     for (int r = 0; st == NEVO_OK && k->balance && r < n; r++) /* tasks per second, where measured */
         if (v[r * F + 3] > 0 && v[r * F + 2] > 0) k->weight[r] = v[r * F + 3] / v[r * F + 2];
+    /* no rank's share falls below a tenth of the mean: one slow generation (a rank
+     * descheduled once) must not leave it without tasks, and so unmeasured, for good */
+    double mean = 0.0;
+    for (int r = 0; r < n; r++) mean += k->weight[r] / n;
+    for (int r = 0; r < n; r++)
+        if (k->weight[r] < 0.1 * mean) k->weight[r] = 0.1 * mean;
     k->eval_s = 0;
     k->tasks = 0;
     if (st == NEVO_OK && k->rank == 0) {
@@ -552,7 +567,7 @@ NevoStatus nevo_train_run_ranks(const NevoConfig *cfg, const char *out_dir, int 
     Run run;
     NevoStatus st = run_build(&run, cfg, threads, err);
     run.comm = comm;
-    run.ranks = ranks > 1 ? ranks_new(comm) : NULL;
+    run.ranks = ranks > 1 ? ranks_new(comm, err, &st) : NULL;
     int gradient = st == NEVO_OK && nevo_algo_trains_itself(run.c.algo);
     if (st == NEVO_OK && ranks > 1 && gradient && !nevo_algo_replicates(run.c.algo))
         st = nevo_error(err, NEVO_ERR_INVALID, "algo %s trains in one process only; run it on one rank", cfg->algo);
@@ -630,7 +645,7 @@ NevoStatus nevo_train_run_ranks(const NevoConfig *cfg, const char *out_dir, int 
         free(json);
     }
     if (st == NEVO_OK && root && resume) st = trim_metrics(metrics_path, totals.generations, err);
-    if (st == NEVO_OK && root && resume && ranks > 1) st = trim_metrics(comm_path, totals.generations, err);
+    if (st == NEVO_OK && root && resume) st = trim_metrics(comm_path, totals.generations, err); /* any rank count */
     if (st == NEVO_OK && root && !resume) st = nevo_write_atomic(metrics_path, "", 0, err);
     if (st == NEVO_OK && root && !resume && ranks > 1) st = nevo_write_atomic(comm_path, "", 0, err);
     if (ranks > 1) st = nevo_comm_agree(comm, st, err);

@@ -560,6 +560,7 @@ static NevoStatus set_state(const NevoEnv *env, void *state, const double *v, fl
         if (!get_entity(v, base + 4 * i, 1, diver_max, f, err)) return NEVO_ERR_INVALID;
         t.divers[i] = (Mover){f[0], f[1], f[2], f[3], 0};
     }
+    t.common.rng = ((const Seaquest *)state)->common.rng; /* the random stream is not part of the state */
     *(Seaquest *)state = t;
     write_obs(state, obs);
     return NEVO_OK;

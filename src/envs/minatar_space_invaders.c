@@ -249,6 +249,7 @@ static NevoStatus set_state(const NevoEnv *env, void *state, const double *v, fl
     t.alien_shot_timer = h[6];
     t.shot_timer = h[7];
     t.ramp_index = h[8];
+    t.common.rng = ((const SpaceInvaders *)state)->common.rng; /* the random stream is not part of the state */
     *(SpaceInvaders *)state = t;
     write_obs(state, obs);
     return NEVO_OK;
