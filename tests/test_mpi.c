@@ -1,4 +1,4 @@
-/* `mpirun -np N nevo train` end to end (Open MPI, --oversubscribe): GA, ES and SGD runs
+/* `mpirun -np N nevo train` end to end (Open MPI, --oversubscribe): GA, ES, NSRA-ES and SGD runs
  * on 1, 2, 3 and 4 ranks give the one-process run's (no mpirun) metrics, summary and
  * policy bit for bit; a run resumes on another rank count; a rank killed with SIGKILL ends the job
  * within seconds, naming it, and leaves a checkpoint that resumes bit-identically; bad
@@ -62,6 +62,16 @@ static char *without_wall(const char *dir, const char *name) {
 
 static void same_run(const char *a, const char *b) {
     static const char *const files[] = {"metrics.jsonl", "summary.json", "policy.nevo"};
+    char ba[PATH_MAX + 64], bb[PATH_MAX + 64]; /* and the novelty archive, where the run has one */
+    snprintf(ba, sizeof ba, "%s/%s/behaviours.json", test_tmpdir(), a);
+    snprintf(bb, sizeof bb, "%s/%s/behaviours.json", test_tmpdir(), b);
+    if (access(ba, F_OK) == 0) {
+        size_t na, nb;
+        char *x = test_read_file(ba, &na), *y = test_read_file(bb, &nb);
+        CHECK_MSG(x && y && na == nb && memcmp(x, y, na) == 0, "%s and %s differ", ba, bb);
+        free(x);
+        free(y);
+    }
     for (int f = 0; f < 3; f++) {
         char *x, *y;
         size_t nx = 0, ny = 0;
@@ -102,13 +112,14 @@ static int train(char *out, size_t n, int ranks, int threads, const char *args) 
                     bin(), args, threads);
 }
 
-TEST(mpi_ga_and_es_match_one_process) {
+TEST(mpi_ga_es_and_novelty_match_one_process) {
     if (skipped()) return;
     char out[16384], args[2048];
-    const char *runs[2][2] = {
+    const char *runs[3][2] = {
         {"cartpole_ga.json", "population=60 generations=3 eval_episodes=20 ga.truncation=10 ga.validation_candidates=4"},
-        {"minatar_breakout_es.json", "population=24 generations=2 eval_episodes=5"}};
-    for (int k = 0; k < 2; k++) {
+        {"minatar_breakout_es.json", "population=24 generations=2 eval_episodes=5"},
+        {"maze_nsra_es.json", "generations=3 eval_episodes=2"}}; /* the novelty family: archive, behaviours */
+    for (int k = 0; k < 3; k++) {
         static const int ranks[] = {0, 1, 2, 3, 4}; /* 0: one process without mpirun */
         for (int i = 0; i < 5; i++) {
             snprintf(args, sizeof args, "%s %s --out r%d_%d", config(runs[k][0]), runs[k][1], k, ranks[i]);
