@@ -405,6 +405,8 @@ TEST(config_print_schema) {
     for (int i = 0; i < (int)(sizeof keys / sizeof keys[0]); i++) CHECK_CONTAINS(text, keys[i]);
     CHECK_CONTAINS(text, "(default 0.002)");
     CHECK_CONTAINS(text, "(default [64,64])");
+    CHECK_CONTAINS(text, "Adam beta1 (default 0.9)"); /* the shortest text of the double, not 0.90000000000000002 */
+    CHECK_CONTAINS(text, "(default 1e-08)");
     free(text);
 }
 

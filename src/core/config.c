@@ -696,6 +696,17 @@ void nevo_config_print_schema(void *file) {
     for (int i = 0; i < N_KEYS; i++) {
         json_t *v = key_to_json(&d, &schema[i]);
         char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+        if (schema[i].type == T_DOUBLE) { /* the shortest text that reads back as the value: 0.99, not 0.98999999999999999 */
+            double x = json_real_value(v);
+            char buf[40];
+            for (int digits = 1; digits <= 17; digits++) {
+                snprintf(buf, sizeof buf, "%.*g", digits, x);
+                if (strtod(buf, NULL) == x) break;
+            }
+            if (!strpbrk(buf, ".eninf")) strcat(buf, ".0");
+            free(text);
+            text = strdup(buf);
+        }
         fprintf(f, "  %-26s %-10s %s (default %s)\n", schema[i].name,
                 schema[i].type == T_INT_LIST ? "int list"
                 : schema[i].type == T_STRING ? "string"
