@@ -2,7 +2,9 @@
 # algo vtrace on the five MinAtar games at 5M frames (configs/minatar_<game>_vtrace.json,
 # sync mode), seeds 1-3, and the classic-control configs; prints docs/RESULTS.md's
 # table: the final greedy policy's mean return over 100 fresh episodes (sticky actions
-# on), each seed's, and the wall time of each run.
+# on), each seed's, and the wall time of each run; and the learning curves
+# docs/img/vtrace_minatar_<game>.png (the seeds' mean training return against frames,
+# with the paper's DQN and AC(lambda) levels at 5M frames).
 #
 #   scripts/vtrace_minatar_results.sh [OUT_DIR]    (default runs/vtrace; about 30 minutes on 2 cores)
 set -eu
@@ -19,6 +21,14 @@ for game in asterix breakout freeway seaquest space_invaders; do
     d="$OUT/${game}_s$seed"
     [ -f "$d/summary.json" ] || { rm -rf "$d"; build/nevo train "configs/minatar_${game}_vtrace.json" seed=$seed --out "$d" --quiet > /dev/null; }
   done
+done
+declare -A DQN=([asterix]=17 [breakout]=10 [freeway]=50 [seaquest]=20 [space_invaders]=43)
+declare -A AC=([asterix]=19 [breakout]=17.5 [freeway]=47.5 [seaquest]=15.5 [space_invaders]=185)
+for game in asterix breakout freeway seaquest space_invaders; do
+  build/nevo plot curves "$OUT/${game}_s1=V-trace" "$OUT/${game}_s2=V-trace" "$OUT/${game}_s3=V-trace" \
+    --y mean_fitness --ref "DQN at 5M=${DQN[$game]}" --ref "AC(0.8) at 5M=${AC[$game]}" \
+    --title "V-trace on MinAtar $game (3 seeds, training episodes' mean return)" \
+    --out "docs/img/vtrace_minatar_$game.png" > /dev/null
 done
 python3 - "$OUT" <<'EOF'
 import json, os, statistics, sys
