@@ -263,6 +263,93 @@ TEST(seed_every_actor_gets_its_own_rows) {
     nevo_env_free(env);
 }
 
+/* ---- a crafted state -------------------------------------------------------------- */
+
+#ifndef NEVO_TSAN_ONLY
+#include "nevo/algo.h"
+
+typedef struct VtParts {
+    NevoConfig cfg;
+    NevoEnv *env;
+    NevoPolicy *p;
+    NevoPool *pool;
+    NevoNoise *noise;
+    NevoAlgo *algo;
+    int own; /* pool and noise made here */
+} VtParts;
+
+/* the parts of a run (pool and noise table given, or made where NULL) */
+static void vt_parts(VtParts *v, const char *env, NevoPool *pool, NevoNoise *noise) {
+    char doc[1024];
+    snprintf(doc, sizeof doc,
+             "{\"env\": \"%s\", \"algo\": \"vtrace\", \"seed\": 3, \"policy\": {\"conv_filters\": [4], "
+             "\"hidden\": [8], \"activation\": \"relu\", \"value_head\": true}, \"rl\": {\"envs\": 3, "
+             "\"unroll\": 4, \"steps_per_generation\": 2}}", env);
+    NevoError err;
+    nevo_config_defaults(&v->cfg);
+    CHECK_MSG(nevo_config_apply_json(&v->cfg, doc, "test", &err) == NEVO_OK, "%s", err.msg);
+    CHECK(nevo_env_new(v->cfg.env, NULL, 0, &v->env, &err) == NEVO_OK);
+    CHECK(nevo_policy_new(nevo_env_spec(v->env), &v->cfg.policy, 0, &v->p, &err) == NEVO_OK);
+    v->own = !pool;
+    v->pool = pool ? pool : nevo_pool_new(1);
+    v->noise = noise ? noise : nevo_noise_new(nevo_algo_noise_floats(&v->cfg, v->p->nparams), v->pool);
+    CHECK_MSG(nevo_algo_new(&v->cfg, v->env, v->p, v->noise, v->pool, &v->algo, &err) == NEVO_OK, "%s", err.msg);
+}
+
+static void vt_parts_free(VtParts *v) {
+    nevo_algo_free(v->algo);
+    if (v->own) nevo_noise_free(v->noise), nevo_pool_free(v->pool);
+    nevo_policy_free(v->p);
+    nevo_env_free(v->env);
+}
+
+/* A sync run's state with bytes changed at random (a crafted checkpoint whose checksum
+ * was made to fit): loading it fails with a message or succeeds, and a generation after
+ * a successful load runs; it never crashes (the sanitizer builds run this too). Every
+ * MinAtar game's instance bytes, counts and random stream are in the state. */
+TEST(vtrace_crafted_state_is_refused_or_runs) {
+    static const char *const games[] = {"minatar/seaquest", "minatar/space_invaders", "minatar/breakout"};
+    for (int g = 0; g < 3; g++) {
+        VtParts v;
+        vt_parts(&v, games[g], NULL, NULL);
+        NevoGenStats gs;
+        NevoError err;
+        CHECK(nevo_algo_train(v.algo, &gs, &err) == NEVO_OK);
+        NevoBuf good = {0};
+        nevo_algo_save(v.algo, &good);
+        NevoRng rng;
+        nevo_rng_init(&rng, 77, NEVO_RNG_USER, (uint32_t)g, 0, 0);
+        int loaded = 0, refused = 0;
+        uint8_t *bad = malloc(good.len);
+        for (int trial = 0; trial < 60; trial++) {
+            memcpy(bad, good.data, good.len);
+            int flips = 1 + (int)nevo_rng_below(&rng, 8);
+            for (int f = 0; f < flips; f++) {
+                size_t at = good.len / 4 + nevo_rng_below(&rng, (uint32_t)(good.len - good.len / 4)); /* the envs' part */
+                bad[at] = (uint8_t)(trial % 3 == 0 ? 0xFF : nevo_rng_below(&rng, 256));
+            }
+            VtParts w;
+            vt_parts(&w, games[g], v.pool, v.noise);
+            NevoReader r = nevo_reader(bad, good.len);
+            if (nevo_algo_load(w.algo, &r, &err) == NEVO_OK && nevo_reader_ok(&r, true)) {
+                loaded++;
+                NevoStatus st = nevo_algo_train(w.algo, &gs, &err); /* runs, or says why not */
+                CHECK_MSG(st == NEVO_OK || err.msg[0], "%s: a generation failed without a message", games[g]);
+            } else {
+                refused++;
+                CHECK_MSG(err.msg[0] != '\0', "%s: a state refused without a message", games[g]);
+            }
+            vt_parts_free(&w);
+        }
+        free(bad);
+        nevo_buf_free(&good);
+        vt_parts_free(&v);
+        CHECK_MSG(loaded > 0 && refused > 0, "%s: %d loaded, %d refused: the test exercised one side only", games[g],
+                  loaded, refused);
+    }
+}
+#endif
+
 /* ---- the algorithm through the command --------------------------------------------- */
 
 #ifndef NEVO_TSAN_ONLY
@@ -321,7 +408,7 @@ TEST(vtrace_sync_bit_identical_across_threads_and_resume) {
         CHECK_EQ_INT(nevo(out, sizeof out, args), 128 + 9);
         snprintf(args, sizeof args, "train --resume c%d --threads 2 --quiet", k);
         CHECK_MSG(nevo(out, sizeof out, args) == 0, "%s", out);
-        char a[8], b[8], c[8];
+        char a[16], b[16], c[16];
         snprintf(a, sizeof a, "a%d", k), snprintf(b, sizeof b, "b%d", k), snprintf(c, sizeof c, "c%d", k);
         same_runs(a, b);
         same_runs(a, c);
