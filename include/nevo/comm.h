@@ -71,6 +71,13 @@ NevoStatus nevo_comm_bcast(NevoComm *c, NevoBuf *buf, int root, NevoError *err);
  * is not 0), in err, or NEVO_OK on every rank when none failed. */
 NevoStatus nevo_comm_agree(NevoComm *c, NevoStatus st, NevoError *err);
 
+/* nevo_comm_agree carrying data: every rank's outcome (st, and err's message where it
+ * failed) and, where it succeeded, its len bytes at payload, to every rank. Returns on
+ * every rank what nevo_comm_agree would; where that is NEVO_OK, parts[r] (size readers,
+ * caller-owned) reads rank r's payload, which lives in all (reset first). */
+NevoStatus nevo_comm_gather_outcomes(NevoComm *c, NevoStatus st, const void *payload, size_t len, NevoBuf *all,
+                                     NevoReader *parts, NevoError *err);
+
 /* Ends every rank of the job at once with this exit code (exit() for one process). */
 _Noreturn void nevo_comm_abort(NevoComm *c, int code);
 

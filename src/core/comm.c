@@ -26,10 +26,6 @@ static NevoStatus self_bcast(NevoComm *c, void *data, size_t len, int root, Nevo
     return NEVO_OK;
 }
 
-static NevoStatus self_bcast_u64(NevoComm *c, uint64_t *v, int root, NevoError *err) {
-    return NEVO_OK;
-}
-
 static void self_abort(NevoComm *c, int code) {
     exit(code);
 }
@@ -38,7 +34,7 @@ static void self_free(NevoComm *c) {
     free(c);
 }
 
-static const NevoCommOps self_ops = {"self", self_allgatherv, self_bcast, self_bcast_u64, self_abort, self_free};
+static const NevoCommOps self_ops = {"self", self_allgatherv, self_bcast, self_abort, self_free};
 
 NevoComm *nevo_comm_self(void) {
     NevoComm *c = nevo_alloc(sizeof *c);
@@ -82,10 +78,6 @@ static NevoStatus threads_bcast(NevoComm *c, void *data, size_t len, int root, N
     return NEVO_OK;
 }
 
-static NevoStatus threads_bcast_u64(NevoComm *c, uint64_t *v, int root, NevoError *err) {
-    return threads_bcast(c, v, sizeof *v, root, err);
-}
-
 static void threads_free(NevoComm *c) {
     Group *g = c->impl;
     pthread_mutex_lock(&g->mu);
@@ -100,7 +92,7 @@ static void threads_free(NevoComm *c) {
     free(c);
 }
 
-static const NevoCommOps threads_ops = {"threads", threads_allgatherv, threads_bcast, threads_bcast_u64, self_abort,
+static const NevoCommOps threads_ops = {"threads", threads_allgatherv, threads_bcast, self_abort,
                                         threads_free};
 
 void nevo_comm_threads(int n, NevoComm **comms) {
@@ -223,7 +215,7 @@ NevoStatus nevo_comm_bcast(NevoComm *c, NevoBuf *buf, int root, NevoError *err) 
     if (c->size == 1) return NEVO_OK;
     double t0 = now_s();
     uint64_t len = buf->len;
-    NevoStatus st = c->ops->bcast_u64(c, &len, root, err);
+    NevoStatus st = c->ops->bcast(c, &len, sizeof len, root, err); /* the length first */
     if (st == NEVO_OK && c->rank != root) {
         buf->len = 0;
         if (buf->cap < len) {
@@ -240,36 +232,38 @@ NevoStatus nevo_comm_bcast(NevoComm *c, NevoBuf *buf, int root, NevoError *err) 
     return st;
 }
 
-NevoStatus nevo_comm_agree(NevoComm *c, NevoStatus st, NevoError *err) {
-    if (c->size == 1) return st;
-    NevoBuf mine = {0}, all = {0};
+NevoStatus nevo_comm_gather_outcomes(NevoComm *c, NevoStatus st, const void *payload, size_t len, NevoBuf *all,
+                                     NevoReader *parts, NevoError *err) {
+    NevoBuf mine = {0};
     nevo_buf_u32(&mine, (uint32_t)st);
     nevo_buf_str(&mine, st ? err->msg : "");
+    if (st == NEVO_OK && len) nevo_buf_put(&mine, payload, len);
     size_t *off = nevo_alloc(sizeof(size_t) * (size_t)(c->size + 1));
-    NevoError local = {0};
-    NevoStatus cst = nevo_comm_allgather(c, mine.data, mine.len, &all, off, &local);
-    NevoStatus out = NEVO_OK;
-    if (cst) {
-        *err = local;
-        out = cst;
-    }
-    for (int r = 0; out == NEVO_OK && r < c->size; r++) {
-        NevoReader rd = nevo_reader(all.data + off[r], off[r + 1] - off[r]);
+    NevoStatus out = nevo_comm_allgather(c, mine.data, mine.len, all, off, err);
+    for (int r = 0; out == NEVO_OK && r < c->size; r++) { /* the lowest rank's failure, if any */
+        NevoReader rd = nevo_reader(all->data + off[r], off[r + 1] - off[r]);
         uint32_t s = nevo_read_u32(&rd);
         char *msg = nevo_read_str(&rd, NEVO_ERROR_MSG_SIZE);
-        if (nevo_reader_ok(&rd, true) && s != NEVO_OK) {
-            out = (NevoStatus)s;
-            if (r == 0)
-                nevo_error(err, out, "%s", msg ? msg : "");
-            else
-                nevo_error(err, out, "rank %d: %s", r, msg ? msg : "");
-        } else if (!nevo_reader_ok(&rd, true)) {
+        if (!nevo_reader_ok(&rd, false))
             out = nevo_error(err, NEVO_ERR_CORRUPT, "rank %d sent a malformed outcome", r);
-        }
+        else if (s != NEVO_OK && r == 0)
+            out = nevo_error(err, (NevoStatus)s, "%s", msg);
+        else if (s != NEVO_OK)
+            out = nevo_error(err, (NevoStatus)s, "rank %d: %s", r, msg);
+        parts[r] = nevo_reader(rd.data + rd.pos, rd.len - rd.pos);
         free(msg);
     }
     free(off);
     nevo_buf_free(&mine);
+    return out;
+}
+
+NevoStatus nevo_comm_agree(NevoComm *c, NevoStatus st, NevoError *err) {
+    if (c->size == 1) return st;
+    NevoBuf all = {0};
+    NevoReader *parts = nevo_alloc(sizeof(NevoReader) * (size_t)c->size);
+    NevoStatus out = nevo_comm_gather_outcomes(c, st, NULL, 0, &all, parts, err);
+    free(parts);
     nevo_buf_free(&all);
     return out;
 }

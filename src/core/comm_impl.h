@@ -12,7 +12,6 @@ typedef struct NevoCommOps {
     NevoStatus (*allgatherv)(NevoComm *c, const void *mine, const uint64_t *lens, uint8_t *all, NevoError *err);
     /* len bytes from root (len known to all: broadcast first) */
     NevoStatus (*bcast)(NevoComm *c, void *data, size_t len, int root, NevoError *err);
-    NevoStatus (*bcast_u64)(NevoComm *c, uint64_t *v, int root, NevoError *err);
     void (*abort)(NevoComm *c, int code); /* never returns */
     void (*free)(NevoComm *c);
 } NevoCommOps;

@@ -65,10 +65,6 @@ static NevoStatus mpi_bcast(NevoComm *c, void *data, size_t len, int root, NevoE
     return NEVO_OK;
 }
 
-static NevoStatus mpi_bcast_u64(NevoComm *c, uint64_t *v, int root, NevoError *err) {
-    return mpi_bcast(c, v, sizeof *v, root, err);
-}
-
 static void mpi_abort(NevoComm *c, int code) {
     MPI_Abort(MPI_COMM_WORLD, code);
 }
@@ -80,7 +76,7 @@ static void mpi_free(NevoComm *c) {
     free(c);
 }
 
-static const NevoCommOps mpi_ops = {"mpi", mpi_allgatherv, mpi_bcast, mpi_bcast_u64, mpi_abort, mpi_free};
+static const NevoCommOps mpi_ops = {"mpi", mpi_allgatherv, mpi_bcast, mpi_abort, mpi_free};
 
 NevoStatus nevo_comm_mpi_new(NevoComm **out, NevoError *err) {
     int inited = 0, provided = 0;

@@ -113,42 +113,29 @@ NevoStatus nevo_replicas_reduce(NevoComm *comm, NevoPool *pool, int n_chunks, si
     if (size == 1) {
         if (st == NEVO_OK) memcpy(out, body.data, sizeof(double) * n);
     } else {
-        NevoBuf msg = {0}, all = {0};
-        nevo_buf_u32(&msg, (uint32_t)st);
-        nevo_buf_str(&msg, st ? err->msg : "");
-        if (body.len) nevo_buf_put(&msg, body.data, body.len);
-        size_t *off = nevo_alloc(sizeof(size_t) * (size_t)(size + 1));
+        NevoBuf all = {0};
+        NevoReader *parts = nevo_alloc(sizeof(NevoReader) * (size_t)size);
         const uint8_t **stream = nevo_alloc(sizeof(uint8_t *) * (size_t)size);
         size_t *cursor = nevo_alloc(sizeof(size_t) * (size_t)size);
-        NevoStatus cst = nevo_comm_allgather(comm, msg.data, msg.len, &all, off, err);
-        st = cst;
+        st = nevo_comm_gather_outcomes(comm, st, body.data, body.len, &all, parts, err);
         for (int r = 0; st == NEVO_OK && r < size; r++) {
-            NevoReader rd = nevo_reader(all.data + off[r], off[r + 1] - off[r]);
-            uint32_t rs = nevo_read_u32(&rd);
-            char *m = nevo_read_str(&rd, NEVO_ERROR_MSG_SIZE);
             int rlo, rhi;
             nevo_replicas_shard(n_chunks, r, size, &rlo, &rhi);
             size_t want = sizeof(double) * n * (size_t)count_subtrees(0, n_chunks, rlo, rhi);
-            if (!nevo_reader_ok(&rd, false))
-                st = nevo_error(err, NEVO_ERR_CORRUPT, "rank %d sent a malformed reduce", r);
-            else if (rs != NEVO_OK)
-                st = nevo_error(err, (NevoStatus)rs, "rank %d: %s", r, m);
-            else if (rd.len - rd.pos != want)
+            if (parts[r].len != want)
                 st = nevo_error(err, NEVO_ERR_INVALID, "rank %d sent %zu bytes to a reduce of %d chunks of %zu values "
-                                "(%zu expected): the replicas disagree on its size", r, rd.len - rd.pos, n_chunks, n,
+                                "(%zu expected): the replicas disagree on its size", r, parts[r].len, n_chunks, n,
                                 want);
-            stream[r] = rd.data + rd.pos;
+            stream[r] = parts[r].data;
             cursor[r] = 0;
-            free(m);
         }
         if (st == NEVO_OK) {
             Tree T = {n_chunks, size, n, stream, cursor};
             complete(&T, 0, n_chunks, out, tmp);
         }
-        free(off);
+        free(parts);
         free(stream);
         free(cursor);
-        nevo_buf_free(&msg);
         nevo_buf_free(&all);
     }
     nevo_buf_free(&body);

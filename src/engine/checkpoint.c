@@ -34,7 +34,8 @@ static NevoStatus check_totals(const char *path, const NevoConfig *cfg, uint32_t
                           "%s: checkpoint counts %u generations done, outside 1..%d (its config's generations)", path,
                           generations, cfg->generations);
     /* an evolution generation ends at least one episode; a learner's may end none */
-    int learner = (nevo_algo_find(cfg->algo) && (nevo_algo_find(cfg->algo)->flags & NEVO_ALGO_GRADIENT));
+    const NevoAlgoInfo *algo = nevo_algo_find(cfg->algo);
+    int learner = algo && (algo->flags & NEVO_ALGO_GRADIENT);
     if (frames > (uint64_t)INT64_MAX || episodes > (uint64_t)INT64_MAX || (!learner && episodes < generations))
         return nevo_error(err, NEVO_ERR_CORRUPT,
                           "%s: checkpoint counters are inconsistent (%llu frames, %llu episodes, %u generations)",

@@ -310,44 +310,27 @@ static NevoStatus evaluate_shared(Ranks *k, const NevoTaskSet *ts, ShardFn fn, v
                                 : NEVO_OK;
     k->eval_s += now_s() - t0;
     k->tasks += sub.n_tasks;
-    NevoBuf mine = {0}, body = {0}, all = {0};
+    NevoBuf body = {0}, all = {0};
     if (st == NEVO_OK)
         st = nevo_results_write(&sub, results + lo, stats ? stats + lo : NULL, states ? states + lo : NULL, &body,
                                 err);
-    nevo_buf_u32(&mine, (uint32_t)st);
-    nevo_buf_str(&mine, st ? err->msg : "");
-    if (body.len) nevo_buf_put(&mine, body.data, body.len);
-    size_t *off = nevo_alloc(sizeof(size_t) * (size_t)(size + 1));
-    NevoStatus out = nevo_comm_allgather(comm, mine.data, mine.len, &all, off, err);
-    for (int r = 0; out == NEVO_OK && r < size; r++) { /* the lowest rank's failure, if any */
-        NevoReader rd = nevo_reader(all.data + off[r], off[r + 1] - off[r]);
-        uint32_t rs = nevo_read_u32(&rd);
-        char *msg = nevo_read_str(&rd, NEVO_ERROR_MSG_SIZE);
-        if (!nevo_reader_ok(&rd, false))
-            out = nevo_error(err, NEVO_ERR_CORRUPT, "rank %d sent malformed results", r);
-        else if (rs != NEVO_OK)
-            out = nevo_error(err, (NevoStatus)rs, "rank %d: %s", r, msg);
-        free(msg);
-    }
+    NevoReader *parts = nevo_alloc(sizeof(NevoReader) * (size_t)size);
+    NevoStatus out = nevo_comm_gather_outcomes(comm, st, body.data, body.len, &all, parts, err);
     for (int r = 0; out == NEVO_OK && r < size; r++) {
         if (r == me) continue;
         NevoTaskSet other;
         int olo;
         shard_of(k, ts, r, &other, &olo);
-        NevoReader rd = nevo_reader(all.data + off[r], off[r + 1] - off[r]);
-        nevo_read_u32(&rd);
-        free(nevo_read_str(&rd, NEVO_ERROR_MSG_SIZE));
         /* the other shard's records as that rank's results hold them */
         for (int t = 0; stats && t < other.n_tasks; t++) nevo_obs_stats_free(&stats[olo + t]);
         for (int t = 0; states && t < other.n_tasks; t++) nevo_states_free(&states[olo + t]);
-        out = nevo_results_read(&other, rd.data + rd.pos, rd.len - rd.pos, results + olo, stats ? stats + olo : NULL,
+        out = nevo_results_read(&other, parts[r].data, parts[r].len, results + olo, stats ? stats + olo : NULL,
                                 states ? states + olo : NULL, err);
         if (out) nevo_error_prefix(err, "results of rank %d: ", r);
     }
     /* a rank that could not read another's results must not go on alone */
     out = nevo_comm_agree(comm, out, err);
-    free(off);
-    nevo_buf_free(&mine);
+    free(parts);
     nevo_buf_free(&body);
     nevo_buf_free(&all);
     return out;
