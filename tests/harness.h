@@ -28,6 +28,11 @@ const char *test_tmpdir(void);
 int test_run(char *out, size_t out_size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Reads a whole file (NUL-terminated); NULL if unreadable. Caller frees. */
 char *test_read_file(const char *path, size_t *len);
+/* Fails the test unless run directories a and b (in this test's tmpdir) both hold each
+ * of the n files `names` with the same bytes, but for the values of the fields a clock
+ * decides ("wall_s", "frames_per_s", "updates_per_s"), which are left out of both: two
+ * runs that must be the same bits (threads, resume, ranks). */
+void test_same_run_files(const char *a, const char *b, const char *const *names, int n);
 
 #define TEST(name)                                                        \
     static void test_##name(void);                                        \

@@ -96,6 +96,39 @@ char *test_read_file(const char *path, size_t *len) {
     return data;
 }
 
+/* text without `"key": value` (and the ", " after it) for each clock-decided key */
+static void drop_clock_fields(char *text) {
+    static const char *const keys[] = {"\"wall_s\": ", "\"frames_per_s\": ", "\"updates_per_s\": "};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+        for (char *p = strstr(text, keys[k]); p; p = strstr(p, keys[k])) {
+            char *e = p + strlen(keys[k]);
+            while (*e == '-' || *e == '.' || *e == '+' || *e == 'e' || (*e >= '0' && *e <= '9')) e++;
+            if (e[0] == ',' && e[1] == ' ') e += 2;
+            memmove(p, e, strlen(e) + 1);
+        }
+}
+
+void test_same_run_files(const char *a, const char *b, const char *const *names, int n) {
+    for (int i = 0; i < n; i++) {
+        char pa[1024], pb[1024];
+        snprintf(pa, sizeof pa, "%s/%s/%s", test_tmpdir(), a, names[i]);
+        snprintf(pb, sizeof pb, "%s/%s/%s", test_tmpdir(), b, names[i]);
+        size_t la, lb;
+        char *x = test_read_file(pa, &la), *y = test_read_file(pb, &lb);
+        CHECK_MSG(x && y, "missing %s or %s", pa, pb);
+        const char *dot = strrchr(names[i], '.');
+        int text = dot && (strcmp(dot, ".json") == 0 || strcmp(dot, ".jsonl") == 0);
+        if (text) {
+            drop_clock_fields(x), drop_clock_fields(y);
+            la = strlen(x), lb = strlen(y);
+        }
+        CHECK_MSG(la == lb && memcmp(x, y, la) == 0, "%s differs between %s and %s:\n%.2000s\n---\n%.2000s",
+                  names[i], a, b, text ? x : "(binary)", text ? y : "(binary)");
+        free(x);
+        free(y);
+    }
+}
+
 static int selected(const Test *t, int argc, char **argv) {
     if (argc <= 1) return 1;
     for (int i = 1; i < argc; i++)

@@ -122,29 +122,9 @@ static char *read_in(const char *dir, const char *name, size_t *len) {
     return test_read_file(path, len);
 }
 
-/* metrics.jsonl without the wall-clock field, which legitimately differs. */
-static void strip_wall(char *s) {
-    char *p;
-    while ((p = strstr(s, "\"wall_s\": ")) != NULL) {
-        char *end = strchr(p, ',');
-        memmove(p, end + 2, strlen(end + 2) + 1);
-    }
-}
-
 static void check_same_run(const char *a, const char *b) {
-    size_t la, lb;
-    char *pa = read_in(a, "policy.nevo", &la), *pb = read_in(b, "policy.nevo", &lb);
-    CHECK_MSG(pa && pb, "missing policy.nevo in %s or %s", a, b);
-    CHECK_MSG(la == lb && memcmp(pa, pb, la) == 0, "policy.nevo differs between %s and %s", a, b);
-    char *ma = read_in(a, "metrics.jsonl", NULL), *mb = read_in(b, "metrics.jsonl", NULL);
-    strip_wall(ma);
-    strip_wall(mb);
-    CHECK_MSG(strcmp(ma, mb) == 0, "metrics differ:\n%s\nvs\n%s", ma, mb);
-    char *sa = read_in(a, "summary.json", NULL), *sb = read_in(b, "summary.json", NULL);
-    strip_wall(sa);
-    strip_wall(sb);
-    CHECK_MSG(strcmp(sa, sb) == 0, "summaries differ:\n%s\nvs\n%s", sa, sb);
-    free(pa), free(pb), free(ma), free(mb), free(sa), free(sb);
+    static const char *const files[] = {"policy.nevo", "metrics.jsonl", "summary.json"};
+    test_same_run_files(a, b, files, 3);
 }
 
 TEST(cli_existing_run_is_not_overwritten) {

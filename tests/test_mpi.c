@@ -46,52 +46,12 @@ static const char *config(const char *name) {
     return path;
 }
 
-/* A run's file with every "wall_s": value removed (the one field a clock decides). */
-static char *without_wall(const char *dir, const char *name) {
-    char path[PATH_MAX + 64];
-    snprintf(path, sizeof path, "%s/%s/%s", test_tmpdir(), dir, name);
-    char *t = test_read_file(path, NULL);
-    CHECK_MSG(t != NULL, "cannot read %s", path);
-    for (char *p = strstr(t, "\"wall_s\": "); p; p = strstr(p, "\"wall_s\": ")) {
-        char *e = p + 10;
-        while (*e == '-' || *e == '.' || (*e >= '0' && *e <= '9') || *e == 'e' || *e == '+') e++;
-        memmove(p, e, strlen(e) + 1);
-    }
-    return t;
-}
-
+/* metrics, summary and policy (and the novelty archive, where the run has one) */
 static void same_run(const char *a, const char *b) {
-    static const char *const files[] = {"metrics.jsonl", "summary.json", "policy.nevo"};
-    char ba[PATH_MAX + 64], bb[PATH_MAX + 64]; /* and the novelty archive, where the run has one */
-    snprintf(ba, sizeof ba, "%s/%s/behaviours.json", test_tmpdir(), a);
-    snprintf(bb, sizeof bb, "%s/%s/behaviours.json", test_tmpdir(), b);
-    if (access(ba, F_OK) == 0) {
-        size_t na, nb;
-        char *x = test_read_file(ba, &na), *y = test_read_file(bb, &nb);
-        CHECK_MSG(x && y && na == nb && memcmp(x, y, na) == 0, "%s and %s differ", ba, bb);
-        free(x);
-        free(y);
-    }
-    for (int f = 0; f < 3; f++) {
-        char *x, *y;
-        size_t nx = 0, ny = 0;
-        if (f < 2) {
-            x = without_wall(a, files[f]);
-            y = without_wall(b, files[f]);
-            nx = strlen(x), ny = strlen(y);
-        } else {
-            char pa[PATH_MAX + 64], pb[PATH_MAX + 64];
-            snprintf(pa, sizeof pa, "%s/%s/%s", test_tmpdir(), a, files[f]);
-            snprintf(pb, sizeof pb, "%s/%s/%s", test_tmpdir(), b, files[f]);
-            x = test_read_file(pa, &nx);
-            y = test_read_file(pb, &ny);
-            CHECK_MSG(x && y, "cannot read %s or %s", pa, pb);
-        }
-        CHECK_MSG(nx == ny && memcmp(x, y, nx) == 0, "%s/%s and %s/%s differ:\n%s\n---\n%s", a, files[f], b, files[f],
-                  f < 2 ? x : "(binary)", f < 2 ? y : "(binary)");
-        free(x);
-        free(y);
-    }
+    static const char *const files[] = {"metrics.jsonl", "summary.json", "policy.nevo", "behaviours.json"};
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/%s/behaviours.json", test_tmpdir(), a);
+    test_same_run_files(a, b, files, access(path, F_OK) == 0 ? 4 : 3);
 }
 
 static int lines(const char *dir, const char *name) {

@@ -1252,30 +1252,9 @@ static char *read_run(const char *dir, const char *name, size_t *len) {
     return s;
 }
 
-static void strip_wall(char *s) {
-    char *p;
-    while ((p = strstr(s, "\"wall_s\": ")) != NULL) {
-        char *end = strchr(p, ',');
-        memmove(p, end + 2, strlen(end + 2) + 1);
-    }
-}
-
 static void same_run(const char *a, const char *b) {
-    const char *files[] = {"policy.nevo", "behaviours.json", "metrics.jsonl", "summary.json"};
-    for (int i = 0; i < 4; i++) {
-        size_t la, lb;
-        char *x = read_run(a, files[i], &la), *y = read_run(b, files[i], &lb);
-        if (i >= 2) {
-            strip_wall(x);
-            strip_wall(y);
-            la = strlen(x);
-            lb = strlen(y);
-        }
-        CHECK_MSG(la == lb && memcmp(x, y, la) == 0, "%s differs between %s and %s:\n%.2000s\nvs\n%.2000s", files[i],
-                  a, b, x, y);
-        free(x);
-        free(y);
-    }
+    static const char *const files[] = {"policy.nevo", "behaviours.json", "metrics.jsonl", "summary.json"};
+    test_same_run_files(a, b, files, 4);
 }
 
 static int nevo_train(const char *args) {

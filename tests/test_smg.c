@@ -405,14 +405,6 @@ static char *read_run_file(const char *dir, const char *name, size_t *len) {
     return test_read_file(path, len);
 }
 
-static void strip_wall(char *s) {
-    char *q;
-    while ((q = strstr(s, "\"wall_s\": ")) != NULL) {
-        char *end = strchr(q, ',');
-        memmove(q, end + 2, strlen(end + 2) + 1);
-    }
-}
-
 static long long frames_after(const char *dir, int g) {
     char *m = read_run_file(dir, "metrics.jsonl", NULL);
     CHECK(m != NULL);
@@ -458,14 +450,7 @@ TEST(smg_ga_kill_and_resume) {
         snprintf(args, sizeof args, "train --resume %s --quiet --threads 1", cut);
         CHECK_EQ_INT(nevo_cmd(args), 0);
         static const char *const files[] = {"policy.nevo", "metrics.jsonl", "summary.json"};
-        for (int i = 0; i < 3; i++) {
-            size_t la, lb;
-            char *a = read_run_file(full, files[i], &la), *b = read_run_file(cut, files[i], &lb);
-            CHECK_MSG(a && b, "%s: %s missing", modes[m], files[i]);
-            if (i > 0) strip_wall(a), strip_wall(b), la = strlen(a), lb = strlen(b);
-            CHECK_MSG(la == lb && memcmp(a, b, la) == 0, "%s: %s differs after kill and resume", modes[m], files[i]);
-            free(a), free(b);
-        }
+        test_same_run_files(full, cut, files, 3);
     }
 }
 

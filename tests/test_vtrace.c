@@ -353,34 +353,9 @@ TEST(vtrace_crafted_state_is_refused_or_runs) {
 /* ---- the algorithm through the command --------------------------------------------- */
 
 #ifndef NEVO_TSAN_ONLY
-static char *without_clock(const char *path) {
-    char *t = test_read_file(path, NULL);
-    CHECK_MSG(t != NULL, "cannot read %s", path);
-    static const char *const keys[] = {"\"wall_s\": ", "\"frames_per_s\": ", "\"updates_per_s\": "};
-    for (int k = 0; k < 3; k++)
-        for (char *q = strstr(t, keys[k]); q; q = strstr(q, keys[k])) {
-            char *e = q + strlen(keys[k]);
-            while (*e == '-' || *e == '.' || (*e >= '0' && *e <= '9') || *e == 'e' || *e == '+') e++;
-            memmove(q, e, strlen(e) + 1);
-        }
-    return t;
-}
-
 static void same_runs(const char *a, const char *b) {
-    char pa[1024], pb[1024];
-    snprintf(pa, sizeof pa, "%s/%s/metrics.jsonl", test_tmpdir(), a);
-    snprintf(pb, sizeof pb, "%s/%s/metrics.jsonl", test_tmpdir(), b);
-    char *x = without_clock(pa), *y = without_clock(pb);
-    CHECK_MSG(strcmp(x, y) == 0, "%s and %s differ:\n%s\n---\n%s", pa, pb, x, y);
-    free(x);
-    free(y);
-    snprintf(pa, sizeof pa, "%s/%s/policy.nevo", test_tmpdir(), a);
-    snprintf(pb, sizeof pb, "%s/%s/policy.nevo", test_tmpdir(), b);
-    size_t na, nb;
-    x = test_read_file(pa, &na), y = test_read_file(pb, &nb);
-    CHECK_MSG(x && y && na == nb && memcmp(x, y, na) == 0, "%s and %s differ", pa, pb);
-    free(x);
-    free(y);
+    static const char *const files[] = {"metrics.jsonl", "policy.nevo"};
+    test_same_run_files(a, b, files, 2);
 }
 
 static int nevo(char *out, size_t n, const char *args) {
