@@ -21,7 +21,7 @@
 
 typedef struct Actor {
     struct NevoSeed *s;
-    int id, e0, n;            /* envs [e0, e0 + n) */
+    int e0, n;                /* envs [e0, e0 + n) */
     uint8_t *insts;
     float *cur;               /* (n, D) the observations to act on */
     NevoTrajectory *traj;     /* (n) being filled */
@@ -308,7 +308,6 @@ NevoStatus nevo_seed_new(const NevoEnv *env, const NevoPolicy *p, NevoBackend *b
     for (int k = 0; k < N; k++) {
         Actor *a = &s->actors[k];
         a->s = s;
-        a->id = k;
         a->e0 = (int)((long long)s->E * k / N);
         a->n = (int)((long long)s->E * (k + 1) / N) - a->e0;
         a->insts = nevo_alloc_aligned(s->isz * (size_t)a->n);
