@@ -25,7 +25,7 @@ static const struct {
     {"envs", "env"},
     {"nn", "policy params tasks backend grad optim lstm rl"},
     {"io", "policy_file dataset"},
-    {"algo", "algo novelty supervised vtrace seed"},
+    {"algo", "algo novelty supervised vtrace r2d2 seed"},
     {"engine", "eval train checkpoint vec"},
     {"cli", ""},
 };

@@ -37,12 +37,15 @@ typedef struct NevoGenStats {
     float bc[NEVO_ENV_MAX_BC]; /* ES the updated mean's, GA the fittest child's */
     int has_grad_cosine;   /* ES on a dataset with es.grad_cosine: */
     double grad_cosine;    /* the cosine between the step's direction and the true gradient */
-    int has_rl;            /* an actor-learner run (algo vtrace): its runtime's figures */
+    int has_rl;            /* an actor-learner run (algo vtrace, r2d2): its runtime's figures */
     long long rl_updates;  /* learner updates so far */
     double rl_frames_per_s, rl_updates_per_s; /* in this generation */
     double rl_batch;       /* mean rows per inference batch */
     double rl_queue;       /* mean trajectories waiting when the learner took a batch */
     double rl_lag;         /* mean updates between the parameters that acted and the learner's */
+    int has_replay;        /* a learner with a replay buffer (algo r2d2): */
+    int rl_replay;         /* sequences in it */
+    double rl_loss;        /* the last update's loss per step (mean over the batch's steps) */
     int on_data;           /* a run on a dataset: data holds its best policy's scores */
     NevoDataScores data;
 } NevoGenStats;

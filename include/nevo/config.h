@@ -91,7 +91,7 @@ typedef struct NevoDataConfig {
                           * every member (0 = the whole training set) */
 } NevoDataConfig;
 
-/* Actor-learner RL (algo vtrace): SEED RL's runtime, IMPALA's V-trace loss. */
+/* Actor-learner RL (algo vtrace, algo r2d2): SEED RL's runtime, IMPALA's V-trace loss. */
 typedef struct NevoRLConfig {
     char mode[8];         /* "sync": a fixed schedule of actor steps and learner updates,
                            * bit-identical; "async": actors, inference and learner run
@@ -108,6 +108,18 @@ typedef struct NevoRLConfig {
     double reward_clip;   /* rewards clipped to +-this (0 = none) */
     int queue;            /* async: trajectories the queue to the learner holds */
     int batch_wait_us;    /* async: how long the inference server waits to fill a batch */
+    /* algo r2d2 (Kapturowski et al. 2019): replayed sequences of burn_in + unroll steps */
+    int burn_in;          /* steps that only warm the LSTM state */
+    int n_step;           /* n of the n-step double-Q targets */
+    int period;           /* steps every env takes per learner step, and between sequence
+                           * starts (0 = unroll / 2, rounded up) */
+    int replay;           /* sequences the buffer holds */
+    int replay_start;     /* sequences before the first update */
+    int target_period;    /* updates between target-network copies */
+    double priority_eta;  /* priority: eta max|delta| + (1 - eta) mean|delta| */
+    double priority_exponent, is_exponent; /* sampling ~ priority^this; IS weights' exponent */
+    double epsilon, epsilon_alpha; /* Ape-X's per-env exploration */
+    double rescale_eps;   /* h's epsilon */
 } NevoRLConfig;
 
 typedef struct NevoNSConfig {
@@ -123,7 +135,7 @@ typedef struct NevoConfig {
     char env[64];
     char dataset[256];     /* supervised data instead of an env: "fashion-mnist", or a
                             * directory of IDX files ("" = reinforcement learning on env) */
-    char algo[16];         /* ga, es, rs, ga-ns, ns-es, nsr-es, nsra-es, sgd, vtrace */
+    char algo[16];         /* ga, es, rs, ga-ns, ns-es, nsr-es, nsra-es, sgd, vtrace, r2d2 */
     uint64_t seed;
     int population;        /* individuals evaluated per generation */
     int generations;

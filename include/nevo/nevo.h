@@ -19,6 +19,7 @@
 #include "nevo/params.h"
 #include "nevo/policy.h"
 #include "nevo/policy_file.h"
+#include "nevo/r2d2.h"
 #include "nevo/replica.h"
 #include "nevo/rl.h"
 #include "nevo/rng.h"

@@ -39,7 +39,7 @@ double nevo_impala_loss(const float *logits, const float *values, const int *act
 
 /* R2D2's value rescaling h(x) = sign(x)(sqrt(|x| + 1) - 1) + eps x and its inverse
  * h^-1(x) = sign(x)((((sqrt(1 + 4 eps (|x| + 1 + eps)) - 1) / (2 eps))^2 - 1), in double
- * (R2D2: eps = 1e-3). */
+ * (R2D2: eps = 1e-3; at eps = 0 the inverse is the formula's limit, sign(x)((|x| + 1)^2 - 1)). */
 double nevo_r2d2_h(double x, double eps);
 double nevo_r2d2_h_inv(double x, double eps);
 

@@ -29,6 +29,7 @@ typedef enum NevoRngPurpose {
     NEVO_RNG_DATA = 11,      /* supervised data: epoch orders, fitness batches */
     NEVO_RNG_ACTOR = 12,     /* actor-learner: the actors' action draws */
     NEVO_RNG_ACTOR_ENV = 13, /* actor-learner: the actors' episode seeds */
+    NEVO_RNG_REPLAY = 14,    /* actor-learner: replay sampling (algo r2d2) */
     NEVO_RNG_USER = 64,      /* first value free for other modules */
 } NevoRngPurpose;
 

@@ -61,6 +61,9 @@ double nevo_sgd_state_bytes(const NevoConfig *cfg, int variant, size_t nparams);
 NevoStatus nevo_vtrace_new(const NevoAlgo *base, int variant, NevoAlgo **out, NevoError *err);
 NevoStatus nevo_vtrace_check(const NevoConfig *cfg, int variant, NevoError *err);
 double nevo_vtrace_state_bytes(const NevoConfig *cfg, int variant, size_t nparams);
+NevoStatus nevo_r2d2_new(const NevoAlgo *base, int variant, NevoAlgo **out, NevoError *err);
+NevoStatus nevo_r2d2_check(const NevoConfig *cfg, int variant, NevoError *err);
+double nevo_r2d2_state_bytes(const NevoConfig *cfg, int variant, size_t nparams);
 enum { NEVO_GA_PLAIN, NEVO_GA_RS, NEVO_GA_NS };
 enum { NEVO_ES_PLAIN, NEVO_ES_NS, NEVO_ES_NSR, NEVO_ES_NSRA };
 

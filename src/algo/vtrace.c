@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "algo/actor_envs.h"
 #include "algo/algo_internal.h"
 #include "nevo/grad.h"
 #include "nevo/optim.h"
@@ -140,7 +141,7 @@ typedef struct VT {
     const NevoRLConfig *rl;
     const NevoEnv *env;
     int E, T, A, O, D;
-    size_t np, isz;
+    size_t np;
     float *theta;
     NevoOptim *opt;
     double *grad;            /* (np + 1): the batch's gradient, then its summed loss */
@@ -150,14 +151,10 @@ typedef struct VT {
     float **sobs, **smu, **srew, **sdisc; /* per worker: a chunk's trajectories, staged */
     int **sact;
     /* sync mode */
-    uint8_t *insts;          /* (E) env instances */
+    NevoActorEnvs envs;      /* (E) */
     float *obs;              /* (T + 1, E, D) the unroll's observations, time-major */
     float *rew, *disc, *mu;  /* (T, E) rewards, discounts, behaviour log-probabilities */
     int *act;                /* (T, E) */
-    double *ret;             /* (E) the running episode's return */
-    int *len;                /* (E) and length */
-    uint32_t *ep;            /* (E) episodes begun per env: names the next one's seed */
-    uint64_t *steps;         /* (E) actions taken per env: names the next action's draw */
     double *done_ret;        /* (E) a return finished at the current step, */
     int *done;               /* (E) ... where done[e] */
     float *out;              /* (E, O) the rollout's forward */
@@ -176,8 +173,6 @@ typedef struct VT {
     long long updates;
 } VT;
 
-static void *inst(const VT *v, int e) { return v->insts + (size_t)e * v->isz; }
-
 static double now_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -192,14 +187,6 @@ static void record_episode(VT *v, double ret) {
     }
     v->gen_ret[v->gen_n++] = ret;
     v->gen_episodes++;
-}
-
-static void start_episode(VT *v, int e, float *obs) {
-    uint64_t seed = nevo_rng_derive(v->base.cfg->seed, NEVO_RNG_ACTOR_ENV, v->ep[e]++, (uint32_t)e, 0);
-    nevo_env_forget(v->env, inst(v, e));
-    nevo_env_reset(v->env, inst(v, e), seed, obs);
-    v->ret[e] = 0.0;
-    v->len[e] = 0;
 }
 
 /* the forward of rows [16 k, 16 k + 16) of step t's observations */
@@ -231,15 +218,16 @@ static void step_item(void *ctx, int e, int worker) {
     size_t te = (size_t)v->t * v->E + (size_t)e;
     float *next = v->obs + (te + (size_t)v->E) * v->D;
     NevoVTraceStep st;
-    nevo_vtrace_act(v->env, inst(v, e), v->out + (size_t)e * v->O, v->A, v->base.cfg->seed, (uint32_t)e,
-                    v->steps[e]++, v->rl, next, &st);
-    v->ret[e] += st.reward;
-    v->len[e]++;
+    NevoActorEnvs *s = &v->envs;
+    nevo_vtrace_act(v->env, nevo_actor_env(s, e), v->out + (size_t)e * v->O, v->A, v->base.cfg->seed, (uint32_t)e,
+                    s->steps[e]++, v->rl, next, &st);
+    s->ret[e] += st.reward;
+    s->len[e]++;
     v->act[te] = st.act, v->mu[te] = st.mu, v->rew[te] = st.rew, v->disc[te] = st.disc;
     v->done[e] = st.end;
     if (st.end) { /* the next observation is the next episode's first */
-        v->done_ret[e] = v->ret[e];
-        start_episode(v, e, next);
+        v->done_ret[e] = s->ret[e];
+        nevo_actor_envs_start(s, e, next);
     }
 }
 
@@ -415,13 +403,6 @@ static void vt_best(const NevoAlgo *a, float *theta) {
 
 #define VT_STATE_MAGIC 0x56545231u /* "VTR1" */
 
-/* Every env is saved as its state (get_state), which set_state checks on load. Envs whose
- * instances are plain data (no resources to free: classic control, MinAtar, the maze)
- * also save their bytes first, for what the state leaves out (MinAtar's random stream),
- * so a resumed sync run is the same bits; the state's fields are set again from the
- * checked values over them. MuJoCo's state leaves out the simulator's warm start. */
-static int plain_instances(const NevoEnv *env) { return nevo_env_class(env)->instance_free == NULL; }
-
 /* The whole state: counters, parameters, the optimiser's moments, and in sync mode
  * every env (its instance, observation, episode counters), so a resumed run is the same
  * bits. Async mode keeps the first three; its envs start new episodes on resume. */
@@ -436,24 +417,7 @@ static void vt_save(const NevoAlgo *a, NevoBuf *b) {
     nevo_buf_f32s(b, v->theta, v->np);
     nevo_optim_save(v->opt, b);
     nevo_buf_u32(b, v->seed ? 0u : 1u); /* envs follow */
-    if (v->seed) return;
-    const NevoEnvSpec *spec = nevo_env_spec(v->env);
-    int raw = plain_instances(v->env);
-    nevo_buf_u32(b, (uint32_t)raw);
-    nevo_buf_u64(b, raw ? (uint64_t)v->isz : 0);
-    double *state = nevo_alloc(sizeof(double) * (size_t)(spec->state_dim ? spec->state_dim : 1));
-    for (int e = 0; e < v->E; e++) {
-        if (raw) nevo_buf_put(b, inst(v, e), v->isz);
-        nevo_env_get_state(v->env, inst(v, e), state);
-        nevo_buf_u32(b, (uint32_t)nevo_env_steps(v->env, inst(v, e)));
-        nevo_buf_f64s(b, state, (size_t)spec->state_dim);
-        nevo_buf_f32s(b, v->obs + (size_t)e * v->D, (size_t)v->D);
-        nevo_buf_f64(b, v->ret[e]);
-        nevo_buf_u32(b, (uint32_t)v->len[e]);
-        nevo_buf_u32(b, v->ep[e]);
-        nevo_buf_u64(b, v->steps[e]);
-    }
-    free(state);
+    if (!v->seed) nevo_actor_envs_save(&v->envs, v->obs, b);
 }
 
 static NevoStatus vt_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
@@ -472,41 +436,7 @@ static NevoStatus vt_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
     if (st) return st;
     uint32_t envs = nevo_read_u32(r);
     if (envs && !v->seed) {
-        const NevoEnvSpec *spec = nevo_env_spec(v->env);
-        int raw = (int)nevo_read_u32(r);
-        uint64_t isz = nevo_read_u64(r);
-        if (raw != plain_instances(v->env) || (raw && isz != v->isz))
-            return nevo_error(err, NEVO_ERR_CORRUPT, "vtrace state: its envs are stored %s (%llu bytes each), %s's "
-                              "are %s (%zu)", raw ? "as bytes" : "as states", (unsigned long long)isz, spec->name,
-                              plain_instances(v->env) ? "bytes" : "states", v->isz);
-        double *state = nevo_alloc(sizeof(double) * (size_t)(spec->state_dim ? spec->state_dim : 1));
-        float *scratch = nevo_alloc(sizeof(float) * (size_t)v->D);
-        for (int e = 0; e < v->E && st == NEVO_OK; e++) {
-            /* the bytes carry what the state leaves out (a random stream's position); every
-             * field the state holds is then set again from checked values */
-            if (raw) nevo_read(r, inst(v, e), v->isz); /* plain data: nothing to release first */
-            uint32_t steps = nevo_read_u32(r);
-            nevo_read_f64s(r, state, (size_t)spec->state_dim);
-            nevo_read_f32s(r, v->obs + (size_t)e * v->D, (size_t)v->D);
-            v->ret[e] = nevo_read_f64(r);
-            v->len[e] = (int)nevo_read_u32(r);
-            v->ep[e] = nevo_read_u32(r);
-            v->steps[e] = nevo_read_u64(r);
-            if (!nevo_reader_ok(r, false)) {
-                if (raw) nevo_env_instance_init(v->env, inst(v, e)); /* nothing half-read is kept */
-                break;
-            }
-            if (steps > INT32_MAX || v->len[e] < 0 || !isfinite(v->ret[e]))
-                st = nevo_error(err, NEVO_ERR_CORRUPT, "env %d's counters are out of range", e);
-            for (int k = 0; st == NEVO_OK && k < v->D; k++)
-                if (!isfinite(v->obs[(size_t)e * v->D + k]))
-                    st = nevo_error(err, NEVO_ERR_CORRUPT, "env %d's observation is not finite", e);
-            if (st == NEVO_OK) st = nevo_env_set_state(v->env, inst(v, e), state, (int)steps, scratch, err);
-            if (st && raw) nevo_env_instance_init(v->env, inst(v, e));
-        }
-        free(state);
-        free(scratch);
-        if (st) nevo_error_prefix(err, "vtrace state: ");
+        st = nevo_actor_envs_load(&v->envs, r, v->obs, "vtrace state", err);
     } else if (envs) {
         st = nevo_error(err, NEVO_ERR_CORRUPT, "vtrace state holds a sync run's envs, but this run is async");
     }
@@ -525,15 +455,15 @@ static NevoStatus vt_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
 static void vt_free(NevoAlgo *a) {
     VT *v = (VT *)a;
     nevo_seed_free(v->seed);
-    for (int e = 0; v->insts && e < v->E; e++) nevo_env_instance_free(v->env, inst(v, e));
+    if (!v->seed) nevo_actor_envs_free(&v->envs);
     for (int w = 0; w < v->workers; w++) {
         nevo_vtrace_work_free(v->work[w]);
         void *q[] = {v->fgrad[w], v->sobs[w], v->sact[w], v->smu[w], v->srew[w], v->sdisc[w]};
         for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) free(q[i]);
         if (v->ws) nevo_workspace_free(v->ws[w]);
     }
-    void *p[] = {v->work, v->fgrad, v->sobs, v->sact, v->smu, v->srew, v->sdisc, v->ws, v->theta, v->grad, v->insts, v->obs, v->rew, v->disc, v->mu, v->act,
-                 v->ret, v->len, v->ep, v->steps, v->done_ret, v->done, v->out, v->gen_ret};
+    void *p[] = {v->work, v->fgrad, v->sobs, v->sact, v->smu, v->srew, v->sdisc, v->ws, v->theta, v->grad, v->obs, v->rew, v->disc, v->mu, v->act,
+                 v->done_ret, v->done, v->out, v->gen_ret};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
     nevo_optim_free(v->opt);
     nevo_rows_free(v->rows);
@@ -597,7 +527,6 @@ NevoStatus nevo_vtrace_new(const NevoAlgo *base, int variant, NevoAlgo **out, Ne
     const NevoPolicy *p = base->policy;
     v->E = cfg->rl.envs, v->T = cfg->rl.unroll, v->A = p->n_act, v->O = p->n_out, v->D = p->obs_dim;
     v->np = p->nparams;
-    v->isz = nevo_env_instance_size(v->env);
     NevoStatus st = nevo_optim_new(&cfg->optim, v->np, &v->opt, err);
     if (st) {
         free(v);
@@ -640,25 +569,17 @@ NevoStatus nevo_vtrace_new(const NevoAlgo *base, int variant, NevoAlgo **out, Ne
         return NEVO_OK;
     }
     size_t E = (size_t)v->E, T = (size_t)v->T, D = (size_t)v->D;
-    v->insts = nevo_alloc_aligned(E * v->isz);
     v->obs = nevo_alloc_aligned(sizeof(float) * (T + 1) * E * D);
     v->rew = nevo_alloc(sizeof(float) * T * E);
     v->disc = nevo_alloc(sizeof(float) * T * E);
     v->mu = nevo_alloc(sizeof(float) * T * E);
     v->act = nevo_alloc(sizeof(int) * T * E);
-    v->ret = nevo_alloc(sizeof(double) * E);
-    v->len = nevo_alloc(sizeof(int) * E);
-    v->ep = nevo_alloc(sizeof(uint32_t) * E);
-    v->steps = nevo_alloc(sizeof(uint64_t) * E);
     v->done_ret = nevo_alloc(sizeof(double) * E);
     v->done = nevo_alloc(sizeof(int) * E);
     v->out = nevo_alloc_aligned(sizeof(float) * E * (size_t)v->O);
     v->ws = nevo_alloc(sizeof(NevoWorkspace *) * (size_t)v->workers);
     for (int w = 0; w < v->workers; w++) v->ws[w] = nevo_workspace_new(v->backend, p, 16);
-    for (int e = 0; e < v->E; e++) {
-        nevo_env_instance_init(v->env, inst(v, e));
-        start_episode(v, e, v->obs + (size_t)e * D);
-    }
+    nevo_actor_envs_init(&v->envs, v->env, v->E, cfg->seed, v->obs);
     *out = &v->base;
     return NEVO_OK;
 }

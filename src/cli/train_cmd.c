@@ -157,11 +157,18 @@ static void on_start(void *ctx, const NevoConfig *cfg, const NevoRunTotals *resu
         fmt_time(cfg->max_wall_s, t, sizeof t);
         snprintf(wall, sizeof wall, ", for at most %s of wall time", t);
     }
-    if (!p->quiet && cfg->max_frames > 0)
+    int learner = (nevo_algo_find(cfg->algo)->flags & NEVO_ALGO_GRADIENT) != 0;
+    char until[64] = "";
+    if (cfg->max_frames > 0) snprintf(until, sizeof until, ", until %lld frames", cfg->max_frames);
+    if (!p->quiet && learner && !cfg->dataset[0]) /* an actor-learner */
+        fprintf(stderr, "nevo: %s %s on %s, %d envs, %d generations of %d learner steps%s%s\n",
+                resumed ? "resuming" : "training", cfg->algo, cfg->env, cfg->rl.envs, cfg->generations,
+                cfg->rl.steps_per_generation, until, wall);
+    else if (!p->quiet && cfg->max_frames > 0)
         fprintf(stderr, "nevo: %s %s on %s, population %d, until %lld frames (at most %d generations)%s\n",
                 resumed ? "resuming" : "training", cfg->algo, cfg->dataset[0] ? cfg->dataset : cfg->env,
                 cfg->population, cfg->max_frames, cfg->generations, wall);
-    else if (!p->quiet && (nevo_algo_find(cfg->algo)->flags & NEVO_ALGO_GRADIENT))
+    else if (!p->quiet && learner)
         fprintf(stderr, "nevo: %s %s on %s, batch %d, %d epochs%s\n", resumed ? "resuming" : "training", cfg->algo,
                 cfg->dataset, cfg->data.batch, cfg->generations, wall);
     else if (!p->quiet)

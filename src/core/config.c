@@ -136,7 +136,7 @@ static const Key schema[] = {
     {"optim.clip_norm", T_DOUBLE, OFF(optim.clip_norm), 0, 1e12, NULL, 0, 0,
      "clip the gradient to this global L2 norm (0 = no clipping)"},
     {"rl.mode", T_STRING, OFF(rl.mode), 0, 0, "sync|async", sizeof(((NevoConfig *)0)->rl.mode), 0,
-     "algo vtrace: sync (a fixed schedule of actor steps and learner updates: bit-identical across threads "
+     "algo vtrace and r2d2: sync (a fixed schedule of actor steps and learner updates: bit-identical across threads "
      "and resume) or async (actors, batched inference and learner concurrently: faster, not reproducible)"},
     {"rl.envs", T_INT, OFF(rl.envs), 1, 1e6, NULL, 0, 0, "environment instances the actors step"},
     {"rl.actors", T_INT, OFF(rl.actors), 0, 4096, NULL, 0, 0,
@@ -155,6 +155,28 @@ static const Key schema[] = {
     {"rl.queue", T_INT, OFF(rl.queue), 1, 1e6, NULL, 0, 0, "async: trajectories the queue to the learner holds"},
     {"rl.batch_wait_us", T_INT, OFF(rl.batch_wait_us), 0, 1e7, NULL, 0, 0,
      "async: microseconds the inference server waits for more observations before running a batch"},
+    {"rl.burn_in", T_INT, OFF(rl.burn_in), 0, 100000, NULL, 0, 0,
+     "algo r2d2: steps before each replayed sequence that only warm the LSTM state (no loss on them)"},
+    {"rl.n_step", T_INT, OFF(rl.n_step), 1, 1000, NULL, 0, 0, "algo r2d2: n of the n-step double-Q targets"},
+    {"rl.period", T_INT, OFF(rl.period), 0, 100000, NULL, 0, 0,
+     "algo r2d2: steps every env takes per learner step; a sequence is cut every period steps, so adjacent "
+     "ones overlap by burn_in + unroll - period (0 = half the unroll, R2D2's 40 of 80)"},
+    {"rl.replay", T_INT, OFF(rl.replay), 1, 1e8, NULL, 0, 0, "algo r2d2: sequences the replay buffer holds"},
+    {"rl.replay_start", T_INT, OFF(rl.replay_start), 1, 1e8, NULL, 0, 0,
+     "algo r2d2: sequences in the buffer before the first update"},
+    {"rl.target_period", T_INT, OFF(rl.target_period), 1, 1e9, NULL, 0, 0,
+     "algo r2d2: learner updates between copies of the online network into the target network"},
+    {"rl.priority_eta", T_DOUBLE, OFF(rl.priority_eta), 0, 1, NULL, 0, 0,
+     "algo r2d2: a sequence's priority is eta max|delta| + (1 - eta) mean|delta|"},
+    {"rl.priority_exponent", T_DOUBLE, OFF(rl.priority_exponent), 0, 10, NULL, 0, 0,
+     "algo r2d2: sequences are sampled with probability proportional to priority^this (0 = uniform)"},
+    {"rl.is_exponent", T_DOUBLE, OFF(rl.is_exponent), 0, 1, NULL, 0, 0,
+     "algo r2d2: importance-sampling weights (N P(i))^-this, divided by the batch's largest"},
+    {"rl.epsilon", T_DOUBLE, OFF(rl.epsilon), 0, 1, NULL, 0, 0,
+     "algo r2d2: Ape-X exploration, env i of N acts at random with probability epsilon^(1 + alpha i / (N - 1))"},
+    {"rl.epsilon_alpha", T_DOUBLE, OFF(rl.epsilon_alpha), 0, 100, NULL, 0, 0, "algo r2d2: alpha of rl.epsilon"},
+    {"rl.rescale_eps", T_DOUBLE, OFF(rl.rescale_eps), 0, 1, NULL, 0, 0,
+     "algo r2d2: epsilon of the value rescaling h(x) = sign(x)(sqrt(|x| + 1) - 1) + epsilon x"},
     {"data.train_samples", T_INT, OFF(data.train_samples), 0, 1e9, NULL, 0, 0,
      "train on the first N training samples (0 = all)"},
     {"data.test_samples", T_INT, OFF(data.test_samples), 0, 1e9, NULL, 0, 0,
@@ -238,6 +260,17 @@ void nevo_config_defaults(NevoConfig *cfg) {
     cfg->rl.entropy_cost = 0.01;
     cfg->rl.queue = 64;
     cfg->rl.batch_wait_us = 200;
+    cfg->rl.burn_in = 10;
+    cfg->rl.n_step = 5;
+    cfg->rl.replay = 2000;
+    cfg->rl.replay_start = 200;
+    cfg->rl.target_period = 500;
+    cfg->rl.priority_eta = 0.9;
+    cfg->rl.priority_exponent = 0.9;
+    cfg->rl.is_exponent = 0.6;
+    cfg->rl.epsilon = 0.4;
+    cfg->rl.epsilon_alpha = 7.0;
+    cfg->rl.rescale_eps = 1e-3;
 }
 
 static const Key *find_key(const char *name) {

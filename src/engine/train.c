@@ -691,6 +691,9 @@ NevoStatus nevo_train_run_ranks(const NevoConfig *cfg, const char *out_dir, int 
                                      "\"inference_batch\": %.2f, \"queue\": %.2f, \"policy_lag\": %.3f",
                                      gs.rl_updates, gs.rl_frames_per_s, gs.rl_updates_per_s, gs.rl_batch, gs.rl_queue,
                                      gs.rl_lag);
+        if (gs.has_replay)
+            used += (size_t)snprintf(extra + used, sizeof extra - used, ", \"replay\": %d, \"td_loss\": %.9g",
+                                     gs.rl_replay, gs.rl_loss);
         if (gs.on_data)
             used += (size_t)snprintf(extra + used, sizeof extra - used,
                                      ", \"train_loss\": %.17g, \"test_loss\": %.17g, \"test_accuracy\": %.17g",

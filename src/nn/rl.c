@@ -70,7 +70,8 @@ double nevo_r2d2_h(double x, double eps) {
 
 double nevo_r2d2_h_inv(double x, double eps) {
     double s = x < 0 ? -1.0 : x > 0 ? 1.0 : 0.0;
-    double u = (sqrt(1.0 + 4.0 * eps * (fabs(x) + 1.0 + eps)) - 1.0) / (2.0 * eps);
+    double u = eps > 0 ? (sqrt(1.0 + 4.0 * eps * (fabs(x) + 1.0 + eps)) - 1.0) / (2.0 * eps)
+                       : fabs(x) + 1.0; /* the formula's limit at eps = 0 */
     return s * (u * u - 1.0);
 }
 

@@ -1,0 +1,114 @@
+/* The sync actor-learners' envs (actor_envs.h). */
+#include "algo/actor_envs.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "nevo/rng.h"
+
+void *nevo_actor_env(const NevoActorEnvs *s, int e) { return s->insts + (size_t)e * s->isz; }
+
+void nevo_actor_envs_start(NevoActorEnvs *s, int e, float *obs) {
+    uint64_t seed = nevo_rng_derive(s->seed, NEVO_RNG_ACTOR_ENV, s->ep[e]++, (uint32_t)e, 0);
+    nevo_env_forget(s->env, nevo_actor_env(s, e));
+    nevo_env_reset(s->env, nevo_actor_env(s, e), seed, obs);
+    s->ret[e] = 0.0;
+    s->len[e] = 0;
+}
+
+void nevo_actor_envs_init(NevoActorEnvs *s, const NevoEnv *env, int E, uint64_t seed, float *obs) {
+    s->env = env;
+    s->seed = seed;
+    s->E = E;
+    s->D = nevo_env_spec(env)->obs_dim;
+    s->isz = nevo_env_instance_size(env);
+    s->insts = nevo_alloc_aligned((size_t)E * s->isz);
+    s->ret = nevo_alloc(sizeof(double) * (size_t)E);
+    s->len = nevo_alloc(sizeof(int) * (size_t)E);
+    s->ep = nevo_alloc(sizeof(uint32_t) * (size_t)E);
+    s->steps = nevo_alloc(sizeof(uint64_t) * (size_t)E);
+    for (int e = 0; e < E; e++) {
+        nevo_env_instance_init(env, nevo_actor_env(s, e));
+        nevo_actor_envs_start(s, e, obs + (size_t)e * s->D);
+    }
+}
+
+void nevo_actor_envs_free(NevoActorEnvs *s) {
+    for (int e = 0; s->insts && e < s->E; e++) nevo_env_instance_free(s->env, nevo_actor_env(s, e));
+    free(s->insts);
+    free(s->ret);
+    free(s->len);
+    free(s->ep);
+    free(s->steps);
+    s->insts = NULL;
+}
+
+/* Envs whose instances are plain data (no resources to free: classic control, MinAtar,
+ * the maze) also save their bytes first, for what the state leaves out (MinAtar's
+ * random stream); the state's fields are then set again from the checked values over
+ * them. MuJoCo's state leaves out the simulator's warm start. */
+static int plain_instances(const NevoEnv *env) { return nevo_env_class(env)->instance_free == NULL; }
+
+void nevo_actor_envs_save(const NevoActorEnvs *s, const float *obs, NevoBuf *b) {
+    const NevoEnvSpec *spec = nevo_env_spec(s->env);
+    int raw = plain_instances(s->env);
+    nevo_buf_u32(b, (uint32_t)raw);
+    nevo_buf_u64(b, raw ? (uint64_t)s->isz : 0);
+    double *state = nevo_alloc(sizeof(double) * (size_t)(spec->state_dim ? spec->state_dim : 1));
+    for (int e = 0; e < s->E; e++) {
+        const void *in = nevo_actor_env(s, e);
+        if (raw) nevo_buf_put(b, in, s->isz);
+        nevo_env_get_state(s->env, in, state);
+        nevo_buf_u32(b, (uint32_t)nevo_env_steps(s->env, in));
+        nevo_buf_f64s(b, state, (size_t)spec->state_dim);
+        nevo_buf_f32s(b, obs + (size_t)e * s->D, (size_t)s->D);
+        nevo_buf_f64(b, s->ret[e]);
+        nevo_buf_u32(b, (uint32_t)s->len[e]);
+        nevo_buf_u32(b, s->ep[e]);
+        nevo_buf_u64(b, s->steps[e]);
+    }
+    free(state);
+}
+
+NevoStatus nevo_actor_envs_load(NevoActorEnvs *s, NevoReader *r, float *obs, const char *what, NevoError *err) {
+    const NevoEnvSpec *spec = nevo_env_spec(s->env);
+    int raw = (int)nevo_read_u32(r);
+    uint64_t isz = nevo_read_u64(r);
+    if (!nevo_reader_ok(r, false)) return nevo_error(err, NEVO_ERR_CORRUPT, "%s is truncated", what);
+    if (raw != plain_instances(s->env) || (raw && isz != s->isz))
+        return nevo_error(err, NEVO_ERR_CORRUPT, "%s: its envs are stored %s (%llu bytes each), %s's are %s (%zu)",
+                          what, raw ? "as bytes" : "as states", (unsigned long long)isz, spec->name,
+                          plain_instances(s->env) ? "bytes" : "states", s->isz);
+    double *state = nevo_alloc(sizeof(double) * (size_t)(spec->state_dim ? spec->state_dim : 1));
+    float *scratch = nevo_alloc(sizeof(float) * (size_t)s->D);
+    NevoStatus st = NEVO_OK;
+    for (int e = 0; e < s->E && st == NEVO_OK; e++) {
+        void *in = nevo_actor_env(s, e);
+        float *o = obs + (size_t)e * s->D;
+        /* the bytes carry what the state leaves out (a random stream's position); every
+         * field the state holds is then set again from checked values */
+        if (raw) nevo_read(r, in, s->isz); /* plain data: nothing to release first */
+        uint32_t steps = nevo_read_u32(r);
+        nevo_read_f64s(r, state, (size_t)spec->state_dim);
+        nevo_read_f32s(r, o, (size_t)s->D);
+        s->ret[e] = nevo_read_f64(r);
+        s->len[e] = (int)nevo_read_u32(r);
+        s->ep[e] = nevo_read_u32(r);
+        s->steps[e] = nevo_read_u64(r);
+        if (!nevo_reader_ok(r, false)) {
+            if (raw) nevo_env_instance_init(s->env, in); /* nothing half-read is kept */
+            st = nevo_error(err, NEVO_ERR_CORRUPT, "%s is truncated", what);
+            break;
+        }
+        if (steps > INT32_MAX || s->len[e] < 0 || !isfinite(s->ret[e]))
+            st = nevo_error(err, NEVO_ERR_CORRUPT, "env %d's counters are out of range", e);
+        for (int k = 0; st == NEVO_OK && k < s->D; k++)
+            if (!isfinite(o[k])) st = nevo_error(err, NEVO_ERR_CORRUPT, "env %d's observation is not finite", e);
+        if (st == NEVO_OK) st = nevo_env_set_state(s->env, in, state, (int)steps, scratch, err);
+        if (st && raw) nevo_env_instance_init(s->env, in);
+        if (st) nevo_error_prefix(err, "%s: ", what);
+    }
+    free(state);
+    free(scratch);
+    return st;
+}

@@ -1,0 +1,341 @@
+/* algo r2d2 (r2d2.h): a batch of replayed sequences' gradient against finite differences
+ * of R2D2's loss computed step by step (targets and the burned-in state held fixed, as
+ * the learner holds them), for a dueling and a plain head; priorities; the dueling
+ * combination and the epsilon-greedy draw by hand; sync runs bit-identical across
+ * threads and a kill and --resume; a crafted state refused or run; CartPole learned; bad
+ * configs. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "nevo/algo.h"
+#include "nevo/noise.h"
+#include "nevo/r2d2.h"
+#include "nevo/rl.h"
+#include "nevo/rng.h"
+
+static NevoPolicy *rec_policy(int obs_dim, int A, const char *hidden, int lstm, int dueling) {
+    NevoEnvSpec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.name = "test";
+    spec.obs_rank = 1;
+    spec.obs_shape[0] = obs_dim;
+    spec.obs_dim = obs_dim;
+    spec.action_kind = NEVO_SPACE_DISCRETE;
+    spec.n_actions = A;
+    spec.action_dim = 1;
+    NevoConfig cfg;
+    nevo_config_defaults(&cfg);
+    char doc[256];
+    snprintf(doc, sizeof doc,
+             "{\"policy\": {\"hidden\": %s, \"lstm\": %d, \"activation\": \"tanh\", \"value_head\": %s}}", hidden,
+             lstm, dueling ? "true" : "false");
+    NevoError err;
+    CHECK_MSG(nevo_config_apply_json(&cfg, doc, "test", &err) == NEVO_OK, "%s", err.msg);
+    NevoPolicy *p;
+    CHECK_MSG(nevo_policy_new(&spec, &cfg.policy, 0, &p, &err) == NEVO_OK, "%s", err.msg);
+    CHECK_EQ_INT(p->n_out, A + (dueling ? 1 : 0));
+    return p;
+}
+
+TEST(r2d2_dueling_q_and_epsilon_greedy_by_hand) {
+    NevoPolicy *p = rec_policy(2, 3, "[]", 2, 1);
+    float out[4] = {1, 2, 3, 0.5f}, q[3];
+    nevo_r2d2_q(p, out, 1, q); /* mean advantage 2: Q = 0.5 + (A - 2) */
+    CHECK(q[0] == -0.5f && q[1] == 0.5f && q[2] == 1.5f);
+    nevo_policy_free(p);
+    float qs[4] = {0.1f, 0.7f, 0.7f, -1.0f};
+    int greedy = 0, counts[4] = {0};
+    for (int s = 0; s < 20000; s++) {
+        CHECK_EQ_INT(nevo_r2d2_act(qs, 4, 0.0, 5, 2, (uint64_t)s), 1); /* eps 0: the first maximum */
+        int a = nevo_r2d2_act(qs, 4, 0.4, 5, 2, (uint64_t)s);
+        counts[a]++;
+        greedy += a == 1;
+    }
+    /* eps 0.4: action 1 with 0.6 + 0.1, the others 0.1 each (4 standard deviations) */
+    CHECK_MSG(fabs(greedy / 20000.0 - 0.7) < 4 * sqrt(0.7 * 0.3 / 20000), "greedy %d", greedy);
+    for (int a = 0; a < 4; a++)
+        if (a != 1) CHECK_MSG(fabs(counts[a] / 20000.0 - 0.1) < 4 * sqrt(0.09 / 20000), "action %d: %d", a, counts[a]);
+}
+
+/* The sequences of a test batch. */
+enum { K = 2, BI = 2, T = 4, M = BI + T, D = 3, A = 3 };
+typedef struct Batch {
+    float obs[K * (M + 1) * D], rew[K * M], disc[K * M], weight[K], *state0;
+    uint8_t reset[K * (M + 1)];
+    int act[K * M];
+} Batch;
+
+/* Burn-in and the T + 1 steps of sequence k, step by step through
+ * nevo_policy_forward_state (the acting path, not the learner's tapes): the outputs of
+ * steps BI..M into out (T + 1, O). The burn-in's final state goes into burned, or, where
+ * burned_in is given, the burn-in is skipped and the steps start from it. */
+static void run_steps(const NevoPolicy *p, const float *theta, const Batch *b, int k, const float *burned_in,
+                      float *burned, float *out) {
+    size_t S = nevo_policy_state_floats(p);
+    float state[64], o[8], scratch[8192];
+    int net = 0;
+    CHECK(S <= 64 && nevo_policy_scratch_floats(p, 1) <= 8192);
+    memcpy(state, burned_in ? burned_in : b->state0 + k * S, sizeof(float) * S);
+    for (int t = burned_in ? BI : 0; t <= M; t++) {
+        if (t == BI && burned) memcpy(burned, state, sizeof(float) * S);
+        if (b->reset[k * (M + 1) + t]) memset(state, 0, sizeof(float) * S);
+        nevo_policy_forward_state(p, theta, p->nparams, &net, b->obs + (k * (M + 1) + t) * D, 1, state, o, scratch);
+        if (t >= BI) memcpy(out + (t - BI) * p->n_out, o, sizeof(float) * (size_t)p->n_out);
+    }
+}
+
+/* R2D2's loss at theta with the targets y (T, K) and each sequence's burned-in state
+ * held fixed */
+static double loss_at(const NevoPolicy *p, const float *theta, const Batch *b, const float *burned, const float *y) {
+    size_t S = nevo_policy_state_floats(p);
+    double L = 0.0;
+    for (int k = 0; k < K; k++) {
+        float out[(T + 1) * 8], q[(T + 1) * A];
+        run_steps(p, theta, b, k, burned + k * S, NULL, out);
+        nevo_r2d2_q(p, out, T + 1, q);
+        for (int t = 0; t < T; t++) {
+            double d = y[t * K + k] - q[t * A + b->act[k * M + BI + t]];
+            L += b->weight[k] * 0.5 * d * d;
+        }
+    }
+    return L;
+}
+
+static void check_gradient(const char *hidden, int dueling) {
+    NevoPolicy *p = rec_policy(D, A, hidden, 4, dueling);
+    size_t S = nevo_policy_state_floats(p), np = p->nparams;
+    NevoPool *pool = nevo_pool_new(1);
+    NevoNoise *noise = nevo_noise_new(1 << 16, pool);
+    float *theta = calloc(np, sizeof(float)), *target = calloc(np, sizeof(float));
+    nevo_policy_init_params(p, noise, 3, 0, 0, theta);
+    NevoRng rng;
+    nevo_rng_init(&rng, 11, NEVO_RNG_USER, 0, 0, 0);
+    for (size_t i = 0; i < np; i++) target[i] = theta[i] + 0.1f * (float)(nevo_rng_uniform(&rng) - 0.5);
+    Batch b;
+    b.state0 = calloc((size_t)K * S, sizeof(float));
+    for (size_t i = 0; i < (size_t)K * S; i++) b.state0[i] = (float)(nevo_rng_uniform(&rng) - 0.5);
+    for (int i = 0; i < K * (M + 1) * D; i++) b.obs[i] = (float)(2 * nevo_rng_uniform(&rng) - 1);
+    memset(b.reset, 0, sizeof b.reset);
+    for (int i = 0; i < K * M; i++) {
+        b.act[i] = (int)nevo_rng_below(&rng, A);
+        b.rew[i] = (float)(2 * nevo_rng_uniform(&rng) - 0.5);
+        b.disc[i] = 0.95f;
+    }
+    /* sequence 1: an episode ends at step 4 (in the trained part), the next begins at 5;
+     * sequence 0: one begins inside the burn-in */
+    b.disc[1 * M + 4] = 0.0f, b.reset[1 * (M + 1) + 5] = 1;
+    b.disc[0 * M + 0] = 0.0f, b.reset[0 * (M + 1) + 1] = 1;
+    b.weight[0] = 1.0f, b.weight[1] = 0.6f;
+    NevoConfig cfg;
+    nevo_config_defaults(&cfg);
+    cfg.rl.n_step = 2, cfg.rl.rescale_eps = 1e-3, cfg.rl.priority_eta = 0.9, cfg.rl.burn_in = BI, cfg.rl.unroll = T;
+    NevoR2D2Work *w = nevo_r2d2_work_new(p, BI, T, 3);
+    float *grad = calloc(np, sizeof(float)), prio[K];
+    double loss;
+    CHECK(nevo_r2d2_batch(p, &cfg.rl, theta, target, K, b.obs, b.reset, b.state0, b.act, b.rew, b.disc, b.weight,
+                          1.0f, w, grad, &loss, prio) == NEVO_OK);
+    /* the targets and burned-in states at theta, step by step */
+    float burned[K * 64], qo[(T + 1) * K * A], qt[(T + 1) * K * A], rw[T * K], ds[T * K], y[T * K];
+    for (int k = 0; k < K; k++) {
+        float out[(T + 1) * 8], q[(T + 1) * A];
+        run_steps(p, theta, &b, k, NULL, burned + k * S, out);
+        nevo_r2d2_q(p, out, T + 1, q);
+        for (int t = 0; t <= T; t++) memcpy(qo + (t * K + k) * A, q + t * A, sizeof(float) * A);
+        run_steps(p, target, &b, k, NULL, NULL, out);
+        nevo_r2d2_q(p, out, T + 1, q);
+        for (int t = 0; t <= T; t++) memcpy(qt + (t * K + k) * A, q + t * A, sizeof(float) * A);
+        for (int t = 0; t < T; t++) rw[t * K + k] = b.rew[k * M + BI + t], ds[t * K + k] = b.disc[k * M + BI + t];
+    }
+    nevo_r2d2_targets(rw, ds, qo, qt, T, K, A, 2, 1e-3, y);
+    double L0 = loss_at(p, theta, &b, burned, y);
+    CHECK_MSG(fabs(L0 - loss) <= 1e-5 * (1 + fabs(L0)), "loss %.9g, step by step %.9g", loss, L0);
+    for (int k = 0; k < K; k++) { /* priorities: 0.9 max |delta| + 0.1 mean |delta| */
+        double mx = 0, sum = 0;
+        for (int t = 0; t < T; t++) {
+            double d = fabs(y[t * K + k] - qo[(t * K + k) * A + b.act[k * M + BI + t]]);
+            mx = d > mx ? d : mx, sum += d;
+        }
+        CHECK_NEAR(prio[k], 0.9 * mx + 0.1 * sum / T, 1e-5 * (1 + mx));
+    }
+    int checked = 0;
+    for (size_t i = 0; i < np; i++) {
+        float keep = theta[i], h = 1e-2f;
+        theta[i] = keep + h;
+        double up = loss_at(p, theta, &b, burned, y);
+        theta[i] = keep - h;
+        double down = loss_at(p, theta, &b, burned, y);
+        theta[i] = keep;
+        double fd = (up - down) / (2.0 * h);
+        CHECK_MSG(fabs(fd - grad[i]) <= 2e-3 + 2e-2 * fabs(fd), "%s: parameter %zu: backward %.6g, finite difference "
+                  "%.6g", hidden, i, grad[i], fd);
+        checked += fabs(fd) > 1e-3;
+    }
+    CHECK_MSG(checked > (int)np / 2, "only %d of %zu gradients were away from 0", checked, np);
+    /* the two sequences one at a time: their losses and gradients add up */
+    float *g1 = calloc(np, sizeof(float));
+    double sum = 0.0;
+    for (int k = 0; k < K; k++) {
+        double l;
+        float pk;
+        CHECK(nevo_r2d2_batch(p, &cfg.rl, theta, target, 1, b.obs + k * (M + 1) * D, b.reset + k * (M + 1),
+                              b.state0 + k * S, b.act + k * M, b.rew + k * M, b.disc + k * M, b.weight + k, 1.0f, w,
+                              g1, &l, &pk) == NEVO_OK);
+        CHECK(pk == prio[k]);
+        sum += l;
+    }
+    CHECK_NEAR(sum, loss, 1e-9 * (1 + fabs(loss)));
+    free(g1);
+    nevo_r2d2_work_free(w);
+    free(grad);
+    free(b.state0);
+    free(theta);
+    free(target);
+    nevo_noise_free(noise);
+    nevo_pool_free(pool);
+    nevo_policy_free(p);
+}
+
+TEST(r2d2_batch_gradient_matches_finite_differences) {
+    check_gradient("[5]", 1); /* dense layer before the LSTM, dueling head */
+    check_gradient("[]", 0);  /* the LSTM reads the observations, plain Q head */
+}
+
+/* ---- the algorithm through the command --------------------------------------------- */
+
+static void same_runs(const char *a, const char *b) {
+    static const char *const files[] = {"metrics.jsonl", "policy.nevo"};
+    test_same_run_files(a, b, files, 2);
+}
+
+static int nevo(char *out, size_t n, const char *args) {
+    return test_run(out, n, "cd %s && %s/%s %s", test_tmpdir(), getenv("PWD"), test_nevo_bin(), args);
+}
+
+TEST(r2d2_sync_bit_identical_across_threads_and_resume) {
+    char out[8192], args[1024];
+    static const char *const envs[] = {"CartPole-v1", "minatar/breakout"};
+    for (int k = 0; k < 2; k++) {
+        const char *net = k ? "'policy.conv_filters=[4]' 'policy.hidden=[16]' policy.lstm=16" : "";
+        const char *common = "generations=8 rl.envs=6 rl.unroll=6 rl.burn_in=3 rl.period=3 rl.batch=12 "
+                             "rl.replay=40 rl.replay_start=12 rl.target_period=7 rl.steps_per_generation=10 "
+                             "checkpoint_every=3 eval_episodes=2 max_episode_steps=300 --quiet";
+        const char *threads[] = {"--threads 1 --out a", "--threads 3 --out b"};
+        for (int j = 0; j < 2; j++) {
+            snprintf(args, sizeof args, "train %s/configs/cartpole_r2d2.json env=%s %s %s %s%d", getenv("PWD"),
+                     envs[k], net, common, threads[j], k);
+            CHECK_MSG(nevo(out, sizeof out, args) == 0, "%s", out);
+        }
+        /* killed after the generation that reaches 1,000 frames (the checkpoint is of
+         * generation 3, the replay buffer full and wrapped), resumed on 2 threads */
+        snprintf(args, sizeof args,
+                 "train %s/configs/cartpole_r2d2.json env=%s %s %s --threads 2 --out c%d --kill-after-frames 1000",
+                 getenv("PWD"), envs[k], net, common, k);
+        CHECK_EQ_INT(nevo(out, sizeof out, args), 128 + 9);
+        snprintf(args, sizeof args, "train --resume c%d --threads 2 --quiet", k);
+        CHECK_MSG(nevo(out, sizeof out, args) == 0, "%s", out);
+        char a[16], b[16], c[16];
+        snprintf(a, sizeof a, "a%d", k), snprintf(b, sizeof b, "b%d", k), snprintf(c, sizeof c, "c%d", k);
+        same_runs(a, b);
+        same_runs(a, c);
+    }
+}
+
+/* A state with bytes changed at random (a crafted checkpoint whose checksum was made to
+ * fit): loading it fails with a message or succeeds, and a generation after a
+ * successful load runs; it never crashes (the sanitizer builds run this too). */
+TEST(r2d2_crafted_state_is_refused_or_runs) {
+    static const char *const doc =
+        "{\"env\": \"minatar/breakout\", \"algo\": \"r2d2\", \"seed\": 3, \"policy\": {\"conv_filters\": [4], "
+        "\"hidden\": [8], \"lstm\": 8, \"activation\": \"relu\", \"value_head\": true}, \"rl\": {\"envs\": 3, "
+        "\"unroll\": 4, \"burn_in\": 2, \"period\": 2, \"batch\": 4, \"replay\": 10, \"replay_start\": 4, "
+        "\"steps_per_generation\": 6}}";
+    NevoConfig cfg;
+    NevoError err;
+    nevo_config_defaults(&cfg);
+    CHECK_MSG(nevo_config_apply_json(&cfg, doc, "test", &err) == NEVO_OK, "%s", err.msg);
+    NevoEnv *env;
+    NevoPolicy *p;
+    CHECK(nevo_env_new(cfg.env, NULL, 0, &env, &err) == NEVO_OK);
+    CHECK(nevo_policy_new(nevo_env_spec(env), &cfg.policy, 0, &p, &err) == NEVO_OK);
+    NevoPool *pool = nevo_pool_new(1);
+    NevoNoise *noise = nevo_noise_new(nevo_algo_noise_floats(&cfg, p->nparams), pool);
+    NevoAlgo *algo;
+    CHECK_MSG(nevo_algo_new(&cfg, env, p, noise, pool, &algo, &err) == NEVO_OK, "%s", err.msg);
+    NevoGenStats gs;
+    CHECK(nevo_algo_train(algo, &gs, &err) == NEVO_OK);
+    CHECK(nevo_algo_train(algo, &gs, &err) == NEVO_OK);
+    NevoBuf good = {0};
+    nevo_algo_save(algo, &good);
+    NevoRng rng;
+    nevo_rng_init(&rng, 78, NEVO_RNG_USER, 0, 0, 0);
+    int loaded = 0, refused = 0;
+    uint8_t *bad = malloc(good.len);
+    for (int trial = 0; trial < 60; trial++) {
+        memcpy(bad, good.data, good.len);
+        int flips = 1 + (int)nevo_rng_below(&rng, 8);
+        for (int f = 0; f < flips; f++) {
+            size_t at = nevo_rng_below(&rng, (uint32_t)good.len);
+            bad[at] = (uint8_t)(trial % 3 == 0 ? 0xFF : nevo_rng_below(&rng, 256));
+        }
+        NevoAlgo *w;
+        CHECK(nevo_algo_new(&cfg, env, p, noise, pool, &w, &err) == NEVO_OK);
+        NevoReader r = nevo_reader(bad, good.len);
+        if (nevo_algo_load(w, &r, &err) == NEVO_OK && nevo_reader_ok(&r, true)) {
+            loaded++;
+            NevoStatus st = nevo_algo_train(w, &gs, &err); /* runs, or says why not */
+            CHECK_MSG(st == NEVO_OK || err.msg[0], "a generation failed without a message");
+        } else {
+            refused++;
+            CHECK_MSG(err.msg[0] != '\0', "a state refused without a message");
+        }
+        nevo_algo_free(w);
+    }
+    free(bad);
+    nevo_buf_free(&good);
+    nevo_algo_free(algo);
+    nevo_noise_free(noise);
+    nevo_pool_free(pool);
+    nevo_policy_free(p);
+    nevo_env_free(env);
+    CHECK_MSG(loaded > 0 && refused > 0, "%d loaded, %d refused: the test exercised one side only", loaded, refused);
+}
+
+/* The committed config learns CartPole: greedy evaluation over 100 episodes. */
+TEST(r2d2_learns_cartpole) {
+    const char *cflags = getenv("NEVO_TEST_CFLAGS");
+    if (cflags && strstr(cflags, "-fsanitize")) {
+        printf("     skipped: sanitizer build (the plain build runs it; the sync test covers the same paths)\n");
+        return;
+    }
+    char out[8192], args[1024];
+    snprintf(args, sizeof args, "train %s/configs/cartpole_r2d2.json --out cp --quiet", getenv("PWD"));
+    CHECK_MSG(nevo(out, sizeof out, args) == 0, "%s", out);
+    const char *m = strstr(out, "\"eval_return_mean\": ");
+    CHECK_MSG(m && atof(m + 20) >= 475.0, "%s", out);
+    printf("     CartPole: %.*s\n", 80, m);
+}
+
+TEST(r2d2_bad_configs_exit_2) {
+    char out[8192], args[1024];
+    static const char *const cases[][2] = {
+        {"policy.lstm=0", "set policy.lstm"},
+        {"env=Pendulum-v1", "continuous actions"},
+        {"rl.mode=async", "runs rl.mode sync"},
+        {"rl.replay_start=5000", "more than the buffer holds"},
+        {"rl.batch=5000", "more sequences than the buffer holds"},
+        {"rl.period=31", "longer than a sequence"},
+        {"rl.n_step=0", "rl.n_step"},
+        {"rl.priority_eta=1.5", "rl.priority_eta"},
+        {"rl.replay=100000000 env=minatar/seaquest 'policy.conv_filters=[16]'", "replay buffer"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(args, sizeof args, "train %s/configs/cartpole_r2d2.json %s --out bad%zu --quiet", getenv("PWD"),
+                 cases[i][0], i);
+        CHECK_EQ_INT(nevo(out, sizeof out, args), 2);
+        CHECK_MSG(strstr(out, cases[i][1]) != NULL, "%s: %s", cases[i][0], out);
+    }
+}
