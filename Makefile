@@ -88,7 +88,8 @@ CLI_SRC := $(sort $(wildcard src/cli/*.c))
 # the replicas' comms and the actor-learner runtime (the rest of the suite is
 # single-threaded or covered by them, and runs 5-15 times slower under TSan).
 ifeq ($(TSAN),1)
-TEST_SRC := tests/main.c tests/test_threads.c tests/test_eval.c tests/test_replica.c tests/test_vtrace.c
+TEST_SRC := tests/main.c tests/test_threads.c tests/test_eval.c tests/test_replica.c tests/test_vtrace.c \
+            tests/test_r2d2.c
 else
 TEST_SRC := $(sort $(wildcard tests/*.c))
 endif
@@ -168,6 +169,7 @@ $(NEVO): $(CLI_OBJ) $(BENCH_OBJ) $(STATIC)
 ifeq ($(TSAN),1)
 # the actor-learner runtime's tests without the ones that run the command
 $(BUILD)/tests/test_vtrace.o: CFLAGS += -DNEVO_TSAN_ONLY
+$(BUILD)/tests/test_r2d2.o: CFLAGS += -DNEVO_TSAN_ONLY
 $(TESTS): $(TEST_OBJ) $(STATIC)
 	$(CC) $(CFLAGS) -o $@ $(TEST_OBJ) $(STATIC) $(LIBS)
 else

@@ -12,10 +12,12 @@
 
 #include "harness.h"
 #include "nevo/algo.h"
+#include "nevo/backend.h"
 #include "nevo/noise.h"
 #include "nevo/r2d2.h"
 #include "nevo/rl.h"
 #include "nevo/rng.h"
+#include "nevo/seed.h"
 
 static NevoPolicy *rec_policy(int obs_dim, int A, const char *hidden, int lstm, int dueling) {
     NevoEnvSpec spec;
@@ -204,6 +206,83 @@ TEST(r2d2_batch_gradient_matches_finite_differences) {
     check_gradient("[]", 0);  /* the LSTM reads the observations, plain Q head */
 }
 
+/* ---- the async runtime with a recurrent network ---------------------------------------- */
+
+/* What the learner checks of every trajectory, replaying it step by step from its
+ * recorded states with the parameters the server holds (the learner never changes
+ * them): each recorded state is the one the previous step left (zeroed where an episode
+ * began), each action the epsilon-greedy draw on that step's Q-values from the env's
+ * own stream, and each env's trajectories continue one another. */
+typedef struct RecCheck {
+    const NevoPolicy *p;
+    const float *theta;
+    const NevoRLConfig *rl;
+    int T, E, trajectories, steps, wrong_state, wrong_act, wrong_start, resets;
+    long long next_start[8];
+} RecCheck;
+
+static NevoStatus rec_learn(void *ctx, const NevoTrajectory *batch, int n, float *theta, NevoError *err) {
+    RecCheck *c = ctx;
+    const NevoPolicy *p = c->p;
+    size_t S = nevo_policy_state_floats(p);
+    float st[64], out[8], q[8], scratch[8192];
+    int net = 0;
+    for (int b = 0; b < n; b++) {
+        const NevoTrajectory *tr = &batch[b];
+        c->wrong_start += tr->start != c->next_start[tr->env];
+        c->next_start[tr->env] = tr->start + c->T;
+        for (int t = 0; t < c->T; t++) {
+            if (t > 0 && !tr->reset[t])
+                c->wrong_state += memcmp(st, tr->state + (size_t)t * S, sizeof(float) * S) != 0;
+            memcpy(st, tr->state + (size_t)t * S, sizeof(float) * S);
+            if (tr->reset[t]) memset(st, 0, sizeof(float) * S), c->resets++;
+            nevo_policy_forward_state(p, c->theta, p->nparams, &net, tr->obs + (size_t)t * p->obs_dim, 1, st, out,
+                                      scratch);
+            nevo_r2d2_q(p, out, 1, q);
+            double eps = nevo_apex_epsilon(tr->env, c->E, c->rl->epsilon, c->rl->epsilon_alpha);
+            c->wrong_act += tr->act[t] != nevo_r2d2_act(q, p->n_act, eps, 5, (uint32_t)tr->env,
+                                                         (uint64_t)(tr->start + t));
+            c->steps++;
+        }
+        c->trajectories++;
+    }
+    (void)theta, (void)err;
+    return NEVO_OK;
+}
+
+TEST(r2d2_async_runtime_keeps_each_envs_recurrent_state) {
+    NevoError err;
+    NevoEnv *env;
+    CHECK(nevo_env_new("CartPole-v1", NULL, 0, &env, &err) == NEVO_OK);
+    NevoPolicy *p = rec_policy(4, 2, "[6]", 5, 1);
+    NevoConfig cfg;
+    nevo_config_defaults(&cfg);
+    cfg.rl.envs = 6, cfg.rl.actors = 3, cfg.rl.queue = 5, cfg.rl.epsilon = 0.5;
+    NevoPool *pool = nevo_pool_new(1);
+    NevoNoise *noise = nevo_noise_new(1 << 16, pool);
+    float *theta = calloc(p->nparams, sizeof(float));
+    nevo_policy_init_params(p, noise, 3, 0, 0, theta);
+    NevoBackend *cpu;
+    CHECK(nevo_backend_new("cpu", &cpu, &err) == NEVO_OK);
+    RecCheck c = {.p = p, .theta = theta, .rl = &cfg.rl, .T = 7, .E = 6};
+    NevoSeedOptions so = {NEVO_SEED_EPSILON_GREEDY, 7, 1, 5};
+    NevoSeed *s;
+    CHECK_MSG(nevo_seed_new(env, p, cpu, &cfg.rl, 5, theta, &so, rec_learn, NULL, &c, &s, &err) == NEVO_OK, "%s",
+              err.msg);
+    CHECK(nevo_seed_run(s, 40, 0, &err) == NEVO_OK);
+    CHECK_MSG(c.trajectories >= 40 && c.wrong_state == 0 && c.wrong_act == 0 && c.wrong_start == 0 && c.resets > 6,
+              "%d trajectories, %d steps: %d states, %d actions, %d starts wrong; %d resets", c.trajectories, c.steps,
+              c.wrong_state, c.wrong_act, c.wrong_start, c.resets);
+    nevo_seed_free(s);
+    nevo_backend_free(cpu);
+    free(theta);
+    nevo_noise_free(noise);
+    nevo_pool_free(pool);
+    nevo_policy_free(p);
+    nevo_env_free(env);
+}
+
+#ifndef NEVO_TSAN_ONLY
 /* ---- the algorithm through the command --------------------------------------------- */
 
 static void same_runs(const char *a, const char *b) {
@@ -242,6 +321,24 @@ TEST(r2d2_sync_bit_identical_across_threads_and_resume) {
         same_runs(a, b);
         same_runs(a, c);
     }
+}
+
+/* Async mode runs through the command and resumes from its checkpoint (parameters,
+ * target, optimiser, replay; the envs begin new episodes); a sync run's checkpoint does
+ * not resume as async. */
+TEST(r2d2_async_runs_and_resumes) {
+    char out[8192], args[1024];
+    const char *common = "rl.mode=async rl.envs=8 rl.actors=2 rl.queue=16 rl.replay=60 rl.replay_start=10 "
+                         "rl.batch=8 rl.steps_per_generation=20 checkpoint_every=1 eval_episodes=2 --quiet";
+    snprintf(args, sizeof args, "train %s/configs/cartpole_r2d2.json generations=6 %s --out as --kill-after-frames 1",
+             getenv("PWD"), common);
+    CHECK_EQ_INT(nevo(out, sizeof out, args), 128 + 9);
+    CHECK_MSG(nevo(out, sizeof out, "train --resume as --quiet") == 0, "%s", out);
+    CHECK_MSG(strstr(out, "\"generations\": 6") && strstr(out, "\"eval_return_mean\""), "%s", out);
+    snprintf(args, sizeof args, "train %s/configs/cartpole_r2d2.json generations=2 checkpoint_every=1 --out sy --quiet",
+             getenv("PWD"));
+    CHECK_MSG(nevo(out, sizeof out, args) == 0, "%s", out);
+    CHECK_EQ_INT(nevo(out, sizeof out, "train --resume sy rl.mode=async generations=3 --quiet"), 2);
 }
 
 /* A state with bytes changed at random (a crafted checkpoint whose checksum was made to
@@ -324,7 +421,7 @@ TEST(r2d2_bad_configs_exit_2) {
     static const char *const cases[][2] = {
         {"policy.lstm=0", "set policy.lstm"},
         {"env=Pendulum-v1", "continuous actions"},
-        {"rl.mode=async", "runs rl.mode sync"},
+        {"rl.epsilon=2", "rl.epsilon"},
         {"rl.replay_start=5000", "more than the buffer holds"},
         {"rl.batch=5000", "more sequences than the buffer holds"},
         {"rl.period=31", "longer than a sequence"},
@@ -339,3 +436,4 @@ TEST(r2d2_bad_configs_exit_2) {
         CHECK_MSG(strstr(out, cases[i][1]) != NULL, "%s: %s", cases[i][0], out);
     }
 }
+#endif

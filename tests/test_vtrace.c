@@ -235,7 +235,7 @@ TEST(seed_every_actor_gets_its_own_rows) {
     NevoBackend *cpu;
     CHECK(nevo_backend_new("cpu", &cpu, &err) == NEVO_OK);
     NevoSeed *s;
-    CHECK_MSG(nevo_seed_new(env, p, cpu, &cfg.rl, 5, theta, check_learn, check_episode, &c, &s, &err) == NEVO_OK,
+    CHECK_MSG(nevo_seed_new(env, p, cpu, &cfg.rl, 5, theta, NULL, check_learn, check_episode, &c, &s, &err) == NEVO_OK,
               "%s", err.msg);
     CHECK(nevo_seed_run(s, 20, 0, &err) == NEVO_OK);
     CHECK(nevo_seed_run(s, 10, 0, &err) == NEVO_OK); /* stopped and started again */
@@ -251,7 +251,7 @@ TEST(seed_every_actor_gets_its_own_rows) {
     CHECK(st.frames >= 30 * 6 * 5 && st.max_lag >= 0);
     /* the actors and server alone, to a frame count */
     NevoSeed *f;
-    CHECK(nevo_seed_new(env, p, cpu, &cfg.rl, 5, theta, NULL, NULL, NULL, &f, &err) == NEVO_OK);
+    CHECK(nevo_seed_new(env, p, cpu, &cfg.rl, 5, theta, NULL, NULL, NULL, NULL, &f, &err) == NEVO_OK);
     CHECK(nevo_seed_run(f, 0, 5000, &err) == NEVO_OK);
     nevo_seed_stats(f, &st);
     CHECK_MSG(st.frames >= 5000 && st.updates == 0, "%lld frames, %lld updates", st.frames, st.updates);

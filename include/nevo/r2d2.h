@@ -17,6 +17,7 @@
 #include "nevo/config.h"
 #include "nevo/policy.h"
 #include "nevo/status.h"
+#include "nevo/vtrace.h"
 
 /* Q-values q (n, A) from network outputs out (n, p->n_out): the outputs themselves, or
  * with a value head the dueling combination (mean_b A_b summed in double, rounded once). */
@@ -25,6 +26,15 @@ void nevo_r2d2_q(const NevoPolicy *p, const float *out, int n, float *q);
 /* Epsilon-greedy on q (A): with probability eps a uniform action, else the first
  * maximum; the draws from the stream (seed, NEVO_RNG_ACTOR, step, env). */
 int nevo_r2d2_act(const float *q, int A, double eps, uint64_t seed, uint32_t env, uint64_t step);
+
+/* One actor step of env instance inst on its network outputs out (p->n_out): the
+ * epsilon-greedy action on its Q-values (nevo_r2d2_act's stream (seed, env_id, step)),
+ * one env step (the next observation into next), recorded as nevo_vtrace_act records
+ * (mu 0; the reward clipped to +-rl->reward_clip where > 0; disc 0 where the episode
+ * ended). */
+void nevo_r2d2_env_act(const NevoEnv *env, void *inst, const NevoPolicy *p, const float *out, double eps,
+                       uint64_t seed, uint32_t env_id, uint64_t step, const NevoRLConfig *rl, float *next,
+                       NevoVTraceStep *st);
 
 /* Sequences per chunk of the learner's reduce (a property of the batch, never of the
  * threads): a batch of n is cut into ceil(n / NEVO_R2D2_CHUNK) chunks, each one burn-in,

@@ -29,6 +29,11 @@ typedef struct NevoVTraceStep {
     int end;      /* the episode ended: the caller starts the next one into `next` */
 } NevoVTraceStep;
 
+/* Env instance inst takes action act: one step (the next observation into next),
+ * recorded (mu 0). */
+void nevo_actor_step(const NevoEnv *env, void *inst, int act, const NevoRLConfig *rl, float *next,
+                     NevoVTraceStep *out);
+
 /* Env instance inst acts on logits (A of them): the action from nevo_vtrace_sample's
  * stream (seed, env_id, step), one step (the next observation into next). */
 void nevo_vtrace_act(const NevoEnv *env, void *inst, const float *logits, int A, uint64_t seed, uint32_t env_id,

@@ -43,7 +43,7 @@ static const Entry registry[] = {
     {{"vtrace", "IMPALA's V-trace actor-critic on SEED RL's actors and batched inference (rl: sync or async)",
       "rl optim", NEVO_ALGO_GRADIENT},
      nevo_vtrace_check, nevo_vtrace_new, nevo_vtrace_state_bytes, "parameters, optimiser moments and gradients", 0},
-    {{"r2d2", "R2D2: a recurrent Q-network on replayed sequences (burn-in, n-step double Q, priorities); rl.mode sync",
+    {{"r2d2", "R2D2: a recurrent Q-network on replayed sequences (burn-in, n-step double Q, priorities; rl: sync or async)",
       "rl optim", NEVO_ALGO_GRADIENT},
      nevo_r2d2_check, nevo_r2d2_new, nevo_r2d2_state_bytes, "parameters, target network, optimiser moments and "
      "replay buffer", 0},

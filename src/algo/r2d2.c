@@ -17,7 +17,10 @@
  *      step, the drawn sequences' priorities replaced; every rl.target_period updates
  *      the target network becomes the online one.
  * Nothing depends on the thread count, and a checkpoint holds the envs, their histories
- * and the replay buffer, so a run resumed after a kill is the same bits. */
+ * and the replay buffer, so a run resumed after a kill is the same bits. rl.mode async
+ * runs the actors on SEED RL's runtime (seed.h), which keeps each env's LSTM state at
+ * the inference server; the learner turns the trajectories that come into sequences
+ * the same way and updates once per batch it takes (fast, not reproducible). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -34,6 +37,7 @@
 #include "nevo/replica.h"
 #include "nevo/rl.h"
 #include "nevo/rng.h"
+#include "nevo/seed.h"
 
 /* ---- the learner's pieces -------------------------------------------------------------- */
 
@@ -69,6 +73,14 @@ int nevo_r2d2_act(const float *q, int A, double eps, uint64_t seed, uint32_t env
     if (u >= eps) return argmax(q, A);
     int a = (int)(v * A);
     return a < A ? a : A - 1;
+}
+
+void nevo_r2d2_env_act(const NevoEnv *env, void *inst, const NevoPolicy *p, const float *out, double eps,
+                       uint64_t seed, uint32_t env_id, uint64_t step, const NevoRLConfig *rl, float *next,
+                       NevoVTraceStep *st) {
+    float q[NEVO_R2D2_MAX_ACTIONS];
+    nevo_r2d2_q(p, out, 1, q);
+    nevo_actor_step(env, inst, nevo_r2d2_act(q, p->n_act, eps, seed, env_id, step), rl, next, st);
 }
 
 struct NevoR2D2Work {
@@ -279,6 +291,7 @@ typedef struct R2 {
     float *state;            /* (E, S) each env's recurrent state (before acting on obs) */
     uint8_t *fresh;          /* (E) obs begins an episode */
     long long *tau;          /* (E) steps taken */
+    int *h_len;              /* (E) steps the history holds in a row (at most M) */
     /* each env's last M steps, a ring indexed by step mod M */
     float *h_obs;            /* (E, M, D) */
     float *h_state;          /* (E, M, S) the state before the step */
@@ -289,6 +302,8 @@ typedef struct R2 {
     double *done_ret;        /* (E) a return finished at the current step, */
     int *done;               /* (E) ... where done[e] */
     float *out;              /* (E, O) the acting forward */
+    float *sin;              /* (E, S) the states the acting forward read */
+    double *epsilon;         /* (E) each env's exploration */
     NevoBackend *backend;
     NevoRows *rows;
     NevoWorkspace **ws;
@@ -298,6 +313,9 @@ typedef struct R2 {
     float *weight;           /* (B) their IS weights */
     float *prio;             /* (B) their new priorities */
     double *cum;             /* (replay) prefix sums of priority^alpha */
+    /* async mode */
+    NevoSeed *seed;
+    NevoSeedStats seed_before, seed_stats; /* at the start and end of the last generation */
     /* the generation in progress */
     double *gen_ret;
     int gen_n, gen_cap;
@@ -331,31 +349,37 @@ static void forward_item(void *ctx, int k, int worker) {
                          v->state + (size_t)lo * v->S, v->out + (size_t)lo * v->O, v->ws[worker]);
 }
 
-/* env e: its history records the step (observation, the state before it), an
- * epsilon-greedy action, one env step */
+/* Env e's history: the step it is about to take (its observation, the state the
+ * network read, whether an episode begins there), then what the step did. */
+static void hist_begin(R2 *v, int e, const float *obs, const float *state, int fresh) {
+    size_t D = (size_t)v->D, S = (size_t)v->S, h = (size_t)e * v->M + (size_t)(v->tau[e] % v->M);
+    memcpy(v->h_obs + h * D, obs, sizeof(float) * D);
+    memcpy(v->h_state + h * S, state, sizeof(float) * S);
+    v->h_reset[h] = (uint8_t)fresh;
+}
+
+static void hist_end(R2 *v, int e, int act, float rew, float disc) {
+    size_t h = (size_t)e * v->M + (size_t)(v->tau[e] % v->M);
+    v->h_act[h] = act, v->h_rew[h] = rew, v->h_disc[h] = disc;
+    v->tau[e]++;
+    if (v->h_len[e] < v->M) v->h_len[e]++;
+}
+
+/* env e: its history records the step, an epsilon-greedy action, one env step */
 static void step_item(void *ctx, int e, int worker) {
     R2 *v = ctx;
     NevoActorEnvs *s = &v->envs;
-    size_t D = (size_t)v->D, S = (size_t)v->S, h = (size_t)e * v->M + (size_t)(v->tau[e] % v->M);
-    memcpy(v->h_obs + h * D, v->obs + (size_t)e * D, sizeof(float) * D); /* (act_step kept the state) */
-    v->h_reset[h] = v->fresh[e];
-    float q[NEVO_R2D2_MAX_ACTIONS];
-    nevo_r2d2_q(v->base.policy, v->out + (size_t)e * v->O, 1, q);
-    double eps = nevo_apex_epsilon(e, v->E, v->rl->epsilon, v->rl->epsilon_alpha);
-    int a = nevo_r2d2_act(q, v->A, eps, v->base.cfg->seed, (uint32_t)e, s->steps[e]++);
-    float action = (float)a;
-    NevoStepResult r;
-    nevo_env_step(v->env, nevo_actor_env(s, e), &action, v->obs + (size_t)e * D, &r);
-    float rw = r.reward, clip = (float)v->rl->reward_clip;
-    if (clip > 0) rw = rw > clip ? clip : rw < -clip ? -clip : rw;
-    int end = r.terminated || r.truncated;
-    v->h_act[h] = a, v->h_rew[h] = rw, v->h_disc[h] = end ? 0.0f : (float)v->rl->discount;
-    s->ret[e] += r.reward;
+    size_t D = (size_t)v->D, S = (size_t)v->S;
+    hist_begin(v, e, v->obs + (size_t)e * D, v->sin + (size_t)e * S, v->fresh[e]);
+    NevoVTraceStep st;
+    nevo_r2d2_env_act(v->env, nevo_actor_env(s, e), v->base.policy, v->out + (size_t)e * v->O, v->epsilon[e],
+                      v->base.cfg->seed, (uint32_t)e, s->steps[e]++, v->rl, v->obs + (size_t)e * D, &st);
+    hist_end(v, e, st.act, st.rew, st.disc);
+    s->ret[e] += st.reward;
     s->len[e]++;
-    v->tau[e]++;
-    v->done[e] = end;
-    v->fresh[e] = (uint8_t)end;
-    if (end) { /* the next observation is the next episode's first; its state starts at zero */
+    v->done[e] = st.end;
+    v->fresh[e] = (uint8_t)st.end;
+    if (st.end) { /* the next observation is the next episode's first; its state starts at zero */
         v->done_ret[e] = s->ret[e];
         nevo_actor_envs_start(s, e, v->obs + (size_t)e * D);
         memset(v->state + (size_t)e * S, 0, sizeof(float) * S);
@@ -363,11 +387,13 @@ static void step_item(void *ctx, int e, int worker) {
     (void)worker;
 }
 
-/* Env e's last M steps and its current observation into replay (at the ring's next
- * slot, with the largest priority so far). */
-static void push_sequence(R2 *v, int e) {
+/* Env e's last M steps and the observation after them (next, an episode's first where
+ * next_fresh) into replay, where they are a whole sequence that begins on the period:
+ * at the ring's next slot, with the largest priority so far. */
+static void maybe_cut(R2 *v, int e, const float *next, int next_fresh) {
     Replay *rp = &v->rp;
     int M = v->M, i = rp->pos;
+    if (v->h_len[e] < M || (v->tau[e] - M) % v->P != 0) return;
     size_t D = (size_t)v->D, S = (size_t)v->S;
     long long start = v->tau[e] - M;
     for (int t = 0; t < M; t++) {
@@ -377,21 +403,17 @@ static void push_sequence(R2 *v, int e) {
         rp->act[j] = v->h_act[h], rp->rew[j] = v->h_rew[h], rp->disc[j] = v->h_disc[h];
         if (t == 0) memcpy(rp->state + (size_t)i * S, v->h_state + h * S, sizeof(float) * S);
     }
-    memcpy(rp->obs + ((size_t)i * (M + 1) + M) * D, v->obs + (size_t)e * D, sizeof(float) * D);
-    rp->reset[(size_t)i * (M + 1) + M] = v->fresh[e];
+    memcpy(rp->obs + ((size_t)i * (M + 1) + M) * D, next, sizeof(float) * D);
+    rp->reset[(size_t)i * (M + 1) + M] = (uint8_t)next_fresh;
     rp->prio[i] = rp->max_prio;
     rp->pos = (i + 1) % rp->cap;
     if (rp->count < rp->cap) rp->count++;
 }
 
-/* One actor step of every env: the states the forward reads go into the histories
- * first, then the forward, then the envs. */
+/* One actor step of every env: the forward (the states it reads kept for the
+ * histories), then the envs. */
 static void act_step(R2 *v) {
-    size_t S = (size_t)v->S;
-    for (int e = 0; e < v->E; e++) {
-        size_t h = (size_t)e * v->M + (size_t)(v->tau[e] % v->M);
-        memcpy(v->h_state + h * S, v->state + (size_t)e * S, sizeof(float) * S);
-    }
+    memcpy(v->sin, v->state, sizeof(float) * (size_t)v->E * (size_t)v->S);
     nevo_pool_run(v->base.pool, (v->E + 15) / 16, forward_item, v);
     nevo_pool_run(v->base.pool, v->E, step_item, v);
     for (int e = 0; e < v->E; e++) /* in env order: the generation's returns are ordered */
@@ -489,11 +511,41 @@ static NevoStatus learner_step(R2 *v, NevoError *err) {
     for (int k = 0; k < v->P; k++) {
         act_step(v);
         for (int e = 0; e < v->E; e++)
-            if (v->tau[e] >= v->M && (v->tau[e] - v->M) % v->P == 0) push_sequence(v, e);
+            maybe_cut(v, e, v->obs + (size_t)e * v->D, v->fresh[e]);
     }
     v->gen_frames += (long long)v->P * v->E;
     if (v->rp.count < v->rl->replay_start) return NEVO_OK;
     return update(v, err);
+}
+
+/* ---- async mode: the runtime's learner ----------------------------------------------- */
+
+/* The trajectories that have come (each of rl.period steps of one env) extend their
+ * envs' histories, which hand whole sequences to replay as sync mode's do; then one
+ * update once replay holds rl.replay_start. A trajectory that does not continue its
+ * env's last one (the runtime dropped those in flight when a generation ended) starts
+ * the history afresh. */
+static NevoStatus async_learn(void *ctx, const NevoTrajectory *batch, int n, float *theta, NevoError *err) {
+    R2 *v = ctx;
+    size_t D = (size_t)v->D, S = (size_t)v->S;
+    for (int j = 0; j < n; j++) {
+        const NevoTrajectory *tr = &batch[j];
+        int e = tr->env;
+        if (tr->start != v->tau[e]) v->tau[e] = tr->start, v->h_len[e] = 0;
+        for (int t = 0; t < v->P; t++) {
+            hist_begin(v, e, tr->obs + (size_t)t * D, tr->state + (size_t)t * S, tr->reset[t]);
+            hist_end(v, e, tr->act[t], tr->rew[t], tr->disc[t]);
+            maybe_cut(v, e, tr->obs + (size_t)(t + 1) * D, tr->reset[t + 1]);
+        }
+    }
+    NevoStatus st = v->rp.count >= v->rl->replay_start ? update(v, err) : NEVO_OK;
+    memcpy(theta, v->theta, sizeof(float) * v->np);
+    return st;
+}
+
+static void async_episode(void *ctx, double ret, int length) {
+    (void)length;
+    record_episode(ctx, ret); /* called with the runtime's episode lock held */
 }
 
 /* ---- generations, state ----------------------------------------------------------------- */
@@ -510,16 +562,29 @@ static NevoStatus r2_train(NevoAlgo *a, NevoGenStats *stats, NevoError *err) {
     long long updates0 = v->updates;
     double t0 = now_s();
     NevoStatus st = NEVO_OK;
-    for (int k = 0; k < v->rl->steps_per_generation && st == NEVO_OK; k++) st = learner_step(v, err);
+    if (v->seed) {
+        nevo_seed_stats(v->seed, &v->seed_before);
+        st = nevo_seed_run(v->seed, v->rl->steps_per_generation, 0, err);
+        nevo_seed_stats(v->seed, &v->seed_stats);
+        v->gen_frames = v->seed_stats.frames - v->seed_before.frames;
+    } else {
+        for (int k = 0; k < v->rl->steps_per_generation && st == NEVO_OK; k++) st = learner_step(v, err);
+    }
     if (st) return st;
     double s = now_s() - t0;
     stats->has_rl = 1;
     stats->rl_updates = v->updates;
     stats->rl_frames_per_s = s > 0 ? v->gen_frames / s : 0;
     stats->rl_updates_per_s = s > 0 ? (v->updates - updates0) / s : 0;
-    stats->rl_batch = v->E; /* one forward of every env per step */
-    stats->rl_queue = 0;
-    stats->rl_lag = 0;      /* the envs act with the parameters the learner has */
+    if (v->seed) {
+        stats->rl_batch = v->seed_stats.mean_batch;
+        stats->rl_queue = v->seed_stats.mean_queue;
+        stats->rl_lag = v->seed_stats.mean_lag;
+    } else {
+        stats->rl_batch = v->E; /* one forward of every env per step */
+        stats->rl_queue = 0;
+        stats->rl_lag = 0;      /* the envs act with the parameters the learner has */
+    }
     stats->has_replay = 1;
     stats->rl_replay = v->rp.count;
     stats->rl_loss = v->last_loss;
@@ -566,16 +631,19 @@ static void r2_save(const NevoAlgo *a, NevoBuf *b) {
     nevo_buf_f32s(b, v->theta, v->np);
     nevo_buf_f32s(b, v->target, v->np);
     nevo_optim_save(v->opt, b);
-    nevo_actor_envs_save(&v->envs, v->obs, b);
-    nevo_buf_f32s(b, v->state, E * S);
-    nevo_buf_put(b, v->fresh, E);
-    for (size_t e = 0; e < E; e++) nevo_buf_u64(b, (uint64_t)v->tau[e]);
-    nevo_buf_f32s(b, v->h_obs, E * M * D);
-    nevo_buf_f32s(b, v->h_state, E * M * S);
-    nevo_buf_put(b, v->h_reset, E * M);
-    for (size_t i = 0; i < E * M; i++) nevo_buf_u32(b, (uint32_t)v->h_act[i]);
-    nevo_buf_f32s(b, v->h_rew, E * M);
-    nevo_buf_f32s(b, v->h_disc, E * M);
+    nevo_buf_u32(b, v->seed ? 0u : 1u); /* the envs and their histories follow (sync) */
+    if (!v->seed) {
+        nevo_actor_envs_save(&v->envs, v->obs, b);
+        nevo_buf_f32s(b, v->state, E * S);
+        nevo_buf_put(b, v->fresh, E);
+        for (size_t e = 0; e < E; e++) nevo_buf_u64(b, (uint64_t)v->tau[e]);
+        nevo_buf_f32s(b, v->h_obs, E * M * D);
+        nevo_buf_f32s(b, v->h_state, E * M * S);
+        nevo_buf_put(b, v->h_reset, E * M);
+        for (size_t i = 0; i < E * M; i++) nevo_buf_u32(b, (uint32_t)v->h_act[i]);
+        nevo_buf_f32s(b, v->h_rew, E * M);
+        nevo_buf_f32s(b, v->h_disc, E * M);
+    }
     /* the replay buffer: its filled slots */
     size_t n = (size_t)rp->count;
     nevo_buf_u32(b, (uint32_t)rp->count);
@@ -617,17 +685,28 @@ static NevoStatus r2_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
     nevo_read_f32s(r, v->target, v->np);
     NevoStatus st = nevo_optim_load(v->opt, r, err);
     if (st) return st;
-    st = nevo_actor_envs_load(&v->envs, r, v->obs, "r2d2 state", err);
-    if (st) return st;
-    nevo_read_f32s(r, v->state, E * S);
-    nevo_read(r, v->fresh, E);
-    for (size_t e = 0; e < E; e++) v->tau[e] = (long long)nevo_read_u64(r);
-    nevo_read_f32s(r, v->h_obs, E * M * D);
-    nevo_read_f32s(r, v->h_state, E * M * S);
-    nevo_read(r, v->h_reset, E * M);
-    for (size_t i = 0; i < E * M; i++) v->h_act[i] = (int)nevo_read_u32(r);
-    nevo_read_f32s(r, v->h_rew, E * M);
-    nevo_read_f32s(r, v->h_disc, E * M);
+    uint32_t envs = nevo_read_u32(r);
+    if (envs && v->seed)
+        return nevo_error(err, NEVO_ERR_CORRUPT, "r2d2 state holds a sync run's envs, but this run is async");
+    if (!envs && !v->seed)
+        return nevo_error(err, NEVO_ERR_CORRUPT, "r2d2 state is an async run's (no envs), but this run is sync");
+    if (envs) {
+        st = nevo_actor_envs_load(&v->envs, r, v->obs, "r2d2 state", err);
+        if (st) return st;
+        nevo_read_f32s(r, v->state, E * S);
+        nevo_read(r, v->fresh, E);
+        for (size_t e = 0; e < E; e++) {
+            v->tau[e] = (long long)nevo_read_u64(r);
+            /* a sync run's histories have no gaps */
+            v->h_len[e] = v->tau[e] < v->M && v->tau[e] >= 0 ? (int)v->tau[e] : v->M;
+        }
+        nevo_read_f32s(r, v->h_obs, E * M * D);
+        nevo_read_f32s(r, v->h_state, E * M * S);
+        nevo_read(r, v->h_reset, E * M);
+        for (size_t i = 0; i < E * M; i++) v->h_act[i] = (int)nevo_read_u32(r);
+        nevo_read_f32s(r, v->h_rew, E * M);
+        nevo_read_f32s(r, v->h_disc, E * M);
+    }
     uint32_t count = nevo_read_u32(r), pos = nevo_read_u32(r);
     double max_prio = nevo_read_f64(r);
     if (!nevo_reader_ok(r, false) || count > cap || pos >= cap || (count < cap && pos != count) ||
@@ -655,7 +734,7 @@ static NevoStatus r2_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
         long long bad = not_finite(fl[i].x, fl[i].n);
         if (bad >= 0) return nevo_error(err, NEVO_ERR_CORRUPT, "r2d2 state: %s %lld is not finite", fl[i].what, bad);
     }
-    for (size_t e = 0; e < E; e++)
+    for (size_t e = 0; envs && e < E; e++)
         if (v->fresh[e] > 1 || v->tau[e] < 0 || v->tau[e] > (long long)INT64_MAX / 2 ||
             (long long)v->envs.steps[e] != v->tau[e])
             return nevo_error(err, NEVO_ERR_CORRUPT, "r2d2 state: env %zu's step counters disagree", e);
@@ -677,11 +756,13 @@ static NevoStatus r2_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
     v->updates = (long long)updates;
     v->last_mean = last;
     v->last_loss = loss;
+    if (v->seed) nevo_seed_set_params(v->seed, v->theta); /* its envs begin new episodes */
     return NEVO_OK;
 }
 
 static void r2_free(NevoAlgo *a) {
     R2 *v = (R2 *)a;
+    nevo_seed_free(v->seed);
     nevo_actor_envs_free(&v->envs);
     for (int w = 0; v->work && w < v->workers; w++) {
         nevo_r2d2_work_free(v->work[w]);
@@ -693,7 +774,7 @@ static void r2_free(NevoAlgo *a) {
     }
     Replay *rp = &v->rp;
     void *p[] = {v->work, v->fgrad, v->stage, v->ws, v->theta, v->target, v->grad, v->obs, v->state, v->fresh,
-                 v->tau, v->h_obs, v->h_state, v->h_reset, v->h_act, v->h_rew, v->h_disc, v->done_ret, v->done,
+                 v->tau, v->h_len, v->sin, v->epsilon, v->h_obs, v->h_state, v->h_reset, v->h_act, v->h_rew, v->h_disc, v->done_ret, v->done,
                  v->out, v->slot, v->weight, v->prio, v->cum, v->gen_ret, rp->obs, rp->reset, rp->state, rp->act,
                  rp->rew, rp->disc, rp->prio};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
@@ -727,8 +808,6 @@ NevoStatus nevo_r2d2_check(const NevoConfig *cfg, int variant, NevoError *err) {
     if (cfg->policy.lstm <= 0)
         return nevo_error(err, NEVO_ERR_INVALID, "algo r2d2 trains a recurrent Q-network: set policy.lstm (units of "
                           "the LSTM layer, e.g. 64)");
-    if (strcmp(rl->mode, "sync") != 0)
-        return nevo_error(err, NEVO_ERR_INVALID, "algo r2d2 runs rl.mode sync (async is algo vtrace's)");
     if (cfg->dataset[0]) return nevo_error(err, NEVO_ERR_INVALID, "algo r2d2 learns on an env, not a dataset");
     if ((double)rl->burn_in + rl->unroll > 4096)
         return nevo_error(err, NEVO_ERR_INVALID, "rl.burn_in + rl.unroll (%d + %d) must be at most 4096",
@@ -827,6 +906,10 @@ NevoStatus nevo_r2d2_new(const NevoAlgo *base, int variant, NevoAlgo **out, Nevo
     v->state = nevo_alloc_aligned(sizeof(float) * E * S);
     v->fresh = nevo_alloc(E);
     v->tau = nevo_alloc(sizeof(long long) * E);
+    v->h_len = nevo_alloc(sizeof(int) * E);
+    v->sin = nevo_alloc_aligned(sizeof(float) * E * S);
+    v->epsilon = nevo_alloc(sizeof(double) * E);
+    for (int e = 0; e < v->E; e++) v->epsilon[e] = nevo_apex_epsilon(e, v->E, cfg->rl.epsilon, cfg->rl.epsilon_alpha);
     v->h_obs = nevo_alloc(sizeof(float) * E * M * D);
     v->h_state = nevo_alloc(sizeof(float) * E * M * S);
     v->h_reset = nevo_alloc(E * M);
@@ -853,6 +936,17 @@ NevoStatus nevo_r2d2_new(const NevoAlgo *base, int variant, NevoAlgo **out, Nevo
     v->weight = nevo_alloc(sizeof(float) * (size_t)v->B);
     v->prio = nevo_alloc(sizeof(float) * (size_t)v->B);
     v->cum = nevo_alloc(sizeof(double) * C);
+    if (strcmp(cfg->rl.mode, "async") == 0) { /* the runtime's actors own the envs */
+        NevoSeedOptions so = {NEVO_SEED_EPSILON_GREEDY, v->P, 1, cfg->rl.queue};
+        st = nevo_seed_new(v->env, p, v->backend, &cfg->rl, cfg->seed, v->theta, &so, async_learn, async_episode, v,
+                           &v->seed, err);
+        if (st) {
+            r2_free(&v->base);
+            return st;
+        }
+        *out = &v->base;
+        return NEVO_OK;
+    }
     nevo_actor_envs_init(&v->envs, v->env, v->E, cfg->seed, v->obs);
     memset(v->fresh, 1, E); /* every env's first observation begins an episode */
     *out = &v->base;

@@ -16,6 +16,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "nevo/r2d2.h"
+#include "nevo/rl.h"
 #include "nevo/rng.h"
 #include "nevo/vtrace.h"
 
@@ -29,6 +31,8 @@ typedef struct Actor {
     int *len;
     uint32_t *ep;             /* (n) episodes begun */
     uint64_t *steps;          /* (n) actions taken */
+    uint8_t *fresh;           /* (n) cur begins an episode: the server zeroes the env's state first */
+    float *sin;               /* (n, S) recurrent policies: the state each env's row read */
     /* the request */
     int posted, answered;
     float *out;               /* (n, O) */
@@ -42,7 +46,9 @@ struct NevoSeed {
     const NevoPolicy *p;
     const NevoRLConfig *rl;
     uint64_t seed;
-    int E, T, D, O, A, N, B, Q;
+    int E, T, D, O, A, N, Q, S;
+    NevoSeedOptions opt;
+    double *epsilon;          /* (E) epsilon-greedy actors: each env's */
     size_t np, isz;
     NevoLearnFn learn;
     NevoEpisodeFn on_episode;
@@ -63,6 +69,8 @@ struct NevoSeed {
     NevoWorkspace *ws;
     int *which;               /* (E) zeros: every row the one network */
     float *x, *y;             /* the server's batch: (E, D), (E, O), the backend's host memory */
+    float *state, *bstate;    /* recurrent policies: (E, S) each env's state, the server's alone;
+                               * (E, S) the batch's */
     /* the queue: Q slots, each a trajectory's memory */
     NevoTrajectory *slots;
     int *full, n_full, *empty, n_empty; /* FIFO of full slot indices, stack of empty ones */
@@ -71,7 +79,7 @@ struct NevoSeed {
     long long frame_target;
     /* stats */
     double wall_s, learner_s;
-    long long frames, episodes, updates, trajectories, batches, batch_rows, takes;
+    long long frames, episodes, updates, trajectories, batches, batch_rows, takes, taken;
     double queue_sum, lag_sum, lag_max;
     int running;
 };
@@ -82,12 +90,14 @@ static double now_s(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-static void traj_alloc(NevoTrajectory *t, int T, int D) {
+static void traj_alloc(NevoTrajectory *t, int T, int D, int S) {
     t->obs = nevo_alloc_aligned(sizeof(float) * (size_t)(T + 1) * (size_t)D);
     t->act = nevo_alloc(sizeof(int) * (size_t)T);
     t->mu = nevo_alloc(sizeof(float) * (size_t)T);
     t->rew = nevo_alloc(sizeof(float) * (size_t)T);
     t->disc = nevo_alloc(sizeof(float) * (size_t)T);
+    t->reset = nevo_alloc((size_t)T + 1);
+    t->state = S ? nevo_alloc(sizeof(float) * (size_t)T * (size_t)S) : NULL;
 }
 
 static void traj_free(NevoTrajectory *t) {
@@ -96,6 +106,23 @@ static void traj_free(NevoTrajectory *t) {
     free(t->mu);
     free(t->rew);
     free(t->disc);
+    free(t->reset);
+    free(t->state);
+}
+
+/* src's whole content into dst (both of the runtime's T, D and S) */
+static void traj_copy(const NevoSeed *s, NevoTrajectory *dst, const NevoTrajectory *src) {
+    size_t T = (size_t)s->T, D = (size_t)s->D;
+    memcpy(dst->obs, src->obs, sizeof(float) * (T + 1) * D);
+    memcpy(dst->act, src->act, sizeof(int) * T);
+    memcpy(dst->mu, src->mu, sizeof(float) * T);
+    memcpy(dst->rew, src->rew, sizeof(float) * T);
+    memcpy(dst->disc, src->disc, sizeof(float) * T);
+    memcpy(dst->reset, src->reset, T + 1);
+    if (s->S) memcpy(dst->state, src->state, sizeof(float) * T * (size_t)s->S);
+    dst->env = src->env;
+    dst->start = src->start;
+    dst->version = src->version;
 }
 
 static void *actor_inst(const Actor *a, int i) { return a->insts + (size_t)i * a->s->isz; }
@@ -107,6 +134,7 @@ static void actor_episode(Actor *a, int i, float *obs) {
     nevo_env_reset(s->env, actor_inst(a, i), seed, obs);
     a->ret[i] = 0.0;
     a->len[i] = 0;
+    a->fresh[i] = 1;
 }
 
 /* ---- the server -------------------------------------------------------------------- */
@@ -140,6 +168,12 @@ static void *server_main(void *arg) {
             Actor *a = &s->actors[k];
             if (!a->posted || a->answered) continue;
             memcpy(s->x + (size_t)rows * D, a->cur, sizeof(float) * (size_t)a->n * D);
+            for (int i = 0; i < a->n && s->S; i++) { /* the envs' states into the batch */
+                float *st = s->state + (size_t)(a->e0 + i) * s->S;
+                if (a->fresh[i]) memset(st, 0, sizeof(float) * (size_t)s->S);
+                memcpy(s->bstate + (size_t)(rows + i) * s->S, st, sizeof(float) * (size_t)s->S);
+                memcpy(a->sin + (size_t)i * s->S, st, sizeof(float) * (size_t)s->S);
+            }
             rows += a->n;
             take[n_take++] = k;
             a->posted = 0;
@@ -147,7 +181,7 @@ static void *server_main(void *arg) {
         }
         long long version = s->inf_version;
         pthread_mutex_unlock(&s->mu);
-        nevo_backend_forward(s->backend, s->p, s->rows, s->which, s->x, rows, NULL, s->y, s->ws);
+        nevo_backend_forward(s->backend, s->p, s->rows, s->which, s->x, rows, s->S ? s->bstate : NULL, s->y, s->ws);
         pthread_mutex_lock(&s->mu);
         s->batches++;
         s->batch_rows += rows;
@@ -155,6 +189,9 @@ static void *server_main(void *arg) {
         for (int j = 0; j < n_take; j++) {
             Actor *a = &s->actors[take[j]];
             memcpy(a->out, s->y + (size_t)r * O, sizeof(float) * (size_t)a->n * O);
+            if (s->S) /* the envs' next states */
+                memcpy(s->state + (size_t)a->e0 * s->S, s->bstate + (size_t)r * s->S,
+                       sizeof(float) * (size_t)a->n * s->S);
             r += a->n;
             a->version = version;
             a->answered = 1;
@@ -190,7 +227,7 @@ static int infer(Actor *a) {
 /* Copies the actor's n trajectories into free queue slots; 0 when stopping. */
 static int hand_over(Actor *a) {
     NevoSeed *s = a->s;
-    size_t T = (size_t)s->T, D = (size_t)s->D;
+    size_t T = (size_t)s->T;
     pthread_mutex_lock(&s->mu);
     s->frames += (long long)T * a->n;
     if (!s->learn) { /* frames-only mode: nothing trains, nothing is kept */
@@ -209,13 +246,8 @@ static int hand_over(Actor *a) {
             pthread_mutex_unlock(&s->mu);
             return 0;
         }
-        NevoTrajectory *dst = &s->slots[s->empty[--s->n_empty]], *src = &a->traj[i];
-        memcpy(dst->obs, src->obs, sizeof(float) * (T + 1) * D);
-        memcpy(dst->act, src->act, sizeof(int) * T);
-        memcpy(dst->mu, src->mu, sizeof(float) * T);
-        memcpy(dst->rew, src->rew, sizeof(float) * T);
-        memcpy(dst->disc, src->disc, sizeof(float) * T);
-        dst->version = src->version;
+        NevoTrajectory *dst = &s->slots[s->empty[--s->n_empty]];
+        traj_copy(s, dst, &a->traj[i]);
         s->full[(s->full_head + s->n_full++) % s->Q] = (int)(dst - s->slots);
         s->trajectories++;
         pthread_cond_signal(&s->queue_cv);
@@ -227,18 +259,30 @@ static int hand_over(Actor *a) {
 static void *actor_main(void *arg) {
     Actor *a = arg;
     NevoSeed *s = a->s;
-    int T = s->T, D = s->D, O = s->O;
+    int T = s->T, D = s->D, O = s->O, S = s->S;
     for (int go = 1; go;) {
-        for (int i = 0; i < a->n; i++) memcpy(a->traj[i].obs, a->cur + (size_t)i * D, sizeof(float) * (size_t)D);
+        for (int i = 0; i < a->n; i++) {
+            memcpy(a->traj[i].obs, a->cur + (size_t)i * D, sizeof(float) * (size_t)D);
+            a->traj[i].env = a->e0 + i;
+            a->traj[i].start = (long long)a->steps[i];
+        }
         for (int t = 0; t < T && go; t++) {
             if (!(go = infer(a))) break;
             for (int i = 0; i < a->n; i++) {
                 NevoTrajectory *tr = &a->traj[i];
                 if (t == 0) tr->version = a->version;
+                tr->reset[t] = a->fresh[i];
+                a->fresh[i] = 0;
+                if (S) memcpy(tr->state + (size_t)t * S, a->sin + (size_t)i * S, sizeof(float) * (size_t)S);
                 float *next = tr->obs + (size_t)(t + 1) * D;
                 NevoVTraceStep st;
-                nevo_vtrace_act(s->env, actor_inst(a, i), a->out + (size_t)i * O, s->A, s->seed, (uint32_t)(a->e0 + i),
-                                a->steps[i]++, s->rl, next, &st);
+                uint32_t e = (uint32_t)(a->e0 + i);
+                if (s->opt.act == NEVO_SEED_SAMPLE)
+                    nevo_vtrace_act(s->env, actor_inst(a, i), a->out + (size_t)i * O, s->A, s->seed, e, a->steps[i]++,
+                                    s->rl, next, &st);
+                else
+                    nevo_r2d2_env_act(s->env, actor_inst(a, i), s->p, a->out + (size_t)i * O, s->epsilon[i + a->e0],
+                                      s->seed, e, a->steps[i]++, s->rl, next, &st);
                 a->ret[i] += st.reward;
                 a->len[i]++;
                 tr->act[t] = st.act, tr->mu[t] = st.mu, tr->rew[t] = st.rew, tr->disc[t] = st.disc;
@@ -250,6 +294,7 @@ static void *actor_main(void *arg) {
                     actor_episode(a, i, next);
                 }
                 memcpy(a->cur + (size_t)i * D, next, sizeof(float) * (size_t)D);
+                if (t == T - 1) tr->reset[T] = a->fresh[i];
             }
         }
         if (go) go = hand_over(a);
@@ -264,21 +309,27 @@ static void *actor_main(void *arg) {
 /* ---- the runtime --------------------------------------------------------------------- */
 
 NevoStatus nevo_seed_new(const NevoEnv *env, const NevoPolicy *p, NevoBackend *backend, const NevoRLConfig *rl,
-                         uint64_t seed, const float *theta0, NevoLearnFn learn, NevoEpisodeFn on_episode, void *ctx,
-                         NevoSeed **out, NevoError *err) {
+                         uint64_t seed, const float *theta0, const NevoSeedOptions *opt, NevoLearnFn learn,
+                         NevoEpisodeFn on_episode, void *ctx, NevoSeed **out, NevoError *err) {
     *out = NULL;
     int quarter = nevo_cpu_count() / 4;
     int N = rl->actors > 0 ? rl->actors : quarter > 1 ? quarter : 1; /* the learner's pool takes the rest */
     if (N > rl->envs) N = rl->envs;
     if (N > 4096) N = 4096;
     int B = rl->batch > 0 ? rl->batch : rl->envs;
-    if (B > rl->queue)
+    NevoSeedOptions o = {NEVO_SEED_SAMPLE, rl->unroll, B, B};
+    if (opt) o = *opt;
+    NEVO_ASSERT(o.T >= 1 && o.take_min >= 1 && o.take_max >= o.take_min);
+    if (o.take_min > rl->queue)
         return nevo_error(err, NEVO_ERR_INVALID, "rl.batch (%d) exceeds rl.queue (%d): the learner waits for more "
-                          "trajectories than the queue holds", B, rl->queue);
+                          "trajectories than the queue holds", o.take_min, rl->queue);
     NevoSeed *s = nevo_alloc(sizeof *s);
     s->env = env, s->p = p, s->rl = rl, s->seed = seed;
-    s->E = rl->envs, s->T = rl->unroll, s->D = p->obs_dim, s->O = p->n_out, s->A = p->n_act;
-    s->N = N, s->B = B, s->Q = rl->queue;
+    s->opt = o;
+    s->E = rl->envs, s->T = o.T, s->D = p->obs_dim, s->O = p->n_out, s->A = p->n_act;
+    s->S = (int)nevo_policy_state_floats(p);
+    s->N = N, s->Q = rl->queue;
+    if (s->opt.take_max > s->Q) s->opt.take_max = s->Q;
     s->np = p->nparams;
     s->isz = nevo_env_instance_size(env);
     s->learn = learn, s->on_episode = on_episode, s->ctx = ctx;
@@ -293,11 +344,15 @@ NevoStatus nevo_seed_new(const NevoEnv *env, const NevoPolicy *p, NevoBackend *b
     s->which = nevo_alloc(sizeof(int) * (size_t)s->E);
     s->x = nevo_backend_host_alloc(backend, sizeof(float) * (size_t)s->E * s->D);
     s->y = nevo_backend_host_alloc(backend, sizeof(float) * (size_t)s->E * s->O);
+    s->state = nevo_alloc(sizeof(float) * (size_t)s->E * (size_t)(s->S ? s->S : 1));
+    s->bstate = nevo_alloc(sizeof(float) * (size_t)s->E * (size_t)(s->S ? s->S : 1));
+    s->epsilon = nevo_alloc(sizeof(double) * (size_t)s->E);
+    for (int e = 0; e < s->E; e++) s->epsilon[e] = nevo_apex_epsilon(e, s->E, rl->epsilon, rl->epsilon_alpha);
     s->slots = nevo_alloc(sizeof(NevoTrajectory) * (size_t)s->Q);
     s->full = nevo_alloc(sizeof(int) * (size_t)s->Q);
     s->empty = nevo_alloc(sizeof(int) * (size_t)s->Q);
     for (int q = 0; q < s->Q; q++) {
-        traj_alloc(&s->slots[q], s->T, s->D);
+        traj_alloc(&s->slots[q], s->T, s->D, s->S);
         s->empty[s->n_empty++] = q;
     }
     pthread_mutex_init(&s->mu, NULL);
@@ -318,9 +373,11 @@ NevoStatus nevo_seed_new(const NevoEnv *env, const NevoPolicy *p, NevoBackend *b
         a->len = nevo_alloc(sizeof(int) * (size_t)a->n);
         a->ep = nevo_alloc(sizeof(uint32_t) * (size_t)a->n);
         a->steps = nevo_alloc(sizeof(uint64_t) * (size_t)a->n);
+        a->fresh = nevo_alloc((size_t)a->n);
+        a->sin = nevo_alloc(sizeof(float) * (size_t)a->n * (size_t)(s->S ? s->S : 1));
         pthread_cond_init(&a->cv, NULL);
         for (int i = 0; i < a->n; i++) {
-            traj_alloc(&a->traj[i], s->T, s->D);
+            traj_alloc(&a->traj[i], s->T, s->D, s->S);
             nevo_env_instance_init(env, actor_inst(a, i));
             actor_episode(a, i, a->cur + (size_t)i * s->D);
         }
@@ -338,7 +395,7 @@ void nevo_seed_free(NevoSeed *s) {
             nevo_env_instance_free(s->env, actor_inst(a, i));
         }
         pthread_cond_destroy(&a->cv);
-        void *p[] = {a->insts, a->cur, a->out, a->traj, a->ret, a->len, a->ep, a->steps};
+        void *p[] = {a->insts, a->cur, a->out, a->traj, a->ret, a->len, a->ep, a->steps, a->fresh, a->sin};
         for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
     }
     for (int q = 0; q < s->Q; q++) traj_free(&s->slots[q]);
@@ -350,7 +407,8 @@ void nevo_seed_free(NevoSeed *s) {
     nevo_workspace_free(s->ws);
     nevo_backend_host_free(s->backend, s->x);
     nevo_backend_host_free(s->backend, s->y);
-    void *p[] = {s->actors, s->theta, s->pub, s->inf, s->which, s->slots, s->full, s->empty};
+    void *p[] = {s->actors, s->theta, s->pub, s->inf, s->which, s->slots, s->full, s->empty, s->state, s->bstate,
+                 s->epsilon};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
     free(s);
 }
@@ -381,8 +439,9 @@ NevoStatus nevo_seed_run(NevoSeed *s, long long updates, long long frames, NevoE
     s->frame_target = s->learn ? 0 : s->frames + frames;
     start(s);
     NevoStatus st = NEVO_OK;
-    NevoTrajectory *batch = nevo_alloc(sizeof(NevoTrajectory) * (size_t)s->B);
-    int *idx = nevo_alloc(sizeof(int) * (size_t)s->B);
+    int most = s->opt.take_max;
+    NevoTrajectory *batch = nevo_alloc(sizeof(NevoTrajectory) * (size_t)most);
+    int *idx = nevo_alloc(sizeof(int) * (size_t)most);
     if (!s->learn) { /* the actors and the server alone, to a frame count */
         pthread_mutex_lock(&s->mu);
         while (!s->stop) pthread_cond_wait(&s->queue_cv, &s->mu);
@@ -390,10 +449,12 @@ NevoStatus nevo_seed_run(NevoSeed *s, long long updates, long long frames, NevoE
     }
     for (long long u = 0; s->learn && u < updates && st == NEVO_OK; u++) {
         pthread_mutex_lock(&s->mu);
-        while (s->n_full < s->B) pthread_cond_wait(&s->queue_cv, &s->mu);
+        while (s->n_full < s->opt.take_min) pthread_cond_wait(&s->queue_cv, &s->mu);
         s->queue_sum += s->n_full;
         s->takes++;
-        for (int b = 0; b < s->B; b++) {
+        int n = s->n_full < most ? s->n_full : most;
+        s->taken += n;
+        for (int b = 0; b < n; b++) {
             idx[b] = s->full[s->full_head];
             s->full_head = (s->full_head + 1) % s->Q;
             s->n_full--;
@@ -404,10 +465,10 @@ NevoStatus nevo_seed_run(NevoSeed *s, long long updates, long long frames, NevoE
         }
         pthread_mutex_unlock(&s->mu);
         double l0 = now_s();
-        st = s->learn(s->ctx, batch, s->B, s->theta, err);
+        st = s->learn(s->ctx, batch, n, s->theta, err);
         s->learner_s += now_s() - l0;
         pthread_mutex_lock(&s->mu);
-        for (int b = 0; b < s->B; b++) s->empty[s->n_empty++] = idx[b];
+        for (int b = 0; b < n; b++) s->empty[s->n_empty++] = idx[b];
         pthread_cond_broadcast(&s->free_cv);
         if (st == NEVO_OK) {
             memcpy(s->pub, s->theta, sizeof(float) * s->np);
@@ -434,8 +495,7 @@ void nevo_seed_stats(const NevoSeed *s, NevoSeedStats *out) {
     out->updates_per_s = s->wall_s > 0 ? s->updates / s->wall_s : 0;
     out->mean_batch = s->batches ? (double)s->batch_rows / s->batches : 0;
     out->mean_queue = s->takes ? s->queue_sum / s->takes : 0;
-    long long taken = s->takes * s->B;
-    out->mean_lag = taken ? s->lag_sum / taken : 0;
+    out->mean_lag = s->taken ? s->lag_sum / s->taken : 0;
     out->max_lag = s->lag_max;
     out->learner_s = s->learner_s;
 }

@@ -200,8 +200,17 @@ static void forward_item(void *ctx, int k, int worker) {
 
 void nevo_vtrace_act(const NevoEnv *env, void *inst, const float *logits, int A, uint64_t seed, uint32_t env_id,
                      uint64_t step, const NevoRLConfig *rl, float *next, NevoVTraceStep *out) {
-    out->act = nevo_vtrace_sample(logits, A, seed, env_id, step, &out->mu);
-    float action = (float)out->act;
+    float mu;
+    int a = nevo_vtrace_sample(logits, A, seed, env_id, step, &mu);
+    nevo_actor_step(env, inst, a, rl, next, out);
+    out->mu = mu;
+}
+
+void nevo_actor_step(const NevoEnv *env, void *inst, int act, const NevoRLConfig *rl, float *next,
+                     NevoVTraceStep *out) {
+    out->act = act;
+    out->mu = 0.0f;
+    float action = (float)act;
     NevoStepResult r;
     nevo_env_step(env, inst, &action, next, &r);
     float rw = r.reward, clip = (float)rl->reward_clip;
@@ -559,7 +568,7 @@ NevoStatus nevo_vtrace_new(const NevoAlgo *base, int variant, NevoAlgo **out, Ne
         return st;
     }
     if (strcmp(cfg->rl.mode, "async") == 0) {
-        st = nevo_seed_new(v->env, p, v->backend, &cfg->rl, cfg->seed, v->theta, async_learn, async_episode, v,
+        st = nevo_seed_new(v->env, p, v->backend, &cfg->rl, cfg->seed, v->theta, NULL, async_learn, async_episode, v,
                            &v->seed, err);
         if (st) {
             vt_free(&v->base);

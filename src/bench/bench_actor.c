@@ -82,7 +82,7 @@ NevoStatus nevo_bench_actor(const NevoBenchOptions *o, NevoBenchEmit emit, void 
         NevoSeed *s = NULL;
         NevoBackend *cpu = NULL;
         st = nevo_backend_new(cfg.backend, &cpu, err);
-        if (st == NEVO_OK) st = nevo_seed_new(env, p, cpu, &cfg.rl, cfg.seed, theta, NULL, NULL, NULL, &s, err);
+        if (st == NEVO_OK) st = nevo_seed_new(env, p, cpu, &cfg.rl, cfg.seed, theta, NULL, NULL, NULL, NULL, &s, err);
         if (st == NEVO_OK) st = nevo_seed_run(s, 0, (long long)steps * 32 * 20 * 4, err);
         if (st == NEVO_OK) {
             NevoSeedStats ss;
