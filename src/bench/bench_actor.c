@@ -2,7 +2,9 @@
  * MinAtar network and a value head, 32 envs, unrolls of 20.
  *   - the runtime alone: actors and the inference server, the learner switched off
  *     (nevo_seed_run with no learner): the bound the whole can reach on these cores;
- *   - async and sync end to end, frames/s as a ratio to that bound;
+ *   - async and sync end to end, frames/s as a ratio to that bound; the same for algo
+ *     r2d2 (its network with an LSTM of 128 after the dense layer, sequences of 10 + 20
+ *     cut every 20 steps, batches of 32: one replayed step per frame in sync mode);
  *   - the learner alone, one thread: samples (steps of trajectories) trained per second,
  *     the figure scripts/vtrace_vs_pytorch.py compares with PyTorch. */
 #include <stdio.h>
@@ -21,6 +23,14 @@ static const char *const CONFIG =
     " \"policy\": {\"conv_filters\": [16], \"hidden\": [128], \"activation\": \"relu\", \"value_head\": true},"
     " \"rl\": {\"envs\": 32, \"unroll\": 20, \"steps_per_generation\": %d, \"mode\": \"%s\"},"
     " \"optim\": {\"name\": \"adam\", \"lr\": 0.0005, \"clip_norm\": 40}}";
+
+static const char *const R2D2_CONFIG =
+    "{\"env\": \"minatar/breakout\", \"algo\": \"r2d2\", \"seed\": 1,"
+    " \"policy\": {\"conv_filters\": [16], \"hidden\": [128], \"lstm\": 128, \"activation\": \"relu\","
+    " \"value_head\": true},"
+    " \"rl\": {\"envs\": 32, \"unroll\": 20, \"burn_in\": 10, \"period\": 20, \"batch\": 32, \"replay\": 2000,"
+    " \"replay_start\": 64, \"steps_per_generation\": %d, \"mode\": \"%s\"},"
+    " \"optim\": {\"name\": \"adam\", \"lr\": 0.0002, \"clip_norm\": 40}}";
 
 typedef struct LearnBench {
     const NevoPolicy *p;
@@ -51,10 +61,11 @@ static double learn_work(void *ctx, long iters) {
     return (double)iters * L->B * L->T;
 }
 
-static NevoStatus algo_for(const char *mode, int steps, NevoConfig *cfg, NevoEnv **env, NevoPolicy **p, NevoPool **pool,
-                           NevoNoise **noise, NevoAlgo **algo, int threads, NevoError *err) {
+static NevoStatus algo_for(const char *config, const char *mode, int steps, NevoConfig *cfg, NevoEnv **env,
+                           NevoPolicy **p, NevoPool **pool, NevoNoise **noise, NevoAlgo **algo, int threads,
+                           NevoError *err) {
     char doc[1024];
-    snprintf(doc, sizeof doc, CONFIG, steps, mode);
+    snprintf(doc, sizeof doc, config, steps, mode);
     nevo_config_defaults(cfg);
     NevoStatus st = nevo_config_apply_json(cfg, doc, "bench", err);
     if (st == NEVO_OK) st = nevo_env_new(cfg->env, NULL, 0, env, err);
@@ -65,17 +76,18 @@ static NevoStatus algo_for(const char *mode, int steps, NevoConfig *cfg, NevoEnv
     return nevo_algo_new(cfg, *env, *p, *noise, *pool, algo, err);
 }
 
-NevoStatus nevo_bench_actor(const NevoBenchOptions *o, NevoBenchEmit emit, void *ctx, NevoError *err) {
-    int steps = o->quick ? 4 : 40, threads = o->threads;
+/* The runtime alone (actors and inference, no learner) on config's network, as many
+ * frames as an async run of `steps` V-trace updates trains on: one row, its frames/s
+ * into *bound. */
+static NevoStatus runtime_alone(const char *config, const char *what, int steps, int threads, NevoBenchEmit emit,
+                                void *ctx, double *bound, NevoError *err) {
     NevoConfig cfg;
     NevoEnv *env = NULL;
     NevoPolicy *p = NULL;
     NevoPool *pool = NULL;
     NevoNoise *noise = NULL;
     NevoAlgo *algo = NULL;
-    /* the runtime alone, as many frames as the async run below trains on */
-    NevoStatus st = algo_for("async", steps, &cfg, &env, &p, &pool, &noise, &algo, threads, err);
-    double bound = 0;
+    NevoStatus st = algo_for(config, "async", steps, &cfg, &env, &p, &pool, &noise, &algo, threads, err);
     if (st == NEVO_OK) {
         float *theta = nevo_alloc_aligned(sizeof(float) * p->nparams);
         nevo_algo_best(algo, theta);
@@ -87,11 +99,11 @@ NevoStatus nevo_bench_actor(const NevoBenchOptions *o, NevoBenchEmit emit, void 
         if (st == NEVO_OK) {
             NevoSeedStats ss;
             nevo_seed_stats(s, &ss);
-            bound = ss.frames_per_s;
+            *bound = ss.frames_per_s;
             NevoBenchResult r;
             nevo_bench_result_init(&r, "actor", "kframes/s");
-            snprintf(r.name, sizeof r.name, "runtime alone (actors + inference, learner off), MinAtar net, 32 envs");
-            r.value = r.median = bound / 1e3;
+            snprintf(r.name, sizeof r.name, "runtime alone (actors + inference, learner off), %s, 32 envs", what);
+            r.value = r.median = *bound / 1e3;
             snprintf(r.extra, sizeof r.extra, "\"inference_batch\": %.2f, \"threads\": %d", ss.mean_batch, threads);
             emit(ctx, &r);
         }
@@ -100,21 +112,42 @@ NevoStatus nevo_bench_actor(const NevoBenchOptions *o, NevoBenchEmit emit, void 
         free(theta);
     }
     nevo_algo_free(algo);
-    algo = NULL;
-    for (int m = 0; m < 2 && st == NEVO_OK; m++) {
-        const char *mode = m ? "sync" : "async";
-        /* a fresh run of each mode */
+    nevo_noise_free(noise), nevo_pool_free(pool), nevo_policy_free(p), nevo_env_free(env);
+    return st;
+}
+
+NevoStatus nevo_bench_actor(const NevoBenchOptions *o, NevoBenchEmit emit, void *ctx, NevoError *err) {
+    int steps = o->quick ? 4 : 40, threads = o->threads;
+    NevoConfig cfg;
+    NevoEnv *env = NULL;
+    NevoPolicy *p = NULL;
+    NevoPool *pool = NULL;
+    NevoNoise *noise = NULL;
+    NevoAlgo *algo = NULL;
+    double bound[2] = {0, 0}; /* vtrace's network, r2d2's */
+    NevoStatus st = runtime_alone(CONFIG, "MinAtar net", steps, threads, emit, ctx, &bound[0], err);
+    if (st == NEVO_OK)
+        st = runtime_alone(R2D2_CONFIG, "MinAtar net + LSTM 128", steps, threads, emit, ctx, &bound[1], err);
+    for (int k = 0; k < 4 && st == NEVO_OK; k++) {
+        /* a fresh run of each algorithm and mode: r2d2's, then vtrace's (whose parts the
+         * learner below uses) */
+        int r2 = k < 2;
+        const char *mode = k % 2 ? "sync" : "async";
         nevo_noise_free(noise), nevo_pool_free(pool), nevo_policy_free(p), nevo_env_free(env);
         noise = NULL, pool = NULL, p = NULL, env = NULL;
-        st = algo_for(mode, steps, &cfg, &env, &p, &pool, &noise, &algo, threads, err);
+        st = algo_for(r2 ? R2D2_CONFIG : CONFIG, mode, steps, &cfg, &env, &p, &pool, &noise, &algo, threads, err);
         NevoGenStats gs;
         if (st == NEVO_OK) st = nevo_algo_train(algo, &gs, err);
         if (st == NEVO_OK) {
             NevoBenchResult r;
             nevo_bench_result_init(&r, "actor", "kframes/s");
-            snprintf(r.name, sizeof r.name, "vtrace %s end to end (%d updates of 32 x 20), MinAtar net", mode, steps);
+            if (!r2)
+                snprintf(r.name, sizeof r.name, "vtrace %s end to end (%d updates of 32 x 20), MinAtar net", mode, steps);
+            else
+                snprintf(r.name, sizeof r.name, "r2d2 %s end to end (%d learner steps, batches of 32 x (10 + 20)), "
+                         "MinAtar net + LSTM 128", mode, steps);
             r.value = r.median = gs.rl_frames_per_s / 1e3;
-            if (bound > 0) nevo_bench_result_limit(&r, bound / 1e3, "runtime alone");
+            if (bound[r2] > 0) nevo_bench_result_limit(&r, bound[r2] / 1e3, "runtime alone");
             snprintf(r.extra, sizeof r.extra,
                      "\"updates_per_s\": %.2f, \"inference_batch\": %.2f, \"queue\": %.2f, \"policy_lag\": %.3f",
                      gs.rl_updates_per_s, gs.rl_batch, gs.rl_queue, gs.rl_lag);
