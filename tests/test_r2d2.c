@@ -341,6 +341,45 @@ TEST(r2d2_async_runs_and_resumes) {
     CHECK_EQ_INT(nevo(out, sizeof out, "train --resume sy rl.mode=async generations=3 --quiet"), 2);
 }
 
+/* optim.lr_decay linear: each generation's rate is lr (1 - the fraction of the run
+ * done), by generations, or by frames against max_frames (sync: 3 learner steps of 6
+ * envs x 3 steps = 54 frames a generation); it carries across a resume. */
+static void check_lrs(const char *dir, const double *want, int n) {
+    char path[512], line[2048];
+    snprintf(path, sizeof path, "%s/%s/metrics.jsonl", test_tmpdir(), dir);
+    FILE *f = fopen(path, "r");
+    CHECK_MSG(f != NULL, "%s", path);
+    int i = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        const char *m = strstr(line, "\"lr\": ");
+        CHECK_MSG(m && i < n, "%s: line %d: %s", dir, i, line);
+        if (m && i < n) CHECK_MSG(fabs(atof(m + 6) - want[i]) <= 1e-12, "%s: generation %d: lr %s", dir, i, m + 6);
+        i++;
+    }
+    if (f) fclose(f);
+    CHECK_EQ_INT(i, n);
+}
+
+TEST(r2d2_lr_decay_linear_by_generations_and_by_frames) {
+    char out[8192], args[1024];
+    const char *common = "optim.lr=0.001 optim.lr_decay=linear rl.envs=6 rl.unroll=4 rl.burn_in=2 rl.period=3 "
+                         "rl.batch=4 rl.replay=20 rl.replay_start=4 rl.steps_per_generation=3 eval_episodes=1 --quiet";
+    snprintf(args, sizeof args, "train %s/configs/cartpole_r2d2.json generations=4 %s --out lr1", getenv("PWD"), common);
+    CHECK_MSG(nevo(out, sizeof out, args) == 0, "%s", out);
+    const double by_gen[] = {0.001, 0.00075, 0.0005, 0.00025};
+    check_lrs("lr1", by_gen, 4);
+    snprintf(args, sizeof args, "train %s/configs/cartpole_r2d2.json generations=100 max_frames=216 %s "
+             "checkpoint_every=1 --out lr2 --kill-after-frames 100", getenv("PWD"), common);
+    CHECK_EQ_INT(nevo(out, sizeof out, args), 128 + 9);
+    CHECK_MSG(nevo(out, sizeof out, "train --resume lr2 --quiet") == 0, "%s", out);
+    const double by_frames[] = {0.001, 0.001 * (1 - 54.0 / 216), 0.001 * (1 - 108.0 / 216), 0.001 * (1 - 162.0 / 216)};
+    check_lrs("lr2", by_frames, 4);
+    snprintf(args, sizeof args, "train %s/configs/cartpole_es.json optim.lr_decay=linear --out lr3 --quiet",
+             getenv("PWD"));
+    CHECK_EQ_INT(nevo(out, sizeof out, args), 2);
+    CHECK_MSG(strstr(out, "keeps its learning rate") != NULL, "%s", out);
+}
+
 /* A state with bytes changed at random (a crafted checkpoint whose checksum was made to
  * fit): loading it fails with a message or succeeds, and a generation after a
  * successful load runs; it never crashes (the sanitizer builds run this too). */

@@ -43,6 +43,7 @@ typedef struct NevoGenStats {
     double rl_batch;       /* mean rows per inference batch */
     double rl_queue;       /* mean trajectories waiting when the learner took a batch */
     double rl_lag;         /* mean updates between the parameters that acted and the learner's */
+    double rl_lr;          /* the learning rate of this generation's updates (optim.lr_decay) */
     int has_replay;        /* a learner with a replay buffer (algo r2d2): */
     int rl_replay;         /* sequences in it */
     double rl_loss;        /* the last update's loss per step (mean over the batch's steps) */
@@ -57,6 +58,7 @@ typedef struct NevoGenStats {
 #define NEVO_ALGO_OBS_NORM 2u /* honours es.obs_norm (observation normalisation) */
 #define NEVO_ALGO_GRADIENT 4u /* runs its own generations (nevo_algo_train), no tasks */
 #define NEVO_ALGO_DATASET 8u  /* needs a dataset (config key `dataset`) */
+#define NEVO_ALGO_LR_DECAY 16u /* honours optim.lr_decay (nevo_algo_lr_scale) */
 
 typedef struct NevoAlgoInfo {
     const char *name;     /* the config's `algo` */

@@ -80,6 +80,8 @@ typedef struct NevoOptimConfig {
     double eps;           /* adam, rmsprop: added to the denominator */
     double weight_decay;  /* L2 coefficient added to the gradient */
     double clip_norm;     /* global gradient-norm clip (0 = none) */
+    char lr_decay[8];     /* "none", or "linear": the actor-learners' lr falls linearly to 0
+                           * over the run (max_frames, else generations) */
 } NevoOptimConfig;
 
 /* Supervised data (config key `dataset`): what a run trains and tests on. */

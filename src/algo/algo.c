@@ -41,10 +41,10 @@ static const Entry registry[] = {
       NEVO_ALGO_GRADIENT | NEVO_ALGO_DATASET},
      nevo_sgd_check, nevo_sgd_algo_new, nevo_sgd_state_bytes, "parameters and optimiser moments", 0},
     {{"vtrace", "IMPALA's V-trace actor-critic on SEED RL's actors and batched inference (rl: sync or async)",
-      "rl optim", NEVO_ALGO_GRADIENT},
+      "rl optim", NEVO_ALGO_GRADIENT | NEVO_ALGO_LR_DECAY},
      nevo_vtrace_check, nevo_vtrace_new, nevo_vtrace_state_bytes, "parameters, optimiser moments and gradients", 0},
     {{"r2d2", "R2D2: a recurrent Q-network on replayed sequences (burn-in, n-step double Q, priorities; rl: sync or async)",
-      "rl optim", NEVO_ALGO_GRADIENT},
+      "rl optim", NEVO_ALGO_GRADIENT | NEVO_ALGO_LR_DECAY},
      nevo_r2d2_check, nevo_r2d2_new, nevo_r2d2_state_bytes, "parameters, target network, optimiser moments and "
      "replay buffer", 0},
 };
@@ -87,6 +87,9 @@ NevoStatus nevo_algo_check(const NevoConfig *cfg, const NevoEnvSpec *spec, NevoE
     }
     NevoStatus st = e->check(cfg, e->variant, err);
     if (st) return st;
+    if (strcmp(cfg->optim.lr_decay, "none") != 0 && !(e->info.flags & NEVO_ALGO_LR_DECAY))
+        return nevo_error(err, NEVO_ERR_INVALID, "optim.lr_decay = %s: algo %s keeps its learning rate (the "
+                          "actor-learners vtrace and r2d2 decay it)", cfg->optim.lr_decay, cfg->algo);
     if ((e->info.flags & NEVO_ALGO_DATASET) && !cfg->dataset[0])
         return nevo_error(err, NEVO_ERR_INVALID, "algo %s trains on a dataset: set dataset (e.g. fashion-mnist)",
                           cfg->algo);
@@ -129,6 +132,14 @@ size_t nevo_algo_noise_floats(const NevoConfig *cfg, size_t nparams) {
     size_t size = NEVO_NOISE_MIN_FLOATS;
     while (size <= nparams && size < NEVO_NOISE_MAX_FLOATS) size *= 2;
     return size;
+}
+
+double nevo_algo_lr_scale(const NevoAlgo *a, double frames_per_generation) {
+    const NevoConfig *cfg = a->cfg;
+    if (strcmp(cfg->optim.lr_decay, "linear") != 0) return 1.0;
+    double done = cfg->max_frames > 0 ? a->generation * frames_per_generation / (double)cfg->max_frames
+                                      : (double)a->generation / cfg->generations;
+    return done < 1.0 ? 1.0 - done : 0.0;
 }
 
 int nevo_algo_obs_norm(const NevoConfig *cfg) {

@@ -46,6 +46,12 @@ struct NevoAlgo {
     int nets_cap, tasks_cap;
 };
 
+/* optim.lr_decay's factor on optim.lr for the generation about to run: 1 for "none";
+ * for "linear" 1 - the fraction of the run done, from the generations completed (times
+ * frames_per_generation against max_frames where the run has one, else against
+ * generations), never below 0. */
+double nevo_algo_lr_scale(const NevoAlgo *a, double frames_per_generation);
+
 /* Each registry entry's constructor fills a struct beginning with a copy of `base`
  * (which nevo_algo_new prepares) and sets its ops; variant is the entry's. */
 NevoStatus nevo_ga_new(const NevoAlgo *base, int variant, NevoAlgo **out, NevoError *err);

@@ -561,6 +561,8 @@ static NevoStatus r2_train(NevoAlgo *a, NevoGenStats *stats, NevoError *err) {
     v->gen_frames = v->gen_episodes = 0;
     long long updates0 = v->updates;
     double t0 = now_s();
+    /* the schedule's rate (async: as if its generations ran sync's frames) */
+    v->opt->lr = a->cfg->optim.lr * nevo_algo_lr_scale(a, (double)v->rl->steps_per_generation * v->P * v->E);
     NevoStatus st = NEVO_OK;
     if (v->seed) {
         nevo_seed_stats(v->seed, &v->seed_before);
@@ -573,6 +575,7 @@ static NevoStatus r2_train(NevoAlgo *a, NevoGenStats *stats, NevoError *err) {
     if (st) return st;
     double s = now_s() - t0;
     stats->has_rl = 1;
+    stats->rl_lr = v->opt->lr;
     stats->rl_updates = v->updates;
     stats->rl_frames_per_s = s > 0 ? v->gen_frames / s : 0;
     stats->rl_updates_per_s = s > 0 ? (v->updates - updates0) / s : 0;

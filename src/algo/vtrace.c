@@ -358,6 +358,8 @@ static NevoStatus vt_train(NevoAlgo *a, NevoGenStats *stats, NevoError *err) {
     v->gen_frames = v->gen_episodes = 0;
     double t0 = now_s();
     NevoStatus st = NEVO_OK;
+    /* the schedule's rate (async: as if its generations ran sync's frames) */
+    v->opt->lr = a->cfg->optim.lr * nevo_algo_lr_scale(a, (double)v->rl->steps_per_generation * v->T * v->E);
     if (v->seed) {
         NevoSeedStats before, after;
         nevo_seed_stats(v->seed, &before);
@@ -371,6 +373,7 @@ static NevoStatus vt_train(NevoAlgo *a, NevoGenStats *stats, NevoError *err) {
     }
     if (st) return st;
     stats->has_rl = 1;
+    stats->rl_lr = v->opt->lr;
     stats->rl_updates = v->updates;
     if (v->seed) {
         const NevoSeedStats *ss = &v->seed_stats;

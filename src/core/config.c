@@ -133,6 +133,9 @@ static const Key schema[] = {
     {"optim.eps", T_DOUBLE, OFF(optim.eps), 1e-12, 10, NULL, 0, 0, "Adam and RMSProp denominator epsilon"},
     {"optim.weight_decay", T_DOUBLE, OFF(optim.weight_decay), 0, 1e6, NULL, 0, 0,
      "L2 coefficient added to the gradient"},
+    {"optim.lr_decay", T_STRING, OFF(optim.lr_decay), 0, 0, "none|linear", sizeof(((NevoConfig *)0)->optim.lr_decay),
+     0, "algo vtrace and r2d2: none, or linear (the learning rate falls linearly to 0 over the run: its max_frames, "
+     "else its generations, set at each generation's start)"},
     {"optim.clip_norm", T_DOUBLE, OFF(optim.clip_norm), 0, 1e12, NULL, 0, 0,
      "clip the gradient to this global L2 norm (0 = no clipping)"},
     {"rl.mode", T_STRING, OFF(rl.mode), 0, 0, "sync|async", sizeof(((NevoConfig *)0)->rl.mode), 0,
@@ -242,6 +245,7 @@ void nevo_config_defaults(NevoConfig *cfg) {
     cfg->ns.weight_delta = 0.05;
     cfg->ns.patience = 10;
     strcpy(cfg->optim.name, "adam");
+    strcpy(cfg->optim.lr_decay, "none");
     cfg->optim.lr = 1e-3;
     cfg->optim.momentum = 0.9;
     cfg->optim.beta1 = 0.9;

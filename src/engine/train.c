@@ -688,9 +688,9 @@ NevoStatus nevo_train_run_ranks(const NevoConfig *cfg, const char *out_dir, int 
         if (gs.has_rl)
             used += (size_t)snprintf(extra + used, sizeof extra - used,
                                      ", \"updates\": %lld, \"frames_per_s\": %.1f, \"updates_per_s\": %.3f, "
-                                     "\"inference_batch\": %.2f, \"queue\": %.2f, \"policy_lag\": %.3f",
+                                     "\"inference_batch\": %.2f, \"queue\": %.2f, \"policy_lag\": %.3f, \"lr\": %.9g",
                                      gs.rl_updates, gs.rl_frames_per_s, gs.rl_updates_per_s, gs.rl_batch, gs.rl_queue,
-                                     gs.rl_lag);
+                                     gs.rl_lag, gs.rl_lr);
         if (gs.has_replay)
             used += (size_t)snprintf(extra + used, sizeof extra - used, ", \"replay\": %d, \"td_loss\": %.9g",
                                      gs.rl_replay, gs.rl_loss);
