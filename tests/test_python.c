@@ -1,13 +1,15 @@
 /* The Python package (python/nevo) end to end: runs its pytest suite (python/tests:
- * vectorised trajectories against the C API bit for bit, autoreset, evaluate() against
- * `nevo eval`, ask/tell against `nevo train`, bad arguments, the documentation's
- * examples, pip install, the installed prefix) against the libnevo.so and `nevo` of
- * the build under test (NEVO_BIN's directory; NEVO_TEST_PREFIX names its installed
- * copy). A sanitizer build's library cannot be loaded into an uninstrumented python3
- * without preloading the runtimes, so there the test says it is skipped. */
+ * vectorised trajectories against the C API bit for bit, autoreset, partial resets,
+ * evaluate() against `nevo eval`, ask/tell against `nevo train` on envs and a dataset,
+ * bad arguments, the documentation's examples, pip install, the installed prefix)
+ * against the libnevo.so and `nevo` of the build under test (NEVO_BIN's directory;
+ * NEVO_TEST_PREFIX names its installed copy). A sanitizer build's library cannot be
+ * loaded into an uninstrumented python3 without preloading the runtimes, so there the
+ * test says it is skipped. */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -59,40 +61,63 @@ TEST(python_package) {
 #include "nevo/nevo.h"
 
 /* A vector of n instances against n single instances stepped by nevo_env_step, with
- * the vector's seeds and its autoreset rule; every observation, reward and flag equal. */
-static void check_vec_against_singles(const char *name, int n, int threads, int mode) {
+ * the vector's seeds and its autoreset rule; every observation, reward and flag equal.
+ * Before steps 7 and 20 some instances are reset (nevo_vec_env_reset_masked): each
+ * must then be a fresh instance (new memory) from the new seed, the others going on. */
+static void check_vec_against_singles(const char *name, const NevoEnvOption *opts, int n_opts, int n, int threads,
+                                      int mode) {
     NevoError err = {0};
     NevoVecEnv *v = NULL;
-    CHECK_MSG(nevo_vec_env_new(name, NULL, 0, n, 7, mode, threads, &v, &err) == NEVO_OK, "%s", err.msg);
+    CHECK_MSG(nevo_vec_env_new(name, opts, n_opts, n, 7, mode, threads, &v, &err) == NEVO_OK, "%s", err.msg);
     const NevoEnvSpec *s = nevo_vec_env_spec(v);
     NevoEnv *env = NULL;
-    CHECK(nevo_env_new(name, NULL, 0, &env, &err) == NEVO_OK);
+    CHECK(nevo_env_new(name, opts, n_opts, &env, &err) == NEVO_OK);
     nevo_env_set_max_steps(env, 7);
     size_t od = (size_t)s->obs_dim, ad = (size_t)s->action_dim, isz = nevo_env_instance_size(env);
     float *obs = calloc((size_t)n * od, sizeof(float)), *fin = calloc((size_t)n * od, sizeof(float));
     float *ref = calloc((size_t)n * od, sizeof(float)), *act = calloc((size_t)n * ad, sizeof(float));
     float *rew = calloc((size_t)n, sizeof(float));
     bool *te = calloc((size_t)n, 1), *tr = calloc((size_t)n, 1), *has = calloc((size_t)n, 1);
+    bool *mask = calloc((size_t)n, 1);
     unsigned char *insts = calloc((size_t)n, isz);
     int *episode = calloc((size_t)n, sizeof(int)), *ended = calloc((size_t)n, sizeof(int));
+    uint64_t *seed = calloc((size_t)n, sizeof(uint64_t));
     nevo_vec_env_reset(v, 5, obs);
     for (int i = 0; i < n; i++) {
+        seed[i] = 5;
         nevo_env_reset(env, insts + (size_t)i * isz, nevo_vec_env_episode_seed(5, i, 0), ref + (size_t)i * od);
         episode[i] = 1;
     }
     CHECK(memcmp(obs, ref, sizeof(float) * (size_t)n * od) == 0);
-    int ends = 0;
+    int ends = 0, dropped = 0;
     for (int t = 0; t < 30; t++) {
+        if (t == 7 || t == 20) {
+            uint64_t sd = 60 + (uint64_t)t;
+            for (int i = 0; i < n; i++) {
+                mask[i] = (i + t) % 3 == 0;
+                if (!mask[i]) continue;
+                void *inst = insts + (size_t)i * isz;
+                nevo_env_instance_free(env, inst); /* zeroed: a new instance */
+                seed[i] = sd;
+                nevo_env_reset(env, inst, nevo_vec_env_episode_seed(sd, i, 0), ref + (size_t)i * od);
+                episode[i] = 1;
+                dropped += ended[i];
+                ended[i] = 0;
+            }
+            nevo_vec_env_reset_masked(v, sd, mask, obs);
+            CHECK_MSG(memcmp(obs, ref, sizeof(float) * (size_t)n * od) == 0, "%s: reset before step %d", name, t);
+            for (int i = 0; i < n; i++) CHECK(nevo_vec_env_episode(v, i) == episode[i]);
+        }
         for (int i = 0; i < n; i++)
             for (size_t k = 0; k < ad; k++)
-                act[(size_t)i * ad + k] = s->action_kind == NEVO_SPACE_DISCRETE ? (float)((i + t) % s->n_actions)
+                act[(size_t)i * ad + k] = s->action_kind == NEVO_SPACE_DISCRETE ? (float)((5 * i + t * t) % s->n_actions)
                                                                                 : 0.3f * (float)((i + t + (int)k) % 3 - 1);
         CHECK_MSG(nevo_vec_env_step(v, act, obs, rew, te, tr, fin, has, &err) == NEVO_OK, "%s", err.msg);
         for (int i = 0; i < n; i++) {
             void *inst = insts + (size_t)i * isz;
             float *o = ref + (size_t)i * od;
             if (mode == NEVO_AUTORESET_NEXT_STEP && ended[i]) {
-                nevo_env_reset(env, inst, nevo_vec_env_episode_seed(5, i, episode[i]++), o);
+                nevo_env_reset(env, inst, nevo_vec_env_episode_seed(seed[i], i, episode[i]++), o);
                 ended[i] = 0;
                 CHECK(rew[i] == 0.0f && !te[i] && !tr[i]);
                 continue;
@@ -106,7 +131,7 @@ static void check_vec_against_singles(const char *name, int n, int threads, int 
                 CHECK(has[i] == (end != 0));
                 if (end) {
                     CHECK(memcmp(fin + (size_t)i * od, o, sizeof(float) * od) == 0);
-                    nevo_env_reset(env, inst, nevo_vec_env_episode_seed(5, i, episode[i]++), o);
+                    nevo_env_reset(env, inst, nevo_vec_env_episode_seed(seed[i], i, episode[i]++), o);
                 }
             } else {
                 ended[i] = end;
@@ -115,18 +140,25 @@ static void check_vec_against_singles(const char *name, int n, int threads, int 
         CHECK_MSG(memcmp(obs, ref, sizeof(float) * (size_t)n * od) == 0, "%s: step %d differs", name, t);
     }
     CHECK(ends >= n);
+    /* a next-step autoreset pending at a partial reset was dropped, and checked above */
+    if (mode == NEVO_AUTORESET_NEXT_STEP) CHECK_MSG(dropped > 0, "%s: no pending autoreset met a reset", name);
     for (int i = 0; i < n; i++) nevo_env_instance_free(env, insts + (size_t)i * isz);
     nevo_env_free(env);
     nevo_vec_env_free(v);
-    free(obs), free(fin), free(ref), free(act), free(rew), free(te), free(tr), free(has), free(insts);
-    free(episode), free(ended);
+    free(obs), free(fin), free(ref), free(act), free(rew), free(te), free(tr), free(has), free(mask), free(insts);
+    free(episode), free(ended), free(seed);
 }
 
 TEST(vec_env_equals_single_instances) {
-    check_vec_against_singles("CartPole-v1", 40, 2, NEVO_AUTORESET_NEXT_STEP);
-    check_vec_against_singles("minatar/breakout", 70, 2, NEVO_AUTORESET_SAME_STEP);
-    check_vec_against_singles("mujoco/swimmer", 3, 1, NEVO_AUTORESET_NEXT_STEP);
-    check_vec_against_singles("Pendulum-v1", 5, 1, NEVO_AUTORESET_SAME_STEP);
+    /* MinAtar's sticky actions carry the last action over an autoreset, not a reset:
+     * the actions before step 7 move the paddle in some of the instances reset there */
+    NevoEnvOption sticky = {"sticky_prob", 0.5};
+    check_vec_against_singles("CartPole-v1", NULL, 0, 40, 2, NEVO_AUTORESET_NEXT_STEP);
+    check_vec_against_singles("minatar/breakout", NULL, 0, 70, 2, NEVO_AUTORESET_SAME_STEP);
+    check_vec_against_singles("minatar/breakout", &sticky, 1, 12, 1, NEVO_AUTORESET_NEXT_STEP);
+    check_vec_against_singles("mujoco/swimmer", NULL, 0, 3, 1, NEVO_AUTORESET_NEXT_STEP);
+    check_vec_against_singles("Pendulum-v1", NULL, 0, 5, 1, NEVO_AUTORESET_SAME_STEP);
+    check_vec_against_singles("CartPole-v1", NULL, 0, 6, 1, NEVO_AUTORESET_DISABLED);
 }
 
 TEST(vec_env_refuses_bad_input) {
@@ -142,6 +174,10 @@ TEST(vec_env_refuses_bad_input) {
     act[1] = 1;
     CHECK(nevo_vec_env_step(v, act, obs, rew, te, tr, NULL, NULL, &err) == NEVO_ERR_INVALID); /* no reset yet */
     CHECK_MSG(strstr(err.msg, "before the first reset") != NULL, "%s", err.msg);
+    bool first[2] = {true, false}; /* a partial reset leaves env 1 never reset */
+    nevo_vec_env_reset_masked(v, 1, first, obs);
+    CHECK(nevo_vec_env_step(v, act, obs, rew, te, tr, NULL, NULL, &err) == NEVO_ERR_INVALID);
+    CHECK_MSG(strstr(err.msg, "before the first reset of env 1") != NULL, "%s", err.msg);
     act[1] = 2;
     nevo_vec_env_reset(v, 1, obs);
     CHECK(nevo_vec_env_step(v, act, obs, rew, te, tr, NULL, NULL, &err) == NEVO_ERR_INVALID);
@@ -151,6 +187,18 @@ TEST(vec_env_refuses_bad_input) {
     act[1] = 1;
     nevo_vec_env_bind(v, act, obs, rew, te, tr, NULL, NULL);
     CHECK(nevo_vec_env_step_bound(v, &err) == NEVO_OK);
+    /* copies of each step's outputs into the sets the caller names */
+    float obs2[2][8], rew2[2][2];
+    bool te2[2][2], tr2[2][2];
+    CHECK(nevo_vec_env_step_bound_copy(v, 0, &err) == NEVO_ERR_INVALID); /* none bound */
+    nevo_vec_env_bind_copies(v, obs2[0], rew2[0], te2[0], tr2[0], NULL, NULL);
+    CHECK(nevo_vec_env_step_bound_copy(v, -1, &err) == NEVO_ERR_INVALID);
+    for (int k = 0; k < 2; k++) {
+        CHECK_MSG(nevo_vec_env_step_bound_copy(v, k, &err) == NEVO_OK, "%s", err.msg);
+        CHECK(memcmp(obs2[k], obs, sizeof obs) == 0 && memcmp(rew2[k], rew, sizeof rew) == 0);
+        CHECK(memcmp(te2[k], te, sizeof te) == 0 && memcmp(tr2[k], tr, sizeof tr) == 0);
+    }
+    CHECK(memcmp(obs2[0], obs2[1], sizeof obs) != 0); /* two steps: set 0 kept the first */
     nevo_vec_env_free(v);
 }
 
@@ -216,6 +264,67 @@ TEST(pop_eval_and_strategy) {
         CHECK(nevo_strategy_tell(s, r, l, tm, NULL, stats, &done, &err) == NEVO_OK);
         if (done) CHECK(stats[0] == gens++);
         free(rows);
+    }
+    nevo_strategy_free(s);
+}
+
+/* dir/{train,t10k}-{images-idx3,labels-idx1}-ubyte: n 4x4 images of two classes (the
+ * brighter half, top or bottom), n / 2 in the test split */
+static void write_tiny_idx(const char *dir, int n) {
+    mkdir(dir, 0755);
+    for (int split = 0; split < 2; split++) {
+        int m = split ? n / 2 : n;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte", dir, split ? "t10k" : "train");
+        FILE *f = fopen(path, "wb");
+        CHECK(f != NULL);
+        uint8_t head[16] = {0, 0, 8, 3, 0, 0, (uint8_t)(m >> 8), (uint8_t)m, 0, 0, 0, 4, 0, 0, 0, 4};
+        CHECK(fwrite(head, 1, 16, f) == 16);
+        for (int i = 0; i < m; i++)
+            for (int p = 0; p < 16; p++) CHECK(fputc((p < 8) == (i % 2) ? 200 - 3 * p : 40 + 7 * ((i * p) % 5), f) != EOF);
+        CHECK(fclose(f) == 0);
+        snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte", dir, split ? "t10k" : "train");
+        f = fopen(path, "wb");
+        CHECK(f != NULL);
+        uint8_t lhead[8] = {0, 0, 8, 1, 0, 0, (uint8_t)(m >> 8), (uint8_t)m};
+        CHECK(fwrite(lhead, 1, 8, f) == 8);
+        for (int i = 0; i < m; i++) CHECK(fputc(i % 2, f) != EOF);
+        CHECK(fclose(f) == 0);
+    }
+}
+
+/* ask/tell on a dataset: each task's network scored on its batch, the generation's
+ * scores of the best policy; sgd (which trains by itself) refused */
+TEST(strategy_on_a_dataset) {
+    char dir[900], cfg[1200];
+    snprintf(dir, sizeof dir, "%s/tiny", test_tmpdir());
+    write_tiny_idx(dir, 60);
+    NevoError err = {0};
+    NevoStrategy *s = NULL;
+    snprintf(cfg, sizeof cfg, "{\"dataset\": \"%s\", \"algo\": \"sgd\"}", dir);
+    CHECK(nevo_strategy_new(cfg, 1, &s, &err) == NEVO_ERR_INVALID && !s);
+    CHECK_MSG(strstr(err.msg, "trains by itself") != NULL, "%s", err.msg);
+    snprintf(cfg, sizeof cfg, "{\"dataset\": \"%s\", \"algo\": \"es\", \"population\": 6, \"generations\": 2, "
+             "\"data\": {\"fitness_batch\": 20}, \"policy\": {\"hidden\": [4]}}", dir);
+    CHECK_MSG(nevo_strategy_new(cfg, 2, &s, &err) == NEVO_OK, "%s", err.msg);
+    CHECK(nevo_strategy_spec(s)->obs_dim == 16 && nevo_strategy_spec(s)->n_actions == 2);
+    long long frames = 0;
+    for (int g = 0; g < 2;) { /* ES: the population's round, then its centre's */
+        int nn, nt, done = 0;
+        nevo_strategy_ask(s, &nn, &nt);
+        CHECK(nt > 0 && nt <= 16);
+        double r[16], stats[NEVO_STRATEGY_STATS];
+        int l[16];
+        bool tm[16];
+        CHECK_MSG(nevo_strategy_evaluate(s, r, l, tm, NULL, &err) == NEVO_OK, "%s", err.msg);
+        for (int t = 0; t < nt; t++) CHECK(r[t] < 0.0 && l[t] == 20 && tm[t]);
+        frames += 20 * nt;
+        CHECK_MSG(nevo_strategy_tell(s, r, NULL, NULL, NULL, stats, &done, &err) == NEVO_OK, "%s", err.msg);
+        if (!done) continue;
+        CHECK_MSG(stats[0] == g && stats[1] == (double)frames, "%g %g %lld", stats[0], stats[1], frames);
+        CHECK(stats[10] > 0.0 && stats[11] > 0.0 && stats[12] >= 0.0 && stats[12] <= 1.0 && stats[13] == 0.0);
+        frames = 0;
+        g++;
     }
     nevo_strategy_free(s);
 }

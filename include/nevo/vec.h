@@ -53,14 +53,20 @@ void nevo_vec_env_free(NevoVecEnv *v);
 const NevoEnvSpec *nevo_vec_env_spec(const NevoVecEnv *v);
 int nevo_vec_env_num(const NevoVecEnv *v);
 
-/* The seed of instance i's episode k (0, 1, ...) after nevo_vec_env_reset(v, seed):
- * a stream name (seed, ENV_SEED, k, i), so the episodes of a vector are those of one
- * env reset with these seeds in turn (nevo_env_reset). */
+/* The seed of instance i's episode k (0, 1, ...) after a reset of it with seed: a
+ * stream name (seed, ENV_SEED, k, i), so the episodes of a vector are those of one env
+ * reset with these seeds in turn (nevo_env_reset). */
 uint64_t nevo_vec_env_episode_seed(uint64_t seed, int env_index, int episode);
 
 /* Starts every instance's episode 0 from seed (forgetting what it carried: a fresh
  * env); obs (num_envs, obs_dim). */
 void nevo_vec_env_reset(NevoVecEnv *v, uint64_t seed, float *obs);
+/* The same for the instances where mask[i] is true (NULL: every one; Gymnasium's
+ * reset_mask): each becomes a fresh env whose episode k starts from
+ * nevo_vec_env_episode_seed(seed, i, k), as after a whole reset with seed, and a
+ * pending next-step autoreset of it is dropped. Only their rows of obs are written;
+ * the other instances go on as they were. Steps need every instance reset once. */
+void nevo_vec_env_reset_masked(NevoVecEnv *v, uint64_t seed, const bool *mask, float *obs);
 /* One step of every instance: actions (num_envs, action_dim) floats (a discrete
  * action its index); obs (num_envs, obs_dim), rewards, terminated, truncated
  * (num_envs); final_obs (num_envs, obs_dim) and has_final (num_envs): SAME_STEP only
@@ -68,8 +74,8 @@ void nevo_vec_env_reset(NevoVecEnv *v, uint64_t seed, float *obs);
  * in the other rows).
  * An instance's next episode starts with its episode seed, without forgetting (one
  * env played on, as the reference protocols do). NEVO_ERR_INVALID before anything
- * steps, where an action is not a valid index or a value is not finite, or before the
- * first nevo_vec_env_reset. */
+ * steps, where an action is not a valid index or a value is not finite, or while an
+ * instance has never been reset. */
 NevoStatus nevo_vec_env_step(NevoVecEnv *v, const float *actions, float *obs, float *rewards, bool *terminated,
                              bool *truncated, float *final_obs, bool *has_final, NevoError *err);
 /* The same with the arrays bound once (bindings: one call per step with no arrays to
@@ -78,7 +84,15 @@ NevoStatus nevo_vec_env_step(NevoVecEnv *v, const float *actions, float *obs, fl
 void nevo_vec_env_bind(NevoVecEnv *v, const float *actions, float *obs, float *rewards, bool *terminated,
                        bool *truncated, float *final_obs, bool *has_final);
 NevoStatus nevo_vec_env_step_bound(NevoVecEnv *v, NevoError *err);
-/* Episodes each instance has started since the last reset (>= 1). */
+/* Outputs that later steps never overwrite (Gymnasium's copy=True) without a copy per
+ * array in the binding: arrays of consecutive sets, each set shaped as the bound
+ * output (obs: num_envs x obs_dim floats, ...; final_obs, has_final may be NULL);
+ * nevo_vec_env_step_bound_copy steps as nevo_vec_env_step_bound, then copies the
+ * bound outputs into set `slot` of them (the caller keeps slot within its arrays). */
+void nevo_vec_env_bind_copies(NevoVecEnv *v, float *obs, float *rewards, bool *terminated, bool *truncated,
+                              float *final_obs, bool *has_final);
+NevoStatus nevo_vec_env_step_bound_copy(NevoVecEnv *v, int slot, NevoError *err);
+/* Episodes instance env_index has started since its last reset (0: never reset). */
 int nevo_vec_env_episode(const NevoVecEnv *v, int env_index);
 
 /* --- population evaluation -------------------------------------------------------- */
@@ -131,12 +145,15 @@ NevoStatus nevo_pop_eval_save(const NevoPopEval *pe, const char *path, const flo
 typedef struct NevoStrategy NevoStrategy;
 
 /* Everything a run of the config needs (as nevo_train_run builds it: training env with
- * the episode cap, network, pool, noise table, evaluator, algorithm), nothing written.
- * threads 0: the config's, else every CPU. Env configs with evaluation algorithms
- * only (no dataset, no algo sgd). */
+ * the episode cap, or the dataset; network, pool, noise table, evaluator, algorithm),
+ * nothing written. threads 0: the config's, else every CPU. Algorithms that are asked
+ * and told only (not algo sgd, which trains by itself). */
 NevoStatus nevo_strategy_new(const char *config_json, int threads, NevoStrategy **out, NevoError *err);
 void nevo_strategy_free(NevoStrategy *s);
 const char *nevo_strategy_config(const NevoStrategy *s);
+/* What the networks see: the env's spec, or on a dataset its images' (one image an
+ * observation, a discrete action a class, no behaviour). */
+const NevoEnvSpec *nevo_strategy_spec(const NevoStrategy *s);
 size_t nevo_strategy_nparams(const NevoStrategy *s);
 int nevo_strategy_generations_done(const NevoStrategy *s);
 
@@ -151,17 +168,22 @@ void nevo_strategy_ask_tasks(NevoStrategy *s, int *net, uint64_t *seeds, uint32_
 bool nevo_strategy_obs_norm(const NevoStrategy *s, float *mean, float *std);
 /* Evaluates the asked set on the strategy's own evaluator, as nevo train does,
  * keeping what its tasks record for the tell; ret, len, terminated (n_tasks), bc
- * (n_tasks, bc_dim) or NULL. */
+ * (n_tasks, bc_dim) or NULL. On a dataset a task is its network scored on the batch
+ * its seed draws (nevo_supervised_tasks: ret = -mean cross-entropy over
+ * data.fitness_batch samples, len = the samples, terminated). */
 NevoStatus nevo_strategy_evaluate(NevoStrategy *s, double *ret, int *len, bool *terminated, float *bc,
                                   NevoError *err);
-/* Tells the results of the asked set: per episode return, length (NULL: 0),
- * terminated (NULL: false) and behaviour (NULL: zeros). Episodes evaluated elsewhere
- * record no observations (NEVO_TASK_RECORD_OBS gets empty statistics); a set whose
- * tasks keep states (safe mutations) must be evaluated by nevo_strategy_evaluate.
- * When the generation is complete sets *done and writes NEVO_STRATEGY_STATS doubles:
- * generation, frames, episodes, best, mean, median, elite_mean, archive_size,
- * novelty_mean, reward_weight, bc_dim, bc[NEVO_ENV_MAX_BC]. */
-#define NEVO_STRATEGY_STATS (11 + NEVO_ENV_MAX_BC)
+/* Tells the results of the asked set: per episode return, length (NULL: 0; on a
+ * dataset the batch's samples), terminated (NULL: false; on a dataset true) and
+ * behaviour (NULL: zeros). Episodes evaluated elsewhere record no observations
+ * (NEVO_TASK_RECORD_OBS gets empty statistics); a set whose tasks keep states (safe
+ * mutations) must be evaluated by nevo_strategy_evaluate. When the generation is
+ * complete sets *done and writes NEVO_STRATEGY_STATS doubles: generation, frames,
+ * episodes, best, mean, median, elite_mean, archive_size, novelty_mean, reward_weight,
+ * train_loss, test_loss, test_accuracy (on a dataset, of the best policy as nevo
+ * train's metrics; else NaN), bc_dim, bc[NEVO_ENV_MAX_BC]; an error in those scores
+ * comes after the generation was told. */
+#define NEVO_STRATEGY_STATS (14 + NEVO_ENV_MAX_BC)
 NevoStatus nevo_strategy_tell(NevoStrategy *s, const double *ret, const int *len, const bool *terminated,
                               const float *bc, double *stats, int *done, NevoError *err);
 /* The current best parameters (nparams floats). */

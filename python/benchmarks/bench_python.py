@@ -10,7 +10,7 @@ measured in this one process:
      (nevo_eval_params) through the same libnevo.so, from C in this process.
 
 Run from the repository root after `make`:
-    python3 python/benchmarks/bench_python.py [--build build] [--reps 3]
+    python3 python/benchmarks/bench_python.py [--build build] [--reps 5] [--only vec|evaluate]
 Each rate is the best of --reps alternating runs of the things compared; the
 evaluation rows also give the median of the per-round ratios."""
 import argparse
@@ -230,16 +230,19 @@ def main():
     ap.add_argument("--build", default=os.path.join(REPO, "build"))
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--only", choices=("vec", "evaluate"), help="run one of the two parts")
     args = ap.parse_args()
     build = os.path.abspath(args.build)
     os.environ.setdefault("NEVO_LIB", os.path.join(build, "libnevo.so"))
     sys.path.insert(0, os.path.join(REPO, "python"))
     import nevo
     capi = build_c_api(build)
-    print("# make_vec (one thread) vs the C API and numpy; steps/s", flush=True)
-    bench_vec(nevo, capi, args.reps)
-    print("# nevo.evaluate vs nevo eval (threads %d)" % args.threads, flush=True)
-    bench_evaluate(nevo, os.path.join(build, "nevo"), capi, args.reps, args.threads)
+    if args.only != "evaluate":
+        print("# make_vec (one thread) vs the C API and numpy; steps/s", flush=True)
+        bench_vec(nevo, capi, args.reps)
+    if args.only != "vec":
+        print("# nevo.evaluate vs nevo eval (threads %d)" % args.threads, flush=True)
+        bench_evaluate(nevo, os.path.join(build, "nevo"), capi, args.reps, args.threads)
 
 
 if __name__ == "__main__":

@@ -156,6 +156,10 @@ def _spec_dict(spec):
 _AUTORESET = {"next_step": 0, "same_step": 1, "disabled": 2}
 
 
+def _closed_step(*_):
+    raise Error("the vector env is closed")
+
+
 class VecEnv:
     """num_envs instances of one nevo env stepped by one C call (Gymnasium's vector API:
     reset() -> (obs, infos), step(actions) -> (obs, rewards, terminated, truncated,
@@ -204,9 +208,11 @@ class VecEnv:
         same = autoreset_mode == "same_step"
         self._final = np.zeros((num_envs,) + obs_shape, np.float32) if same else None
         self._has_final = np.zeros(num_envs, np.bool_) if same else None
-        # the step's arrays are bound in C once: a step is one call with no arrays to convert
+        # The step's arrays are bound in C once: a step copies the actions into _act
+        # (numpy's assignment, its cheapest copy) and makes one call with no arrays to
+        # convert; C refuses a step before every instance was reset.
         self._act = np.zeros((num_envs, spec.action_dim), np.float32)
-        self._act_in = self._act.reshape(self._act_shape)  # a view: what copyto fills
+        self._act_in = self._act.reshape(self._act_shape)  # a view: what a step's actions fill
         self._kinds = "iufb" if self._discrete else "f"
         _lib.nevo_vec_env_bind(self._h, _addr(self._act), _addr(self._obs), _addr(self._rew), _addr(self._term),
                                _addr(self._trunc), _addr(self._final) if same else None,
@@ -214,21 +220,44 @@ class VecEnv:
         self._hv = ctypes.c_void_p(self._h)
         self._errp = ctypes.byref(err)
         self._step = _lib.nevo_vec_env_step_bound
-        self._reset_done = False
+        self._step_copy = _lib.nevo_vec_env_step_bound_copy
+        # copy=True with small outputs (8 KiB a step at most): C copies each step's
+        # outputs into the next set of a block of 32 to 64 sets (256 KiB at most;
+        # nevo_vec_env_bind_copies), and the step returns views of that set, which no
+        # later step writes: new arrays without four numpy copies, a new block (and
+        # its binding) every 32 steps or more. Larger outputs are copied by numpy:
+        # their copies cost what they move, and a kept array would hold a large block.
+        set_bytes = self._obs.nbytes * (2 if same else 1) + num_envs * (7 if same else 6)
+        sets = min(64, (1 << 18) // set_bytes)
+        self._sets = sets if copy and sets >= 32 else 0
+        self._next_set = self._sets  # a block at the first step
+        self._block = None
 
     def reset(self, seed=None, options=None):
         """Starts every instance's episode 0: instance i from vec_episode_seed(seed, i,
-        0). seed None: the make_vec seed the first time, then one more each reset.
-        Returns (obs, infos)."""
+        0), a fresh env. seed None: the make_vec seed the first time, then one more
+        each reset. options={"reset_mask": mask} ((num_envs,) booleans) resets only
+        the instances where mask is True, the same way; the others go on, their rows
+        of obs being their last observations. Returns (obs, infos)."""
         self._alive()
-        if options:
-            raise Error("reset options are not supported (every instance resets)")
+        mask = None
+        if options is not None:
+            if not isinstance(options, dict):
+                raise Error("reset options must be a dict, not %s" % type(options).__name__)
+            for k in options:
+                if k != "reset_mask":
+                    raise Error("reset option %r is not one nevo has (reset_mask)" % (k,))
+            if "reset_mask" in options:
+                mask = np.asarray(options["reset_mask"])
+                if mask.dtype != np.bool_ or mask.shape != (self.num_envs,):
+                    raise Error("reset_mask must be (%d,) booleans, not %s %s" % (self.num_envs, mask.shape,
+                                                                                 mask.dtype))
+                mask = np.ascontiguousarray(mask)
         if seed is None:
             seed = self._seed
         seed = _int(seed, "seed", 0, (1 << 64) - 1)
         self._seed = (seed + 1) % (1 << 64)
-        _lib.nevo_vec_env_reset(self._h, seed, _addr(self._obs))
-        self._reset_done = True
+        _lib.nevo_vec_env_reset_masked(self._h, seed, None if mask is None else _addr(mask), _addr(self._obs))
         return (self._obs.copy() if self.copy else self._obs), {}
 
     def step(self, actions):
@@ -236,22 +265,47 @@ class VecEnv:
         actions, (num_envs, action_dim) floats for boxes. Returns (obs, rewards,
         terminated, truncated, infos); infos holds "final_obs" and "_final_obs" in
         same_step mode."""
+        # the fast path: an array of the right shape and kind, checked in three
+        # attribute reads; anything else is converted or refused by _actions
         a = actions
-        if not (type(a) is np.ndarray and a.shape == self._act_shape and a.dtype.kind in self._kinds):
+        if type(a) is not np.ndarray or a.shape != self._act_shape or a.dtype.kind not in self._kinds:
             a = self._actions(a)
-        if not self._reset_done:
-            self._alive()
-            raise Error("step before reset: call reset() first")
-        np.copyto(self._act_in, a, casting="unsafe")
+        self._act_in[...] = a
+        if self._sets:
+            k = self._next_set
+            if k == self._sets:
+                self._new_block()
+                k = 0
+            st = self._step_copy(self._hv, k, self._errp)
+            if st:
+                _check(st, self._err)
+            self._next_set = k + 1
+            obs, rew, term, trunc, fin, has = self._block
+            if fin is not None:
+                return obs[k], rew[k], term[k], trunc[k], {"final_obs": fin[k], "_final_obs": has[k]}
+            return obs[k], rew[k], term[k], trunc[k], {}
         st = self._step(self._hv, self._errp)
         if st:
             _check(st, self._err)
-        infos = {}
         if self._final is not None:
-            infos = {"final_obs": self._final.copy(), "_final_obs": self._has_final.copy()}
+            infos = {"final_obs": self._final, "_final_obs": self._has_final}
+            if self.copy:
+                infos = {"final_obs": self._final.copy(), "_final_obs": self._has_final.copy()}
+                return self._obs.copy(), self._rew.copy(), self._term.copy(), self._trunc.copy(), infos
+            return self._obs, self._rew, self._term, self._trunc, infos
         if self.copy:
-            return self._obs.copy(), self._rew.copy(), self._term.copy(), self._trunc.copy(), infos
-        return self._obs, self._rew, self._term, self._trunc, infos
+            return self._obs.copy(), self._rew.copy(), self._term.copy(), self._trunc.copy(), {}
+        return self._obs, self._rew, self._term, self._trunc, {}
+
+    def _new_block(self):
+        self._alive()
+        k, same = self._sets, self._final is not None
+        block = (np.empty((k,) + self._obs.shape, np.float32), np.empty((k, self.num_envs), np.float32),
+                 np.empty((k, self.num_envs), np.bool_), np.empty((k, self.num_envs), np.bool_),
+                 np.empty((k,) + self._obs.shape, np.float32) if same else None,
+                 np.empty((k, self.num_envs), np.bool_) if same else None)
+        _lib.nevo_vec_env_bind_copies(self._h, *[None if b is None else _addr(b) for b in block])
+        self._block = block
 
     def _actions(self, a):
         self._alive()
@@ -272,7 +326,7 @@ class VecEnv:
             raise Error("the vector env is closed")
 
     def episodes(self):
-        """Episodes each instance has started since the last reset."""
+        """Episodes each instance has started since its last reset (0: never reset)."""
         self._alive()
         return np.array([_lib.nevo_vec_env_episode(self._h, i) for i in range(self.num_envs)])
 
@@ -281,7 +335,7 @@ class VecEnv:
             _lib.nevo_vec_env_free(self._h)
             self._h = None
             self._hv = None
-            self._reset_done = False
+            self._step = self._step_copy = _closed_step
 
     def __del__(self):
         self.close()
@@ -574,8 +628,8 @@ _STAT_KEYS = ("generation", "generation_frames", "generation_episodes", "best_fi
 class Ask:
     """One evaluation a strategy asks for: networks params (n_nets, nparams) float32,
     and episodes: rows (n_tasks,) int32 (which network), seeds (n_tasks,) uint64 (its
-    env seed), flags (n_tasks,) uint32; obs_mean / obs_std: the normalisation the
-    networks run with (None without)."""
+    env seed; on a dataset, the seed its batch is drawn from), flags (n_tasks,) uint32;
+    obs_mean / obs_std: the normalisation the networks run with (None without)."""
 
     def __init__(self, params, rows, seeds, flags, obs_mean, obs_std):
         self.params, self.rows, self.seeds, self.flags = params, rows, seeds, flags
@@ -587,7 +641,7 @@ class Ask:
 
 class Strategy:
     """An evolution algorithm of a config (nevo train's keys: algo ga, rs, es, ga-ns,
-    ns-es, nsr-es, nsra-es) as ask/tell:
+    ns-es, nsr-es, nsra-es) as ask/tell, on an env or on a dataset:
 
         s = nevo.Strategy(config)
         while not s.done:
@@ -595,7 +649,9 @@ class Strategy:
             fitness = s.evaluate(ask)      # or your own: one return per episode
             metrics = s.tell(fitness)      # a dict when the generation is complete
 
-    With s.evaluate, tell reproduces `nevo train` generation for generation."""
+    With s.evaluate, tell reproduces `nevo train` generation for generation. On a
+    dataset an "episode" is its network scored on the batch its seed draws: fitness
+    -mean cross-entropy over data.fitness_batch training samples."""
 
     def __init__(self, config, threads=0):
         threads = _int(threads, "threads", 0, 1024)
@@ -607,11 +663,12 @@ class Strategy:
         self._h = h.value
         self.config = json.loads(_lib.nevo_strategy_config(self._h).decode())
         self.nparams = int(_lib.nevo_strategy_nparams(self._h))
+        spec = _lib.nevo_strategy_spec(self._h).contents
+        self._od, self._bc_dim = spec.obs_dim, spec.bc_dim
+        self.on_data = bool(self.config.get("dataset"))
         self.frames = 0
         self.episodes = 0
         self._ask = None
-        self._results = None
-        self._bc_dim = None
 
     @property
     def generation(self):
@@ -639,33 +696,20 @@ class Strategy:
             _lib.nevo_strategy_ask_params(self._h, _addr(params), self.nparams)
         if nt.value:
             _lib.nevo_strategy_ask_tasks(self._h, _addr(rows), _addr(seeds), _addr(flags))
-        d = self._obs_dim()
-        mean, std = np.empty(d, np.float32), np.empty(d, np.float32)
+        mean, std = np.empty(self._od, np.float32), np.empty(self._od, np.float32)
         has = _lib.nevo_strategy_obs_norm(self._h, _addr(mean), _addr(std))
         self._ask = Ask(params, rows, seeds, flags, mean if has else None, std if has else None)
         return self._ask
 
-    def _obs_dim(self):
-        if self._bc_dim is None:
-            opts, n_opts = _options(self.config.get("env_options", {}))
-            err = NevoError()
-            h = ctypes.c_void_p()
-            _check(_lib.nevo_env_new(self.config["env"].encode(), opts, n_opts, ctypes.byref(h), ctypes.byref(err)),
-                   err)
-            spec = _lib.nevo_env_spec(h).contents
-            self._od, self._bc_dim = spec.obs_dim, spec.bc_dim
-            _lib.nevo_env_free(h)
-        return self._od
-
     def evaluate(self, ask=None):
         """Runs the asked episodes on the strategy's evaluator (as nevo train does,
-        recording what the algorithm asks to record). Returns an Evaluation of
-        (n_tasks,) arrays, which tell() takes."""
+        recording what the algorithm asks to record; on a dataset, each network's
+        -mean cross-entropy on its batch: returns, and the batch's samples as
+        lengths). Returns an Evaluation of (n_tasks,) arrays, which tell() takes."""
         ask = self.ask() if ask is None else ask
         if ask is not self._ask:
             raise Error("this is not the evaluation the strategy asked for last")
         n = len(ask)
-        self._obs_dim()
         ret, length = np.empty(n, np.float64), np.empty(n, np.int32)
         term = np.empty(n, np.bool_)
         bc = np.zeros((n, max(self._bc_dim, 1)), np.float32)
@@ -679,10 +723,11 @@ class Strategy:
         nevo.evaluate(..., rows=ask.rows, seeds=ask.seeds)), or returns (n_tasks,)
         with optional lengths, terminated and behaviours (n_tasks, bc_dim). Returns
         the generation's metrics (metrics.jsonl's keys) when it is complete, else None
-        (the algorithm asks again: the GA's elite candidates)."""
+        (the algorithm asks again: the GA's elite candidates). On a dataset lengths
+        default to the batch's samples, and the metrics add train_loss, test_loss and
+        test_accuracy of the best policy."""
         ask = self.ask()
         n = len(ask)
-        self._obs_dim()
         if isinstance(fitness, Evaluation):
             fitness, lengths, terminated, behaviours = (fitness.returns, fitness.lengths, fitness.terminated,
                                                         fitness.behaviours)
@@ -712,9 +757,10 @@ class Strategy:
         done = ctypes.c_int()
         err = NevoError()
         p = lambda a: None if a is None else _addr(a)  # noqa: E731
-        _check(_lib.nevo_strategy_tell(self._h, _addr(ret), p(length), p(term), p(bc), _addr(stats),
-                                       ctypes.byref(done), ctypes.byref(err)), err)
-        self._ask = None
+        st = _lib.nevo_strategy_tell(self._h, _addr(ret), p(length), p(term), p(bc), _addr(stats),
+                                     ctypes.byref(done), ctypes.byref(err))
+        self._ask = None  # refused, the algorithm asks the same again; told, a new one
+        _check(st, err)
         if not done.value:
             return None
         m = dict(zip(_STAT_KEYS, stats[:10].tolist()))
@@ -723,9 +769,11 @@ class Strategy:
         self.frames += m["generation_frames"]
         self.episodes += m["generation_episodes"]
         m["frames"], m["episodes"] = self.frames, self.episodes
-        bd = int(stats[10])
+        if self.on_data:
+            m.update(zip(("train_loss", "test_loss", "test_accuracy"), stats[10:13].tolist()))
+        bd = int(stats[13])
         if bd:
-            m["behaviour"] = stats[11:11 + bd].astype(np.float32).tolist()
+            m["behaviour"] = stats[14:14 + bd].astype(np.float32).tolist()
         return m
 
     def step(self):

@@ -7,7 +7,7 @@ from ctypes import (POINTER, Structure, c_bool, c_char, c_char_p, c_double, c_fl
 
 ENV_MAX_ACT_DIM = 32
 ENV_MAX_BC = 8
-STRATEGY_STATS = 11 + ENV_MAX_BC
+STRATEGY_STATS = 14 + ENV_MAX_BC
 
 
 class NevoError(Structure):
@@ -89,12 +89,17 @@ nevo_vec_env_free = _fn("nevo_vec_env_free", None, c_void_p)
 nevo_vec_env_spec = _fn("nevo_vec_env_spec", POINTER(NevoEnvSpec), c_void_p)
 nevo_vec_env_episode_seed = _fn("nevo_vec_env_episode_seed", c_uint64, c_uint64, c_int, c_int)
 nevo_vec_env_reset = _fn("nevo_vec_env_reset", None, c_void_p, c_uint64, _P)
+nevo_vec_env_reset_masked = _fn("nevo_vec_env_reset_masked", None, c_void_p, c_uint64, _P, _P)
 nevo_vec_env_step = _fn("nevo_vec_env_step", c_int, c_void_p, _P, _P, _P, _P, _P, _P, _P, _E)
 nevo_vec_env_bind = _fn("nevo_vec_env_bind", None, c_void_p, _P, _P, _P, _P, _P, _P, _P)
 # called with ctypes objects only (a c_void_p handle, a byref error): no argtypes to convert,
 # the cheapest call ctypes makes, once per vector step
 nevo_vec_env_step_bound = lib["nevo_vec_env_step_bound"]
 nevo_vec_env_step_bound.restype = c_int
+nevo_vec_env_bind_copies = _fn("nevo_vec_env_bind_copies", None, c_void_p, _P, _P, _P, _P, _P, _P)
+# the same for copy=True: (a c_void_p handle, a Python int set number, a byref error)
+nevo_vec_env_step_bound_copy = lib["nevo_vec_env_step_bound_copy"]
+nevo_vec_env_step_bound_copy.restype = c_int
 nevo_vec_env_episode = _fn("nevo_vec_env_episode", c_int, c_void_p, c_int)
 
 nevo_pop_eval_new = _fn("nevo_pop_eval_new", c_int, c_char_p, c_int, POINTER(c_void_p), _E)
@@ -118,6 +123,7 @@ nevo_pop_eval_save = _fn("nevo_pop_eval_save", c_int, c_void_p, c_char_p, _P, _E
 nevo_strategy_new = _fn("nevo_strategy_new", c_int, c_char_p, c_int, POINTER(c_void_p), _E)
 nevo_strategy_free = _fn("nevo_strategy_free", None, c_void_p)
 nevo_strategy_config = _fn("nevo_strategy_config", c_char_p, c_void_p)
+nevo_strategy_spec = _fn("nevo_strategy_spec", POINTER(NevoEnvSpec), c_void_p)
 nevo_strategy_nparams = _fn("nevo_strategy_nparams", c_size_t, c_void_p)
 nevo_strategy_generations_done = _fn("nevo_strategy_generations_done", c_int, c_void_p)
 nevo_strategy_ask = _fn("nevo_strategy_ask", None, c_void_p, POINTER(c_int), POINTER(c_int))

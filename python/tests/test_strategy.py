@@ -1,7 +1,8 @@
 """Strategy ask/tell against `nevo train`: the same metrics bit for bit, generation for
 generation, evaluating on the strategy's evaluator or outside it through
-nevo.evaluate; nevo.train; bad configs and results."""
+nevo.evaluate, on envs and on a dataset; nevo.train; bad configs and results."""
 import json
+import struct
 import subprocess
 
 import numpy as np
@@ -47,7 +48,7 @@ def metrics(run_dir):
 def same(python_metrics, cli_line):
     keys = ["generation", "frames", "episodes", "best_fitness", "mean_fitness", "median_fitness",
             "elite_validation_mean", "generation_frames", "archive_size", "novelty_mean", "reward_weight",
-            "behaviour"]
+            "behaviour", "train_loss", "test_loss", "test_accuracy"]
     for k in keys:
         if k in cli_line:
             a, b = python_metrics[k], cli_line[k]
@@ -161,3 +162,71 @@ def test_outside_evaluation_with_observation_normalisation():
     assert s.generation == 2
     with pytest.raises(nevo.Error):
         nevo.Policy(env="Pendulum-v1").set_obs_norm(np.zeros(3), np.ones(3))
+
+
+def write_idx(path, n_train, n_test, seed=0):
+    """A tiny dataset as IDX files (the MNIST format): 6x6 images of three classes,
+    each class brightest in its own band of rows, with noise."""
+    path.mkdir()
+    rng = np.random.default_rng(seed)
+    for split, n in (("train", n_train), ("t10k", n_test)):
+        labels = rng.integers(0, 3, size=n).astype(np.uint8)
+        images = rng.integers(0, 120, size=(n, 6, 6)).astype(np.uint8)
+        for i, c in enumerate(labels):
+            images[i, 2 * c:2 * c + 2] += 120
+        (path / ("%s-images-idx3-ubyte" % split)).write_bytes(struct.pack(">IIII", 0x803, n, 6, 6) +
+                                                               images.tobytes())
+        (path / ("%s-labels-idx1-ubyte" % split)).write_bytes(struct.pack(">II", 0x801, n) + labels.tobytes())
+    return str(path)
+
+
+DATA_ES = {"algo": "es", "seed": 2, "population": 8, "generations": 3, "threads": 2, "data": {"fitness_batch": 40},
+           "policy": {"hidden": [8]}, "es": {"sigma": 0.05, "lr": 0.05, "center_episodes": 1}}
+DATA_GA = {"algo": "ga", "seed": 3, "population": 10, "generations": 2, "threads": 2, "data": {"fitness_batch": 0},
+           "policy": {"hidden": [6]}, "ga": {"truncation": 3, "validation_candidates": 2, "validation_episodes": 2}}
+
+
+@pytest.mark.parametrize("name,config", [("es", DATA_ES), ("ga", DATA_GA)])
+def test_ask_tell_on_a_dataset_reproduces_nevo_train(name, config, nevo_bin, tmp_path):
+    """On a dataset: ask, score on the strategy's data (fitness = -mean cross-entropy
+    on each task's batch), tell the fitness alone; the metrics (with train_loss,
+    test_loss, test_accuracy) are nevo train's bit for bit, and so is policy.nevo."""
+    config = dict(config, dataset=write_idx(tmp_path / "idx", 90, 30))
+    cli = metrics(cli_train(nevo_bin, config, tmp_path, name))
+    s = nevo.Strategy(config)
+    assert s.on_data
+    batch = config["data"]["fitness_batch"] or 90
+    got = []
+    while not s.done:
+        ask = s.ask()
+        assert ask.params.shape[1] == s.nparams and ask.obs_mean is None
+        res = s.evaluate(ask)
+        assert (res.returns < 0).all() and (res.lengths == batch).all() and res.terminated.all()
+        m = s.tell(res.returns)  # lengths default to the batch's samples
+        if m is not None:
+            assert {"train_loss", "test_loss", "test_accuracy"} <= set(m)
+            got.append(m)
+    assert len(got) == len(cli) == config["generations"]
+    for g, c in zip(got, cli):
+        assert "test_accuracy" in c
+        same(g, c)
+    s.save(str(tmp_path / "best.nevo"))
+    assert (tmp_path / "best.nevo").read_bytes() == (tmp_path / name / "policy.nevo").read_bytes()
+
+
+def test_bad_dataset_strategies(tmp_path):
+    idx = write_idx(tmp_path / "idx", 20, 10)
+    with pytest.raises(nevo.Error) as e:
+        nevo.Strategy(dict(DATA_ES, dataset=idx, algo="sgd"))
+    assert "trains by itself" in str(e.value)
+    with pytest.raises(nevo.Error) as e:
+        nevo.Strategy(dict(DATA_ES, dataset=str(tmp_path / "none")))
+    assert e.value.status == "io" and "train-images-idx3-ubyte" in str(e.value)
+    with pytest.raises(nevo.Error) as e:
+        nevo.Strategy(dict(DATA_ES, dataset=idx, algo="ns-es"))
+    assert "behaviour" in str(e.value)
+    s = nevo.Strategy(dict(DATA_ES, dataset=idx))
+    n = len(s.ask())
+    with pytest.raises(nevo.Error) as e:
+        s.tell(np.zeros(n - 1))
+    assert "shape (%d,)" % n in str(e.value)

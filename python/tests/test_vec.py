@@ -58,14 +58,26 @@ def bits(a):
     return a.view(np.uint8).tobytes()
 
 
-def reference(name, n, seed, acts, max_steps, mode, **options):
-    """What the vector must return, from single C instances stepped one by one."""
+def reference(name, n, seed, acts, max_steps, mode, resets=None, **options):
+    """What the vector must return, from single C instances stepped one by one. resets
+    {t: (seed, mask)}: before step t the masked instances are replaced by new ones
+    reset from that seed (a fresh env); out then holds ("reset", obs) before step t."""
     envs = [CEnv(name, max_steps, **options) for _ in range(n)]
     episode = [1] * n
     ended = [False] * n
+    seeds = [seed] * n
     obs0 = np.stack([envs[i].reset(nevo.vec_episode_seed(seed, i, 0)) for i in range(n)])
+    last = obs0.copy()
     out = []
     for t in range(len(acts)):
+        if resets and t in resets:
+            s, mask = resets[t]
+            for i in np.flatnonzero(mask):
+                envs[i].close()
+                envs[i] = CEnv(name, max_steps, **options)
+                seeds[i], episode[i], ended[i] = s, 1, False
+                last[i] = envs[i].reset(nevo.vec_episode_seed(s, i, 0))
+            out.append(("reset", last.copy()))
         o = np.zeros((n, envs[0].spec.obs_dim), np.float32)
         r = np.zeros(n, np.float32)
         te = np.zeros(n, bool)
@@ -74,7 +86,7 @@ def reference(name, n, seed, acts, max_steps, mode, **options):
         has = np.zeros(n, bool)
         for i in range(n):
             if mode == "next_step" and ended[i]:
-                o[i] = envs[i].reset(nevo.vec_episode_seed(seed, i, episode[i]))
+                o[i] = envs[i].reset(nevo.vec_episode_seed(seeds[i], i, episode[i]))
                 episode[i] += 1
                 ended[i] = False
                 continue
@@ -82,22 +94,28 @@ def reference(name, n, seed, acts, max_steps, mode, **options):
             end = te[i] or tr[i]
             if mode == "same_step" and end:
                 fin[i], has[i] = o[i], True
-                o[i] = envs[i].reset(nevo.vec_episode_seed(seed, i, episode[i]))
+                o[i] = envs[i].reset(nevo.vec_episode_seed(seeds[i], i, episode[i]))
                 episode[i] += 1
             elif mode == "next_step":
                 ended[i] = end
+        last = o.copy()
         out.append((o, r, te, tr, fin, has))
     for e in envs:
         e.close()
     return obs0, out
 
 
-def run_vec(name, n, seed, acts, max_steps, mode, threads=1, **options):
+def run_vec(name, n, seed, acts, max_steps, mode, threads=1, resets=None, **options):
     venv = nevo.make_vec(name, n, seed=seed, autoreset_mode=mode, num_threads=threads,
                          max_episode_steps=max_steps, **options)
     obs0, _ = venv.reset()
     out = []
-    for a in acts:
+    for t, a in enumerate(acts):
+        if resets and t in resets:
+            s, mask = resets[t]
+            o, info = venv.reset(seed=s, options={"reset_mask": mask})
+            assert info == {}
+            out.append(("reset", o.reshape(n, -1)))
         o, r, te, tr, info = venv.step(a)
         fin = info.get("final_obs")
         has = info.get("_final_obs")
@@ -178,6 +196,87 @@ def test_autoreset_semantics():
         v.close()
 
 
+def compare(vout, rout):
+    assert len(vout) == len(rout)
+    for t, (v, r) in enumerate(zip(vout, rout)):
+        assert len(v) == len(r), t
+        for k in range(len(v)):
+            if v[k] is None:  # final_obs outside same_step
+                continue
+            if isinstance(v[k], str):
+                assert v[k] == r[k], t
+            else:
+                assert bits(v[k]) == bits(r[k]), "entry %d field %d" % (t, k)
+
+
+def moving_actions(n, steps):
+    """Breakout actions that move the paddle (1 left, 3 right) just before each reset
+    and stand still (0) after it, so sticky actions would show a carried-over action."""
+    acts = np.random.default_rng(1).integers(0, 6, size=(steps, n))
+    for t in (9, 24):
+        acts[t - 3:t] = np.where(np.arange(n) % 2, 1, 3)
+        acts[t:t + 4] = 0
+    return acts
+
+
+@pytest.mark.parametrize("name,mode,n,threads", [("minatar/breakout", "next_step", 6, 1),
+                                                 ("CartPole-v1", "same_step", 5, 1),
+                                                 ("CartPole-v1", "disabled", 5, 1),
+                                                 ("CartPole-v1", "next_step", 100, 2)])
+def test_partial_reset_equals_c_api(name, mode, n, threads):
+    """reset(seed, options={"reset_mask": mask}): each masked instance becomes a fresh
+    env from seed (a new C instance reset with vec_episode_seed(seed, i, 0), its later
+    episodes from the same rule), a pending next-step autoreset of it dropped; the
+    others go on, their rows of obs their last observations. Bit for bit, under each
+    autoreset mode and on the thread pool."""
+    steps, cap = 36, 7
+    rng = np.random.default_rng(3)
+    resets = {9: (70, rng.random(n) < 0.5), 24: (71, np.arange(n) % 3 == 0)}
+    opts = {"sticky_prob": 0.5} if name.startswith("minatar") else {}
+    acts = moving_actions(n, steps) if name.startswith("minatar") else \
+        np.random.default_rng(2).integers(0, 2, size=(steps, n))
+    v0, vout = run_vec(name, n, 5, acts, cap, mode, threads, resets, **opts)
+    r0, rout = reference(name, n, 5, acts, cap, mode, resets, **opts)
+    assert bits(v0) == bits(r0)
+    compare(vout, rout)
+    # a reset instance's trajectory is that of a fresh vector reset with the same seed
+    t0, (s, mask) = 24, resets[24]
+    f0, fout = run_vec(name, n, s, acts[t0:], cap, mode, threads, **opts)
+    k = sorted(resets).index(t0) + 1 + t0  # out's index of step t0 (after its reset entry)
+    assert bits(vout[k - 1][1][mask]) == bits(f0[mask])
+    for t, f in enumerate(fout):
+        assert bits(vout[k + t][0][mask]) == bits(f[0][mask])
+        assert bits(vout[k + t][1][mask]) == bits(f[1][mask])
+
+
+def test_partial_reset_restarts_ended_instances():
+    """With autoreset disabled, a masked reset is how ended instances start again."""
+    v = nevo.make_vec("CartPole-v1", 3, seed=1, autoreset_mode="disabled", max_episode_steps=3, copy=False)
+    v.reset()
+    for _ in range(3):
+        o, r, te, tr, _ = v.step(np.ones(3, np.int64))
+    assert tr.all()
+    before = o.copy()
+    o2, r, te, tr, _ = v.step(np.ones(3, np.int64))
+    assert tr.all() and not r.any() and bits(o2) == bits(before)  # ended: nothing happens
+    mask = np.array([False, True, False])
+    o3, _ = v.reset(seed=9, options={"reset_mask": mask})
+    c = CEnv("CartPole-v1")
+    assert bits(o3[1]) == bits(c.reset(nevo.vec_episode_seed(9, 1, 0)))
+    c.close()
+    assert bits(o3[[0, 2]]) == bits(before[[0, 2]])
+    assert list(v.episodes()) == [1, 1, 1]
+    o4, r, te, tr, _ = v.step(np.ones(3, np.int64))
+    assert list(tr) == [True, False, True] and list(r) == [0.0, 1.0, 0.0]
+    v.reset(options={"reset_mask": np.zeros(3, bool)})  # nothing reset
+    assert list(v.episodes()) == [1, 1, 1]
+    w = nevo.make_vec("CartPole-v1", 2)
+    w.reset(options={"reset_mask": np.array([True, False])})
+    expect("before the first reset of env 1", w.step, np.zeros(2, np.int64))
+    w.close()
+    v.close()
+
+
 @pytest.mark.parametrize("name", ["CartPole-v1", "minatar/breakout", "mujoco/swimmer"])
 def test_threads_never_change_results(name):
     n, steps = 100, 25
@@ -234,6 +333,35 @@ def test_copy_false_returns_the_buffers():
     assert bits(w.step(np.zeros(4, np.int32))[0]) == bits(o2)
 
 
+@pytest.mark.parametrize("mode,n,sets", [("next_step", 3, 64), ("same_step", 3, 64), ("next_step", 300, 39),
+                                         ("same_step", 1000, 0)])
+def test_copy_true_arrays_are_never_overwritten(mode, n, sets):
+    """copy=True: every step's arrays (views of sets C copies the outputs into, 64 or
+    39 steps a block; or numpy's copies of larger outputs) keep their values through
+    later steps and new blocks; they equal copies of copy=False's buffers taken at
+    each step."""
+    steps = 150
+    acts = np.random.default_rng(4).integers(0, 2, size=(steps, n))
+    v = nevo.make_vec("CartPole-v1", n, seed=2, autoreset_mode=mode, max_episode_steps=9)
+    w = nevo.make_vec("CartPole-v1", n, seed=2, autoreset_mode=mode, max_episode_steps=9, copy=False)
+    v.reset()
+    w.reset()
+    kept, want = [], []
+    for a in acts:
+        o, r, te, tr, info = v.step(a)
+        kept.append((o, r, te, tr) + tuple(info.values()))
+        o, r, te, tr, info = w.step(a)
+        want.append(tuple(x.copy() for x in (o, r, te, tr) + tuple(info.values())))
+        assert o is w._obs  # copy=False: the vector's own buffer
+    assert v._sets == sets and (not sets or kept[0][0].base is not kept[100][0].base)  # new blocks
+    for k, x in zip(kept, want):
+        assert len(k) == len(x) == (6 if mode == "same_step" else 4)
+        for a, b in zip(k, x):
+            assert bits(a) == bits(b)
+    v.close()
+    w.close()
+
+
 def test_reset_seeds():
     v = nevo.make_vec("CartPole-v1", 3, seed=7)
     a, _ = v.reset()
@@ -259,7 +387,7 @@ def test_bad_arguments_raise_with_nevos_message():
     expect("autoreset_mode", nevo.make_vec, "CartPole-v1", 2, autoreset_mode="sometimes")
     expect("must be a number", nevo.make_vec, "minatar/breakout", 2, sticky_prob="high")
     v = nevo.make_vec("CartPole-v1", 2)
-    expect("step before reset", v.step, np.zeros(2, np.int64))
+    expect("step before the first reset of env 0", v.step, np.zeros(2, np.int64))
     v.reset()
     expect("shape (2,)", v.step, np.zeros(3, np.int64))
     expect("must be integers", v.step, np.array(["a", "b"]))
@@ -267,6 +395,10 @@ def test_bad_arguments_raise_with_nevos_message():
     expect("is not one of its 2 actions", v.step, np.array([0.5, 1.0], np.float32))
     expect("is not one of its 2 actions", v.step, np.array([-1, 0]))
     v.step(np.array([1, 0]))  # still usable after refused steps
+    expect("reset_mask must be (2,) booleans", v.reset, options={"reset_mask": np.array([1, 0])})
+    expect("reset_mask must be (2,) booleans", v.reset, options={"reset_mask": np.ones(3, bool)})
+    expect("reset option 'mask' is not one nevo has", v.reset, options={"mask": np.ones(2, bool)})
+    expect("reset options must be a dict", v.reset, options=[True, False])
     h = nevo.make_vec("mujoco/hopper", 1)
     h.reset()
     expect("not finite", h.step, np.array([[0, np.nan, 0]], np.float32))

@@ -87,8 +87,7 @@ typedef struct Run {
     NevoConfig cfg;
     NevoRunCore c;              /* on a dataset: no env, evaluator or backend */
     NevoEnv *eval_env;          /* evaluation env (the env's own limits) */
-    NevoDataset *data;          /* a run on a dataset (no env, no evaluator) */
-    NevoDataView train, test;   /* its splits as the networks see them */
+    NevoRunData d;              /* a run on a dataset (no env, no evaluator): its data */
     NevoComm *comm;             /* the job's ranks (NULL: this process alone) */
     struct Ranks *ranks;        /* their shares of the work (NULL: this process alone) */
 } Run;
@@ -110,11 +109,10 @@ static void run_free(Run *r) {
     ranks_free(r->ranks);
     nevo_run_core_free(&r->c);
     nevo_env_free(r->eval_env);
-    nevo_dataset_free(r->data);
+    nevo_run_data_free(&r->d);
 }
 
-/* The pool (threads, else the config's, else every CPU) and noise table of a built policy. */
-static NevoStatus pool_and_noise(const NevoConfig *cfg, int threads, NevoRunCore *c, NevoError *err) {
+NevoStatus nevo_run_core_pool_and_noise(const NevoConfig *cfg, int threads, NevoRunCore *c, NevoError *err) {
     size_t table = nevo_algo_noise_floats(cfg, c->policy->nparams);
     if (table <= c->policy->nparams)
         return nevo_error(err, NEVO_ERR_INVALID,
@@ -136,7 +134,7 @@ NevoStatus nevo_run_core_build(const NevoConfig *cfg, int threads, NevoRunCore *
     if (st) return st;
     st = nevo_algo_check_memory(cfg, c->policy->nparams, err);
     if (st) return st;
-    st = pool_and_noise(cfg, threads, c, err);
+    st = nevo_run_core_pool_and_noise(cfg, threads, c, err);
     if (st) return st;
     c->ev = nevo_evaluator_new(c->env, c->policy, c->pool, 0);
     if (strcmp(cfg->backend, "cpu") != 0) {
@@ -150,36 +148,13 @@ NevoStatus nevo_run_core_build(const NevoConfig *cfg, int threads, NevoRunCore *
     return nevo_algo_new(cfg, c->env, c->policy, c->noise, c->pool, &c->algo, err);
 }
 
-/* What a run on a dataset builds instead of envs and an evaluator. */
-static NevoStatus run_build_data(Run *r, int threads, NevoError *err) {
-    const NevoConfig *cfg = &r->cfg;
-    NevoStatus st = nevo_algo_check(cfg, NULL, err);
-    if (st) return st;
-    if (strcmp(cfg->backend, "cpu") != 0)
-        return nevo_error(err, NEVO_ERR_INVALID, "backend %s computes env episodes; a run on a dataset computes on "
-                          "the cpu backend (backend=cpu)", cfg->backend);
-    st = nevo_dataset_load(cfg->dataset, cfg->data.train_samples, cfg->data.test_samples, &r->data, err);
-    if (st) return st;
-    r->train = nevo_data_view(r->data, &r->data->train);
-    r->test = nevo_data_view(r->data, &r->data->test);
-    NevoEnvSpec spec;
-    nevo_dataset_env_spec(r->data, &spec);
-    st = nevo_policy_new(&spec, &cfg->policy, 0, &r->c.policy, err);
-    if (st) return st;
-    st = nevo_algo_check_memory(cfg, r->c.policy->nparams, err);
-    if (st) return st;
-    st = pool_and_noise(cfg, threads, &r->c, err);
-    if (st) return st;
-    return nevo_algo_new_on_data(&r->cfg, &r->train, r->c.policy, r->c.noise, r->c.pool, &r->c.algo, err);
-}
-
 /* Builds everything a run needs from the config; writes nothing. */
 static NevoStatus run_build(Run *r, const NevoConfig *cfg, int threads, NevoError *err) {
     memset(r, 0, sizeof *r);
     r->cfg = *cfg;
     NevoStatus st = nevo_config_check(cfg, err);
     if (st) return st;
-    if (cfg->dataset[0]) return run_build_data(r, threads, err);
+    if (cfg->dataset[0]) return nevo_run_core_build_data(&r->cfg, threads, &r->c, &r->d, err);
     st = nevo_env_new(cfg->env, cfg->env_options, cfg->n_env_options, &r->eval_env, err);
     if (st) return st;
     return nevo_run_core_build(&r->cfg, threads, &r->c, err);
@@ -233,7 +208,7 @@ static NevoStatus shard_data(void *ctx, const NevoTaskSet *shard, NevoEpisode *r
     const Run *r = ((const DataCtx *)ctx)->r;
     NevoStatus st = nevo_taskset_check(shard, r->c.policy, NULL, err);
     if (st) return st;
-    return nevo_supervised_tasks(shard, r->c.policy, &r->train, r->cfg.data.fitness_batch, r->c.pool, results, err);
+    return nevo_supervised_tasks(shard, r->c.policy, &r->d.train, r->cfg.data.fitness_batch, r->c.pool, results, err);
 }
 
 /* The ranks of a run and their shares of each evaluation. Rank r's share is
@@ -364,23 +339,6 @@ NevoStatus nevo_train_generation(NevoAlgo *algo, NevoEvaluator *ev, NevoGenStats
 static NevoStatus data_generation(Run *r, NevoGenStats *stats, NevoError *err) {
     DataCtx ctx = {r};
     return generation_on(r->c.algo, r->ranks, shard_data, &ctx, 0, stats, err);
-}
-
-/* The scores a run on a dataset reports of its best policy: the test split's loss and
- * accuracy, and the training loss: epoch_loss where given (an SGD epoch's own mean,
- * what metrics report for it), else over the training split. */
-static NevoStatus data_scores(const Run *r, const double *epoch_loss, NevoDataScores *out, NevoError *err) {
-    float *theta = nevo_alloc_aligned(sizeof(float) * r->c.policy->nparams);
-    nevo_algo_best(r->c.algo, theta);
-    NevoStatus st = nevo_supervised_eval(r->c.policy, theta, &r->test, NULL, r->test.n, r->c.pool, &out->test_loss,
-                                         &out->test_accuracy, err);
-    if (st == NEVO_OK && epoch_loss)
-        out->train_loss = *epoch_loss;
-    else if (st == NEVO_OK)
-        st = nevo_supervised_eval(r->c.policy, theta, &r->train, NULL, r->train.n, r->c.pool, &out->train_loss, NULL,
-                                  err);
-    free(theta);
-    return st;
 }
 
 /* Why a run with these totals stops, NULL while it goes on: its generations, else its
@@ -654,12 +612,13 @@ NevoStatus nevo_train_run_ranks(const NevoConfig *cfg, const char *out_dir, int 
         NevoGenStats gs;
         double g0 = now_s();
         nevo_comm_reset_stats(comm);
-        st = run.data ? data_generation(&run, &gs, err)
+        st = run.d.data ? data_generation(&run, &gs, err)
                       : generation_on(run.c.algo, run.ranks, shard_env, run.c.ev, 1, &gs, err);
-        if (st == NEVO_OK && run.data) {
+        if (st == NEVO_OK && run.d.data) {
             double epoch_loss = -gs.mean;
             gs.on_data = 1;
-            st = data_scores(&run, nevo_algo_trains_itself(run.c.algo) ? &epoch_loss : NULL, &gs.data, err);
+            st = nevo_run_data_scores(&run.c, &run.d, nevo_algo_trains_itself(run.c.algo) ? &epoch_loss : NULL,
+                                      &gs.data, err);
         }
         if (st) break;
         totals.generations = nevo_algo_generations_done(run.c.algo);
@@ -728,9 +687,9 @@ NevoStatus nevo_train_run_ranks(const NevoConfig *cfg, const char *out_dir, int 
         if (st) break;
         if (hooks && hooks->on_generation) hooks->on_generation(hooks->ctx, &gs, &totals, &run.cfg);
     }
-    if (st == NEVO_OK && run.data) {
+    if (st == NEVO_OK && run.d.data) {
         summary->on_data = 1; /* the final policy's scores, its training loss over the split */
-        st = data_scores(&run, NULL, &summary->data, err);
+        st = nevo_run_data_scores(&run.c, &run.d, NULL, &summary->data, err);
     } else if (st == NEVO_OK && root) { /* rank 0 alone: the others wait at the agreement below */
         float *theta = nevo_alloc_aligned(sizeof(float) * run.c.policy->nparams);
         nevo_algo_best(run.c.algo, theta);
@@ -744,7 +703,7 @@ NevoStatus nevo_train_run_ranks(const NevoConfig *cfg, const char *out_dir, int 
         snprintf(summary->stopped, sizeof summary->stopped, "%s", stopped ? stopped : "");
         snprintf(summary->policy_path, sizeof summary->policy_path, "%s", policy_path);
         char text[2048];
-        int n = run.data ? snprintf(text, sizeof text,
+        int n = run.d.data ? snprintf(text, sizeof text,
                                     "{\"generations\": %d, \"samples\": %lld, \"wall_s\": %.3f, "
                                     "\"best_fitness\": %.17g, \"train_loss\": %.17g, \"test_loss\": %.17g, "
                                     "\"test_accuracy\": %.17g, \"stopped\": \"%s\"}\n",

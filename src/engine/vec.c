@@ -30,15 +30,19 @@ struct NevoVecEnv {
     int n, autoreset;
     size_t isize;
     uint8_t *insts;    /* (n, isize) */
-    int *episode;      /* (n) episodes started since the reset */
-    int was_reset;     /* nevo_vec_env_reset has run: the instances hold episodes */
+    int *episode;      /* (n) episodes started since the instance's reset (0: never reset) */
+    int never_reset;   /* instances not reset yet: no step until none is left */
     bool *ended;       /* (n) the last step ended the episode (NEXT_STEP: reset next) */
-    uint64_t seed;
+    uint64_t *seed;    /* (n) the seed of each instance's last reset */
     struct {
         const float *actions;
         float *obs, *rewards, *final_obs;
         bool *terminated, *truncated, *has_final;
     } bound;
+    struct { /* sets of copies of the bound outputs (nevo_vec_env_bind_copies) */
+        float *obs, *rewards, *final_obs;
+        bool *terminated, *truncated, *has_final;
+    } copies;
     NevoPool *pool;    /* NULL: the calling thread */
     /* the current call's arrays */
     const float *actions;
@@ -72,7 +76,9 @@ NevoStatus nevo_vec_env_new(const char *name, const NevoEnvOption *opts, int n_o
     v->isize = nevo_env_instance_size(env);
     v->insts = nevo_alloc_aligned(v->isize * (size_t)num_envs);
     v->episode = nevo_alloc(sizeof(int) * (size_t)num_envs);
+    v->never_reset = num_envs;
     v->ended = nevo_alloc(sizeof(bool) * (size_t)num_envs);
+    v->seed = nevo_alloc(sizeof(uint64_t) * (size_t)num_envs);
     v->pool = threads > 1 && num_envs > VEC_CHUNK ? nevo_pool_new(threads) : NULL;
     *out = v;
     return NEVO_OK;
@@ -85,6 +91,7 @@ void nevo_vec_env_free(NevoVecEnv *v) {
     free(v->insts);
     free(v->episode);
     free(v->ended);
+    free(v->seed);
     nevo_env_free(v->env);
     free(v);
 }
@@ -102,48 +109,62 @@ uint64_t nevo_vec_env_episode_seed(uint64_t seed, int env_index, int episode) {
 typedef struct {
     NevoVecEnv *v;
     int reset;
+    const bool *mask; /* reset: the instances to reset (NULL: all) */
+    uint64_t seed;
 } VecJob;
 
-static void vec_reset_range(NevoVecEnv *v, int lo, int hi) {
+static void vec_reset_range(NevoVecEnv *v, const VecJob *job, int lo, int hi) {
     size_t od = (size_t)v->spec->obs_dim;
     for (int i = lo; i < hi; i++) {
+        if (job->mask && !job->mask[i]) continue;
         void *inst = v->insts + (size_t)i * v->isize;
         nevo_env_forget(v->env, inst);
-        nevo_env_reset(v->env, inst, nevo_vec_env_episode_seed(v->seed, i, 0), v->obs + (size_t)i * od);
+        v->seed[i] = job->seed;
+        nevo_env_reset(v->env, inst, nevo_vec_env_episode_seed(job->seed, i, 0), v->obs + (size_t)i * od);
         v->episode[i] = 1;
         v->ended[i] = false;
     }
 }
 
+/* The step's arrays and fields are read into locals first: a store through a bool
+ * pointer may alias anything, and would make the compiler read them from v again
+ * after each instance (a vector of small envs would pay that on every step). */
 static void vec_step_range(NevoVecEnv *v, int lo, int hi) {
-    size_t od = (size_t)v->spec->obs_dim, ad = (size_t)v->spec->action_dim;
+    const NevoEnv *env = v->env;
+    uint8_t *insts = v->insts;
+    size_t isize = v->isize, od = (size_t)v->spec->obs_dim, ad = (size_t)v->spec->action_dim;
+    const float *actions = v->actions;
+    float *obs_all = v->obs, *rewards = v->rewards, *final_obs = v->final_obs;
+    bool *terminated = v->terminated, *truncated = v->truncated, *has_final = v->has_final, *ended = v->ended;
+    int *episode = v->episode, mode = v->autoreset;
+    const uint64_t *seed = v->seed;
     for (int i = lo; i < hi; i++) {
-        void *inst = v->insts + (size_t)i * v->isize;
-        float *obs = v->obs + (size_t)i * od;
-        if (v->autoreset == NEVO_AUTORESET_NEXT_STEP && v->ended[i]) {
-            nevo_env_reset(v->env, inst, nevo_vec_env_episode_seed(v->seed, i, v->episode[i]++), obs);
-            v->ended[i] = false;
-            v->rewards[i] = 0.0f;
-            v->terminated[i] = v->truncated[i] = false;
+        void *inst = insts + (size_t)i * isize;
+        float *obs = obs_all + (size_t)i * od;
+        if (mode == NEVO_AUTORESET_NEXT_STEP && ended[i]) {
+            nevo_env_reset(env, inst, nevo_vec_env_episode_seed(seed[i], i, episode[i]++), obs);
+            ended[i] = false;
+            rewards[i] = 0.0f;
+            terminated[i] = truncated[i] = false;
             continue;
         }
         NevoStepResult r;
-        nevo_env_step(v->env, inst, v->actions + (size_t)i * ad, obs, &r);
-        v->rewards[i] = r.reward;
-        v->terminated[i] = r.terminated;
-        v->truncated[i] = r.truncated;
+        nevo_env_step(env, inst, actions + (size_t)i * ad, obs, &r);
+        rewards[i] = r.reward;
+        terminated[i] = r.terminated;
+        truncated[i] = r.truncated;
         bool end = r.terminated || r.truncated;
-        if (v->autoreset == NEVO_AUTORESET_SAME_STEP) {
-            if (v->has_final) v->has_final[i] = end;
-            if (v->final_obs) {
+        if (mode == NEVO_AUTORESET_SAME_STEP) {
+            if (has_final) has_final[i] = end;
+            if (final_obs) {
                 if (end)
-                    memcpy(v->final_obs + (size_t)i * od, obs, sizeof(float) * od);
+                    memcpy(final_obs + (size_t)i * od, obs, sizeof(float) * od);
                 else
-                    memset(v->final_obs + (size_t)i * od, 0, sizeof(float) * od);
+                    memset(final_obs + (size_t)i * od, 0, sizeof(float) * od);
             }
-            if (end) nevo_env_reset(v->env, inst, nevo_vec_env_episode_seed(v->seed, i, v->episode[i]++), obs);
+            if (end) nevo_env_reset(env, inst, nevo_vec_env_episode_seed(seed[i], i, episode[i]++), obs);
         } else {
-            v->ended[i] = end;
+            ended[i] = end;
         }
     }
 }
@@ -153,39 +174,48 @@ static void vec_item(void *ctx, int item, int worker) {
     VecJob *job = ctx;
     int lo = item * VEC_CHUNK, hi = lo + VEC_CHUNK < job->v->n ? lo + VEC_CHUNK : job->v->n;
     if (job->reset)
-        vec_reset_range(job->v, lo, hi);
+        vec_reset_range(job->v, job, lo, hi);
     else
         vec_step_range(job->v, lo, hi);
 }
 
-static void vec_run(NevoVecEnv *v, int reset) {
-    VecJob job = {v, reset};
+static void vec_run(NevoVecEnv *v, const VecJob *job) {
     if (v->pool)
-        nevo_pool_run(v->pool, (v->n + VEC_CHUNK - 1) / VEC_CHUNK, vec_item, &job);
-    else if (reset)
-        vec_reset_range(v, 0, v->n);
+        nevo_pool_run(v->pool, (v->n + VEC_CHUNK - 1) / VEC_CHUNK, vec_item, (void *)job);
+    else if (job->reset)
+        vec_reset_range(v, job, 0, v->n);
     else
         vec_step_range(v, 0, v->n);
 }
 
-void nevo_vec_env_reset(NevoVecEnv *v, uint64_t seed, float *obs) {
-    v->seed = seed;
+void nevo_vec_env_reset_masked(NevoVecEnv *v, uint64_t seed, const bool *mask, float *obs) {
+    for (int i = 0; i < v->n; i++) v->never_reset -= (!mask || mask[i]) && v->episode[i] == 0;
     v->obs = obs;
-    vec_run(v, 1);
-    v->was_reset = 1;
+    VecJob job = {v, 1, mask, seed};
+    vec_run(v, &job);
 }
+
+void nevo_vec_env_reset(NevoVecEnv *v, uint64_t seed, float *obs) { nevo_vec_env_reset_masked(v, seed, NULL, obs); }
 
 NevoStatus nevo_vec_env_step(NevoVecEnv *v, const float *actions, float *obs, float *rewards, bool *terminated,
                              bool *truncated, float *final_obs, bool *has_final, NevoError *err) {
     const NevoEnvSpec *s = v->spec;
     size_t ad = (size_t)s->action_dim;
-    if (!v->was_reset) return nevo_error(err, NEVO_ERR_INVALID, "%s: step before the first reset", s->name);
+    if (v->never_reset) {
+        int i = 0;
+        while (v->episode[i]) i++;
+        return nevo_error(err, NEVO_ERR_INVALID, "%s: step before the first reset of env %d", s->name, i);
+    }
+    /* every action is checked before anything steps: a refused step changes nothing */
+    bool skip_ended = v->autoreset == NEVO_AUTORESET_NEXT_STEP; /* their actions are ignored */
+    bool discrete = s->action_kind == NEVO_SPACE_DISCRETE;
+    float n_actions = (float)s->n_actions;
     for (int i = 0; i < v->n; i++) {
-        if (v->autoreset == NEVO_AUTORESET_NEXT_STEP && v->ended[i]) continue; /* the action is ignored */
+        if (skip_ended && v->ended[i]) continue;
         const float *a = actions + (size_t)i * ad;
-        if (s->action_kind == NEVO_SPACE_DISCRETE) {
-            float x = a[0];
-            if (!(x >= 0.0f && x < (float)s->n_actions && x == floorf(x)))
+        if (discrete) {
+            float x = a[0]; /* in range before the cast (a whole number: it converts back the same) */
+            if (!(x >= 0.0f && x < n_actions && x == (float)(int)x))
                 return nevo_error(err, NEVO_ERR_INVALID, "%s: action %g of env %d is not one of its %d actions "
                                   "(0 to %d)", s->name, (double)x, i, s->n_actions, s->n_actions - 1);
         } else {
@@ -202,7 +232,8 @@ NevoStatus nevo_vec_env_step(NevoVecEnv *v, const float *actions, float *obs, fl
     v->truncated = truncated;
     v->final_obs = final_obs;
     v->has_final = has_final;
-    vec_run(v, 0);
+    VecJob job = {v, 0, NULL, 0};
+    vec_run(v, &job);
     return NEVO_OK;
 }
 
@@ -222,6 +253,37 @@ NevoStatus nevo_vec_env_step_bound(NevoVecEnv *v, NevoError *err) {
         return nevo_error(err, NEVO_ERR_INVALID, "no arrays bound to the vector (nevo_vec_env_bind)");
     return nevo_vec_env_step(v, v->bound.actions, v->bound.obs, v->bound.rewards, v->bound.terminated,
                              v->bound.truncated, v->bound.final_obs, v->bound.has_final, err);
+}
+
+void nevo_vec_env_bind_copies(NevoVecEnv *v, float *obs, float *rewards, bool *terminated, bool *truncated,
+                              float *final_obs, bool *has_final) {
+    v->copies.obs = obs;
+    v->copies.rewards = rewards;
+    v->copies.terminated = terminated;
+    v->copies.truncated = truncated;
+    v->copies.final_obs = final_obs;
+    v->copies.has_final = has_final;
+}
+
+/* set k of an array of sets of n x per items */
+#define SET(base, k, n, per) ((base) + (size_t)(k) * (size_t)(n) * (size_t)(per))
+
+NevoStatus nevo_vec_env_step_bound_copy(NevoVecEnv *v, int slot, NevoError *err) {
+    if (!v->copies.obs || !v->copies.rewards || !v->copies.terminated || !v->copies.truncated)
+        return nevo_error(err, NEVO_ERR_INVALID, "no copy arrays bound to the vector (nevo_vec_env_bind_copies)");
+    if (slot < 0) return nevo_error(err, NEVO_ERR_INVALID, "copy set %d: sets are numbered from 0", slot);
+    NevoStatus st = nevo_vec_env_step_bound(v, err);
+    if (st) return st;
+    size_t n = (size_t)v->n, od = (size_t)v->spec->obs_dim;
+    memcpy(SET(v->copies.obs, slot, n, od), v->bound.obs, sizeof(float) * n * od);
+    memcpy(SET(v->copies.rewards, slot, n, 1), v->bound.rewards, sizeof(float) * n);
+    memcpy(SET(v->copies.terminated, slot, n, 1), v->bound.terminated, sizeof(bool) * n);
+    memcpy(SET(v->copies.truncated, slot, n, 1), v->bound.truncated, sizeof(bool) * n);
+    if (v->copies.final_obs && v->bound.final_obs)
+        memcpy(SET(v->copies.final_obs, slot, n, od), v->bound.final_obs, sizeof(float) * n * od);
+    if (v->copies.has_final && v->bound.has_final)
+        memcpy(SET(v->copies.has_final, slot, n, 1), v->bound.has_final, sizeof(bool) * n);
+    return NEVO_OK;
 }
 
 /* --- population evaluation -------------------------------------------------------- */
@@ -410,6 +472,8 @@ NevoStatus nevo_pop_eval_save(const NevoPopEval *pe, const char *path, const flo
 struct NevoStrategy {
     NevoConfig cfg;
     NevoRunCore c; /* built as `nevo train` builds a run */
+    NevoRunData d; /* on a dataset: its data (c has no env or evaluator) */
+    NevoEnvSpec spec; /* what the networks see: the env's, or the dataset's */
     char *json;
     const NevoTaskSet *ts; /* asked, not yet told */
     int evaluated;         /* ts's episodes ran here: stats and states below are theirs */
@@ -426,11 +490,12 @@ static void strategy_drop_records(NevoStrategy *s) {
     s->evaluated = 0;
 }
 
-/* Room for what the asked set's tasks record (empty statistics, states). */
+/* Room for what the asked set's tasks record (empty statistics, states); nothing on
+ * a dataset, where nevo train records nothing either. */
 static void strategy_records(NevoStrategy *s) {
     strategy_drop_records(s);
     s->n_kept = s->ts->n_tasks;
-    nevo_task_records_new(s->ts, &s->stats, &s->states);
+    if (!s->d.data) nevo_task_records_new(s->ts, &s->stats, &s->states);
 }
 
 NevoStatus nevo_strategy_new(const char *config_json, int threads, NevoStrategy **out, NevoError *err) {
@@ -440,12 +505,18 @@ NevoStatus nevo_strategy_new(const char *config_json, int threads, NevoStrategy 
     NevoStatus st = config_from_json(config_json, cfg, err);
     if (st == NEVO_OK && (threads < 0 || threads > 1024))
         st = nevo_error(err, NEVO_ERR_INVALID, "threads must be from 0 to 1024, not %d", threads);
-    if (st == NEVO_OK && cfg->dataset[0])
-        st = nevo_error(err, NEVO_ERR_INVALID, "config names a dataset: a strategy here runs env episodes "
-                        "(train on datasets with nevo.train)");
-    /* a gradient algorithm (sgd) needs a dataset, refused above: the core's algorithm
-     * check names it */
-    if (st == NEVO_OK) st = nevo_run_core_build(cfg, pool_threads(cfg, threads), &s->c, err);
+    if (st == NEVO_OK && cfg->dataset[0]) {
+        st = nevo_run_core_build_data(cfg, pool_threads(cfg, threads), &s->c, &s->d, err);
+        /* a gradient algorithm runs its epochs itself: nothing to ask or tell */
+        if (st == NEVO_OK && nevo_algo_trains_itself(s->c.algo))
+            st = nevo_error(err, NEVO_ERR_INVALID, "algo %s trains by itself, without ask and tell (run it with "
+                            "nevo train)", cfg->algo);
+        if (st == NEVO_OK) nevo_dataset_env_spec(s->d.data, &s->spec);
+    } else if (st == NEVO_OK) {
+        /* a gradient algorithm without a dataset: the core's algorithm check names it */
+        st = nevo_run_core_build(cfg, pool_threads(cfg, threads), &s->c, err);
+        if (st == NEVO_OK) s->spec = *nevo_env_spec(s->c.env);
+    }
     if (st) {
         nevo_strategy_free(s);
         return st;
@@ -459,11 +530,13 @@ void nevo_strategy_free(NevoStrategy *s) {
     if (!s) return;
     strategy_drop_records(s);
     nevo_run_core_free(&s->c);
+    nevo_run_data_free(&s->d);
     free(s->json);
     free(s);
 }
 
 const char *nevo_strategy_config(const NevoStrategy *s) { return s->json; }
+const NevoEnvSpec *nevo_strategy_spec(const NevoStrategy *s) { return &s->spec; }
 size_t nevo_strategy_nparams(const NevoStrategy *s) { return s->c.policy->nparams; }
 int nevo_strategy_generations_done(const NevoStrategy *s) { return nevo_algo_generations_done(s->c.algo); }
 
@@ -521,9 +594,17 @@ NevoStatus nevo_strategy_evaluate(NevoStrategy *s, double *ret, int *len, bool *
     nevo_strategy_ask(s, &nn, &nt);
     strategy_records(s); /* fresh: a second evaluation must not add to the first */
     NevoEpisode *eps = nevo_alloc(sizeof(NevoEpisode) * (size_t)(nt ? nt : 1));
-    NevoStatus st = nevo_evaluate_tasks(s->c.ev, s->ts, eps, s->stats, s->states, err);
+    NevoStatus st;
+    if (s->d.data) { /* as nevo train scores a set on a dataset */
+        st = nevo_taskset_check(s->ts, s->c.policy, NULL, err);
+        if (st == NEVO_OK)
+            st = nevo_supervised_tasks(s->ts, s->c.policy, &s->d.train, s->cfg.data.fitness_batch, s->c.pool, eps,
+                                       err);
+    } else {
+        st = nevo_evaluate_tasks(s->c.ev, s->ts, eps, s->stats, s->states, err);
+    }
     if (st == NEVO_OK) {
-        copy_episodes(eps, nt, nevo_env_spec(s->c.env)->bc_dim, ret, len, terminated, bc);
+        copy_episodes(eps, nt, s->spec.bc_dim, ret, len, terminated, bc);
         s->evaluated = 1;
     }
     free(eps);
@@ -538,12 +619,15 @@ NevoStatus nevo_strategy_tell(NevoStrategy *s, const double *ret, const int *len
     if (s->states && !s->evaluated)
         return nevo_error(err, NEVO_ERR_INVALID, "this evaluation keeps states of its episodes (ga.mutation %s): "
                           "evaluate it with the strategy's own evaluate", s->cfg.ga.mutation);
-    int bd = nevo_env_spec(s->c.env)->bc_dim;
+    int bd = s->spec.bc_dim;
+    /* on a dataset a task's length is its batch's samples, as nevo_supervised_tasks gives */
+    int batch = s->cfg.data.fitness_batch, n_train = s->d.train.n;
+    int data_len = s->d.data ? (batch <= 0 || batch >= n_train ? n_train : batch) : 0;
     NevoEpisode *eps = nevo_alloc(sizeof(NevoEpisode) * (size_t)(nt ? nt : 1));
     for (int t = 0; t < nt; t++) {
         eps[t].ret = ret[t];
-        eps[t].length = len ? len[t] : 0;
-        eps[t].terminated = terminated ? terminated[t] : 0;
+        eps[t].length = len ? len[t] : data_len;
+        eps[t].terminated = terminated ? terminated[t] : s->d.data != NULL;
         if (bc && bd) memcpy(eps[t].bc, bc + (size_t)t * (size_t)bd, sizeof(float) * (size_t)bd);
     }
     NevoGenStats gs;
@@ -553,14 +637,16 @@ NevoStatus nevo_strategy_tell(NevoStrategy *s, const double *ret, const int *len
     if (st) return st;
     strategy_drop_records(s);
     s->ts = NULL;
-    if (*done) {
-        double v[NEVO_STRATEGY_STATS] = {gs.generation, (double)gs.frames, (double)gs.episodes, gs.best, gs.mean,
-                                         gs.median, gs.elite_mean, gs.archive_size, gs.novelty_mean,
-                                         gs.reward_weight, gs.bc_dim};
-        for (int d = 0; d < gs.bc_dim && d < NEVO_ENV_MAX_BC; d++) v[11 + d] = gs.bc[d];
-        if (stats) memcpy(stats, v, sizeof v);
-    }
-    return NEVO_OK;
+    if (!*done) return NEVO_OK;
+    NevoDataScores ds = {NAN, NAN, NAN};
+    /* told: a failure here leaves the generation done, as nevo train's would end the run */
+    if (s->d.data) st = nevo_run_data_scores(&s->c, &s->d, NULL, &ds, err);
+    double v[NEVO_STRATEGY_STATS] = {gs.generation, (double)gs.frames, (double)gs.episodes, gs.best, gs.mean,
+                                     gs.median, gs.elite_mean, gs.archive_size, gs.novelty_mean, gs.reward_weight,
+                                     ds.train_loss, ds.test_loss, ds.test_accuracy, gs.bc_dim};
+    for (int d = 0; d < gs.bc_dim && d < NEVO_ENV_MAX_BC; d++) v[14 + d] = gs.bc[d];
+    if (stats) memcpy(stats, v, sizeof v);
+    return st;
 }
 
 void nevo_strategy_best(const NevoStrategy *s, float *theta) { nevo_algo_best(s->c.algo, theta); }
