@@ -13,6 +13,7 @@
 #include "harness.h"
 #include "nevo/algo.h"
 #include "nevo/backend.h"
+#include "nevo/eval.h"
 #include "nevo/noise.h"
 #include "nevo/r2d2.h"
 #include "nevo/rl.h"
@@ -301,7 +302,8 @@ TEST(r2d2_sync_bit_identical_across_threads_and_resume) {
         const char *net = k ? "'policy.conv_filters=[4]' 'policy.hidden=[16]' policy.lstm=16" : "";
         const char *common = "generations=8 rl.envs=6 rl.unroll=6 rl.burn_in=3 rl.period=3 rl.batch=12 "
                              "rl.replay=40 rl.replay_start=12 rl.target_period=7 rl.steps_per_generation=10 "
-                             "checkpoint_every=3 eval_episodes=2 max_episode_steps=300 --quiet";
+                             "rl.validation_every=2 rl.validation_episodes=2 checkpoint_every=3 eval_episodes=2 "
+                             "max_episode_steps=300 --quiet";
         const char *threads[] = {"--threads 1 --out a", "--threads 3 --out b"};
         for (int j = 0; j < 2; j++) {
             snprintf(args, sizeof args, "train %s/configs/cartpole_r2d2.json env=%s %s %s %s%d", getenv("PWD"),
@@ -438,6 +440,61 @@ TEST(r2d2_crafted_state_is_refused_or_runs) {
     nevo_policy_free(p);
     nevo_env_free(env);
     CHECK_MSG(loaded > 0 && refused > 0, "%d loaded, %d refused: the test exercised one side only", loaded, refused);
+}
+
+/* rl.validation_every: after each validated generation the run's policy is the
+ * parameters of the best validation mean so far: evaluated again on the validation's
+ * episodes (named as actor_envs.c names them), it scores that best mean, and a worse
+ * validation leaves it unchanged. */
+TEST(r2d2_validation_keeps_the_best_greedy_policy) {
+    static const char *const doc =
+        "{\"env\": \"CartPole-v1\", \"algo\": \"r2d2\", \"seed\": 4, \"policy\": {\"hidden\": [16], \"lstm\": 8,"
+        " \"activation\": \"relu\", \"value_head\": true}, \"rl\": {\"envs\": 4, \"unroll\": 6, \"burn_in\": 2,"
+        " \"period\": 4, \"batch\": 8, \"replay\": 64, \"replay_start\": 8, \"steps_per_generation\": 10,"
+        " \"validation_every\": 1, \"validation_episodes\": 3}, \"optim\": {\"lr\": 0.01}}";
+    NevoConfig cfg;
+    NevoError err;
+    nevo_config_defaults(&cfg);
+    CHECK_MSG(nevo_config_apply_json(&cfg, doc, "test", &err) == NEVO_OK, "%s", err.msg);
+    NevoEnv *env;
+    NevoPolicy *p;
+    CHECK(nevo_env_new(cfg.env, NULL, 0, &env, &err) == NEVO_OK);
+    CHECK(nevo_policy_new(nevo_env_spec(env), &cfg.policy, 0, &p, &err) == NEVO_OK);
+    NevoPool *pool = nevo_pool_new(1);
+    NevoNoise *noise = nevo_noise_new(nevo_algo_noise_floats(&cfg, p->nparams), pool);
+    NevoAlgo *algo;
+    CHECK_MSG(nevo_algo_new(&cfg, env, p, noise, pool, &algo, &err) == NEVO_OK, "%s", err.msg);
+    uint64_t vseed = nevo_rng_derive(cfg.seed, NEVO_RNG_ENV_SEED, 0, NEVO_STREAM_VALIDATION, 0);
+    float *best = malloc(sizeof(float) * p->nparams), *prev = malloc(sizeof(float) * p->nparams);
+    double top = -INFINITY;
+    int kept = 0, improved = 0;
+    for (int g = 0; g < 8; g++) {
+        NevoGenStats gs;
+        memset(&gs, 0, sizeof gs);
+        CHECK(nevo_algo_train(algo, &gs, &err) == NEVO_OK);
+        nevo_algo_best(algo, best);
+        if (gs.elite_mean > top) {
+            top = gs.elite_mean;
+            improved++;
+        } else if (g > 0) {
+            CHECK_MSG(memcmp(best, prev, sizeof(float) * p->nparams) == 0, "generation %d: a worse validation (%g "
+                      "against %g) changed the policy", g, gs.elite_mean, top);
+            kept++;
+        }
+        NevoEvalSummary sum;
+        CHECK(nevo_eval_params(env, p, best, pool, 3, vseed, &sum, &err) == NEVO_OK);
+        CHECK_MSG(sum.return_mean == top, "generation %d: the policy scores %g on the validation episodes, the best "
+                  "validation was %g", g, sum.return_mean, top);
+        memcpy(prev, best, sizeof(float) * p->nparams);
+    }
+    CHECK_MSG(improved >= 2 && kept >= 1, "%d improvements, %d kept: the test exercised one side only", improved, kept);
+    free(best);
+    free(prev);
+    nevo_algo_free(algo);
+    nevo_noise_free(noise);
+    nevo_pool_free(pool);
+    nevo_policy_free(p);
+    nevo_env_free(env);
 }
 
 /* The committed config learns CartPole: greedy evaluation over 100 episodes. */

@@ -122,6 +122,8 @@ typedef struct NevoRLConfig {
     double priority_exponent, is_exponent; /* sampling ~ priority^this; IS weights' exponent */
     double epsilon, epsilon_alpha; /* Ape-X's per-env exploration */
     double rescale_eps;   /* h's epsilon */
+    int validation_every;   /* generations between validations of the greedy policy (0 = none) */
+    int validation_episodes;/* episodes of each: the best validated parameters are the run's policy */
 } NevoRLConfig;
 
 typedef struct NevoNSConfig {

@@ -1,8 +1,11 @@
-/* The sync actor-learners' envs (actor_envs.h). */
+/* What the actor-learners share (actor_envs.h): the sync envs, the validation. */
 #include "algo/actor_envs.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "nevo/eval.h"
 
 #include "nevo/rng.h"
 
@@ -111,4 +114,67 @@ NevoStatus nevo_actor_envs_load(NevoActorEnvs *s, NevoReader *r, float *obs, con
     free(state);
     free(scratch);
     return st;
+}
+
+/* ---- validation ----------------------------------------------------------------------- */
+
+void nevo_rl_best_init(NevoRLBest *b, const NevoConfig *cfg, size_t np) {
+    memset(b, 0, sizeof *b);
+    b->every = cfg->rl.validation_every;
+    b->episodes = cfg->rl.validation_episodes;
+    /* episodes apart from the final evaluation's, which nevo_eval_params names by the run's seed */
+    b->seed = nevo_rng_derive(cfg->seed, NEVO_RNG_ENV_SEED, 0, NEVO_STREAM_VALIDATION, 0);
+    b->np = np;
+    b->score = b->last = -INFINITY;
+    if (b->every > 0) b->theta = nevo_alloc_aligned(sizeof(float) * np);
+}
+
+void nevo_rl_best_free(NevoRLBest *b) {
+    free(b->theta);
+    b->theta = NULL;
+}
+
+NevoStatus nevo_rl_best_after(NevoRLBest *b, const NevoAlgo *a, const float *theta, NevoGenStats *stats,
+                              NevoError *err) {
+    if (b->every <= 0) return NEVO_OK;
+    if ((a->generation + 1) % b->every == 0) {
+        NevoEvalSummary sum;
+        NevoStatus st = nevo_eval_params(a->env, a->policy, theta, a->pool, b->episodes, b->seed, &sum, err);
+        if (st) return st;
+        stats->frames += sum.frames;
+        stats->episodes += sum.episodes;
+        b->last = sum.return_mean;
+        if (sum.return_mean > b->score) {
+            b->score = sum.return_mean;
+            memcpy(b->theta, theta, sizeof(float) * b->np);
+        }
+    }
+    if (isfinite(b->last)) stats->elite_mean = b->last;
+    return NEVO_OK;
+}
+
+const float *nevo_rl_best_params(const NevoRLBest *b, const float *theta) {
+    return b->every > 0 && isfinite(b->score) ? b->theta : theta;
+}
+
+void nevo_rl_best_save(const NevoRLBest *b, NevoBuf *buf) {
+    if (b->every <= 0) return;
+    nevo_buf_f64(buf, b->score);
+    nevo_buf_f64(buf, b->last);
+    nevo_buf_f32s(buf, b->theta, b->np);
+}
+
+NevoStatus nevo_rl_best_load(NevoRLBest *b, NevoReader *r, NevoError *err) {
+    if (b->every <= 0) return NEVO_OK;
+    double score = nevo_read_f64(r), last = nevo_read_f64(r);
+    nevo_read_f32s(r, b->theta, b->np);
+    if (!nevo_reader_ok(r, false)) return nevo_error(err, NEVO_ERR_CORRUPT, "the validated policy is truncated");
+    if (isnan(score) || score == INFINITY || isnan(last) || last == INFINITY || last > score)
+        return nevo_error(err, NEVO_ERR_CORRUPT, "the validated policy's scores are out of range");
+    for (size_t i = 0; isfinite(score) && i < b->np; i++)
+        if (!isfinite(b->theta[i]))
+            return nevo_error(err, NEVO_ERR_CORRUPT, "the validated policy's parameter %zu is not finite", i);
+    b->score = score;
+    b->last = last;
+    return NEVO_OK;
 }

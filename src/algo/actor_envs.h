@@ -1,12 +1,19 @@
-/* The envs of a synchronous actor-learner (algo vtrace and algo r2d2 in rl.mode sync):
- * E instances of one env, each with its running return and length and the counters
- * that name its next episode's seed and its next action's draw; their save into a
- * checkpoint and the checked load, so a resumed sync run is the same bits. */
+/* What the actor-learners (algo vtrace, algo r2d2) share.
+ *
+ * The envs of a synchronous one: E instances of one env, each with its running return
+ * and length and the counters that name its next episode's seed and its next action's
+ * draw; their save into a checkpoint and the checked load, so a resumed sync run is the
+ * same bits.
+ *
+ * The validation of the learner's greedy policy (rl.validation_every generations, on
+ * rl.validation_episodes episodes, the same episodes each time): the best-scoring
+ * parameters are the run's policy, as the GA's elite is chosen on validation episodes. */
 #ifndef NEVO_ACTOR_ENVS_H
 #define NEVO_ACTOR_ENVS_H
 
 #include <stdint.h>
 
+#include "algo/algo_internal.h"
 #include "nevo/env.h"
 #include "nevo/io.h"
 #include "nevo/status.h"
@@ -34,5 +41,28 @@ void nevo_actor_envs_start(NevoActorEnvs *s, int e, float *obs);
  * sets the env through set_state (prefixing messages with what). */
 void nevo_actor_envs_save(const NevoActorEnvs *s, const float *obs, NevoBuf *b);
 NevoStatus nevo_actor_envs_load(NevoActorEnvs *s, NevoReader *r, float *obs, const char *what, NevoError *err);
+
+typedef struct NevoRLBest {
+    int every, episodes;   /* rl.validation_every (0: off), rl.validation_episodes */
+    uint64_t seed;         /* names the validation episodes */
+    size_t np;
+    double score;          /* the best validation mean so far (-inf: none yet) */
+    double last;           /* the latest validation mean (-inf: none yet) */
+    float *theta;          /* its parameters */
+} NevoRLBest;
+
+void nevo_rl_best_init(NevoRLBest *b, const NevoConfig *cfg, size_t np);
+void nevo_rl_best_free(NevoRLBest *b);
+/* After a generation of a (a->generation not yet counted) with parameters theta: where
+ * one is due, the validation (its frames and episodes added to stats), kept where it
+ * beats the best so far (ties keep the earlier); stats->elite_mean is then the latest
+ * validation mean, once there is one. */
+NevoStatus nevo_rl_best_after(NevoRLBest *b, const NevoAlgo *a, const float *theta, NevoGenStats *stats,
+                              NevoError *err);
+/* The run's policy: the best validated parameters, else theta (validation off, or none yet). */
+const float *nevo_rl_best_params(const NevoRLBest *b, const float *theta);
+/* The best score and parameters, where validation is on (nothing otherwise). */
+void nevo_rl_best_save(const NevoRLBest *b, NevoBuf *buf);
+NevoStatus nevo_rl_best_load(NevoRLBest *b, NevoReader *r, NevoError *err);
 
 #endif

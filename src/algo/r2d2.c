@@ -322,6 +322,7 @@ typedef struct R2 {
     long long gen_frames, gen_episodes;
     double last_mean, last_loss;
     long long updates;
+    NevoRLBest best;         /* rl.validation_every: the best validated parameters */
 } R2;
 
 static double now_s(void) {
@@ -605,12 +606,12 @@ static NevoStatus r2_train(NevoAlgo *a, NevoGenStats *stats, NevoError *err) {
         stats->best = stats->median = v->last_mean;
     }
     stats->mean = stats->elite_mean = v->last_mean;
-    return NEVO_OK;
+    return nevo_rl_best_after(&v->best, a, v->theta, stats, err);
 }
 
 static void r2_best(const NevoAlgo *a, float *theta) {
     const R2 *v = (const R2 *)a;
-    memcpy(theta, v->theta, sizeof(float) * v->np);
+    memcpy(theta, nevo_rl_best_params(&v->best, v->theta), sizeof(float) * v->np);
 }
 
 #define R2_STATE_MAGIC 0x52324431u /* "R2D1" */
@@ -634,6 +635,7 @@ static void r2_save(const NevoAlgo *a, NevoBuf *b) {
     nevo_buf_f32s(b, v->theta, v->np);
     nevo_buf_f32s(b, v->target, v->np);
     nevo_optim_save(v->opt, b);
+    nevo_rl_best_save(&v->best, b);
     nevo_buf_u32(b, v->seed ? 0u : 1u); /* the envs and their histories follow (sync) */
     if (!v->seed) {
         nevo_actor_envs_save(&v->envs, v->obs, b);
@@ -687,6 +689,7 @@ static NevoStatus r2_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
     nevo_read_f32s(r, v->theta, v->np);
     nevo_read_f32s(r, v->target, v->np);
     NevoStatus st = nevo_optim_load(v->opt, r, err);
+    if (st == NEVO_OK) st = nevo_rl_best_load(&v->best, r, err);
     if (st) return st;
     uint32_t envs = nevo_read_u32(r);
     if (envs && v->seed)
@@ -782,6 +785,7 @@ static void r2_free(NevoAlgo *a) {
                  rp->rew, rp->disc, rp->prio};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
     nevo_optim_free(v->opt);
+    nevo_rl_best_free(&v->best);
     nevo_rows_free(v->rows);
     nevo_backend_free(v->backend);
     free(v);
@@ -880,6 +884,7 @@ NevoStatus nevo_r2d2_new(const NevoAlgo *base, int variant, NevoAlgo **out, Nevo
         return st;
     }
     v->theta = nevo_alloc_aligned(sizeof(float) * v->np);
+    nevo_rl_best_init(&v->best, cfg, v->np);
     v->target = nevo_alloc_aligned(sizeof(float) * v->np);
     nevo_policy_init_params(p, base->noise, cfg->seed, 0, 0, v->theta);
     memcpy(v->target, v->theta, sizeof(float) * v->np);

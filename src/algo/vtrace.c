@@ -171,6 +171,7 @@ typedef struct VT {
     long long gen_frames, gen_episodes;
     double last_mean;
     long long updates;
+    NevoRLBest best;         /* rl.validation_every: the best validated parameters */
 } VT;
 
 static double now_s(void) {
@@ -405,12 +406,12 @@ static NevoStatus vt_train(NevoAlgo *a, NevoGenStats *stats, NevoError *err) {
         stats->best = stats->median = v->last_mean;
     }
     stats->mean = stats->elite_mean = v->last_mean;
-    return NEVO_OK;
+    return nevo_rl_best_after(&v->best, a, v->theta, stats, err);
 }
 
 static void vt_best(const NevoAlgo *a, float *theta) {
     const VT *v = (const VT *)a;
-    memcpy(theta, v->theta, sizeof(float) * v->np);
+    memcpy(theta, nevo_rl_best_params(&v->best, v->theta), sizeof(float) * v->np);
 }
 
 #define VT_STATE_MAGIC 0x56545231u /* "VTR1" */
@@ -428,6 +429,7 @@ static void vt_save(const NevoAlgo *a, NevoBuf *b) {
     nevo_buf_f64(b, v->last_mean);
     nevo_buf_f32s(b, v->theta, v->np);
     nevo_optim_save(v->opt, b);
+    nevo_rl_best_save(&v->best, b);
     nevo_buf_u32(b, v->seed ? 0u : 1u); /* envs follow */
     if (!v->seed) nevo_actor_envs_save(&v->envs, v->obs, b);
 }
@@ -445,6 +447,7 @@ static NevoStatus vt_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
                           "run: %zu and %d)", (unsigned long long)np, E, gen, v->np, v->E);
     nevo_read_f32s(r, v->theta, v->np);
     NevoStatus st = nevo_optim_load(v->opt, r, err);
+    if (st == NEVO_OK) st = nevo_rl_best_load(&v->best, r, err);
     if (st) return st;
     uint32_t envs = nevo_read_u32(r);
     if (envs && !v->seed) {
@@ -478,6 +481,7 @@ static void vt_free(NevoAlgo *a) {
                  v->done_ret, v->done, v->out, v->gen_ret};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
     nevo_optim_free(v->opt);
+    nevo_rl_best_free(&v->best);
     nevo_rows_free(v->rows);
     nevo_backend_free(v->backend);
     free(v);
@@ -545,6 +549,7 @@ NevoStatus nevo_vtrace_new(const NevoAlgo *base, int variant, NevoAlgo **out, Ne
         return st;
     }
     v->theta = nevo_alloc_aligned(sizeof(float) * v->np);
+    nevo_rl_best_init(&v->best, cfg, v->np);
     nevo_policy_init_params(p, base->noise, cfg->seed, 0, 0, v->theta);
     v->grad = nevo_alloc_aligned(sizeof(double) * (v->np + 1));
     v->workers = nevo_pool_threads(base->pool);

@@ -180,6 +180,12 @@ static const Key schema[] = {
     {"rl.epsilon_alpha", T_DOUBLE, OFF(rl.epsilon_alpha), 0, 100, NULL, 0, 0, "algo r2d2: alpha of rl.epsilon"},
     {"rl.rescale_eps", T_DOUBLE, OFF(rl.rescale_eps), 0, 1, NULL, 0, 0,
      "algo r2d2: epsilon of the value rescaling h(x) = sign(x)(sqrt(|x| + 1) - 1) + epsilon x"},
+    {"rl.validation_every", T_INT, OFF(rl.validation_every), 0, 1e9, NULL, 0, 0,
+     "algo vtrace and r2d2: every this many generations the learner's greedy policy plays rl.validation_episodes "
+     "episodes (the same each time, counted in frames) and the best-scoring parameters are the run's policy "
+     "(0 = none: the last parameters are)"},
+    {"rl.validation_episodes", T_INT, OFF(rl.validation_episodes), 1, 1e6, NULL, 0, 0,
+     "algo vtrace and r2d2: episodes of each validation"},
     {"data.train_samples", T_INT, OFF(data.train_samples), 0, 1e9, NULL, 0, 0,
      "train on the first N training samples (0 = all)"},
     {"data.test_samples", T_INT, OFF(data.test_samples), 0, 1e9, NULL, 0, 0,
@@ -275,6 +281,7 @@ void nevo_config_defaults(NevoConfig *cfg) {
     cfg->rl.epsilon = 0.4;
     cfg->rl.epsilon_alpha = 7.0;
     cfg->rl.rescale_eps = 1e-3;
+    cfg->rl.validation_episodes = 10;
 }
 
 static const Key *find_key(const char *name) {
