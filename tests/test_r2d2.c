@@ -382,6 +382,35 @@ TEST(r2d2_lr_decay_linear_by_generations_and_by_frames) {
     CHECK_MSG(strstr(out, "keeps its learning rate") != NULL, "%s", out);
 }
 
+/* The parts of a run of the config doc: its env, policy, pool, noise and algorithm. */
+typedef struct Parts {
+    NevoConfig cfg;
+    NevoEnv *env;
+    NevoPolicy *p;
+    NevoPool *pool;
+    NevoNoise *noise;
+    NevoAlgo *algo;
+} Parts;
+
+static void parts_new(Parts *r, const char *doc) {
+    NevoError err;
+    nevo_config_defaults(&r->cfg);
+    CHECK_MSG(nevo_config_apply_json(&r->cfg, doc, "test", &err) == NEVO_OK, "%s", err.msg);
+    CHECK(nevo_env_new(r->cfg.env, NULL, 0, &r->env, &err) == NEVO_OK);
+    CHECK(nevo_policy_new(nevo_env_spec(r->env), &r->cfg.policy, 0, &r->p, &err) == NEVO_OK);
+    r->pool = nevo_pool_new(1);
+    r->noise = nevo_noise_new(nevo_algo_noise_floats(&r->cfg, r->p->nparams), r->pool);
+    CHECK_MSG(nevo_algo_new(&r->cfg, r->env, r->p, r->noise, r->pool, &r->algo, &err) == NEVO_OK, "%s", err.msg);
+}
+
+static void parts_free(Parts *r) {
+    nevo_algo_free(r->algo);
+    nevo_noise_free(r->noise);
+    nevo_pool_free(r->pool);
+    nevo_policy_free(r->p);
+    nevo_env_free(r->env);
+}
+
 /* A state with bytes changed at random (a crafted checkpoint whose checksum was made to
  * fit): loading it fails with a message or succeeds, and a generation after a
  * successful load runs; it never crashes (the sanitizer builds run this too). */
@@ -391,18 +420,15 @@ TEST(r2d2_crafted_state_is_refused_or_runs) {
         "\"hidden\": [8], \"lstm\": 8, \"activation\": \"relu\", \"value_head\": true}, \"rl\": {\"envs\": 3, "
         "\"unroll\": 4, \"burn_in\": 2, \"period\": 2, \"batch\": 4, \"replay\": 10, \"replay_start\": 4, "
         "\"steps_per_generation\": 6}}";
-    NevoConfig cfg;
+    Parts run;
+    parts_new(&run, doc);
     NevoError err;
-    nevo_config_defaults(&cfg);
-    CHECK_MSG(nevo_config_apply_json(&cfg, doc, "test", &err) == NEVO_OK, "%s", err.msg);
-    NevoEnv *env;
-    NevoPolicy *p;
-    CHECK(nevo_env_new(cfg.env, NULL, 0, &env, &err) == NEVO_OK);
-    CHECK(nevo_policy_new(nevo_env_spec(env), &cfg.policy, 0, &p, &err) == NEVO_OK);
-    NevoPool *pool = nevo_pool_new(1);
-    NevoNoise *noise = nevo_noise_new(nevo_algo_noise_floats(&cfg, p->nparams), pool);
-    NevoAlgo *algo;
-    CHECK_MSG(nevo_algo_new(&cfg, env, p, noise, pool, &algo, &err) == NEVO_OK, "%s", err.msg);
+    NevoConfig cfg = run.cfg;
+    NevoEnv *env = run.env;
+    NevoPolicy *p = run.p;
+    NevoPool *pool = run.pool;
+    NevoNoise *noise = run.noise;
+    NevoAlgo *algo = run.algo;
     NevoGenStats gs;
     CHECK(nevo_algo_train(algo, &gs, &err) == NEVO_OK);
     CHECK(nevo_algo_train(algo, &gs, &err) == NEVO_OK);
@@ -434,11 +460,7 @@ TEST(r2d2_crafted_state_is_refused_or_runs) {
     }
     free(bad);
     nevo_buf_free(&good);
-    nevo_algo_free(algo);
-    nevo_noise_free(noise);
-    nevo_pool_free(pool);
-    nevo_policy_free(p);
-    nevo_env_free(env);
+    parts_free(&run);
     CHECK_MSG(loaded > 0 && refused > 0, "%d loaded, %d refused: the test exercised one side only", loaded, refused);
 }
 
@@ -452,18 +474,14 @@ TEST(r2d2_validation_keeps_the_best_greedy_policy) {
         " \"activation\": \"relu\", \"value_head\": true}, \"rl\": {\"envs\": 4, \"unroll\": 6, \"burn_in\": 2,"
         " \"period\": 4, \"batch\": 8, \"replay\": 64, \"replay_start\": 8, \"steps_per_generation\": 10,"
         " \"validation_every\": 1, \"validation_episodes\": 3}, \"optim\": {\"lr\": 0.01}}";
-    NevoConfig cfg;
+    Parts run;
+    parts_new(&run, doc);
     NevoError err;
-    nevo_config_defaults(&cfg);
-    CHECK_MSG(nevo_config_apply_json(&cfg, doc, "test", &err) == NEVO_OK, "%s", err.msg);
-    NevoEnv *env;
-    NevoPolicy *p;
-    CHECK(nevo_env_new(cfg.env, NULL, 0, &env, &err) == NEVO_OK);
-    CHECK(nevo_policy_new(nevo_env_spec(env), &cfg.policy, 0, &p, &err) == NEVO_OK);
-    NevoPool *pool = nevo_pool_new(1);
-    NevoNoise *noise = nevo_noise_new(nevo_algo_noise_floats(&cfg, p->nparams), pool);
-    NevoAlgo *algo;
-    CHECK_MSG(nevo_algo_new(&cfg, env, p, noise, pool, &algo, &err) == NEVO_OK, "%s", err.msg);
+    NevoConfig cfg = run.cfg;
+    NevoEnv *env = run.env;
+    NevoPolicy *p = run.p;
+    NevoPool *pool = run.pool;
+    NevoAlgo *algo = run.algo;
     uint64_t vseed = nevo_rng_derive(cfg.seed, NEVO_RNG_ENV_SEED, 0, NEVO_STREAM_VALIDATION, 0);
     float *best = malloc(sizeof(float) * p->nparams), *prev = malloc(sizeof(float) * p->nparams);
     double top = -INFINITY;
@@ -490,11 +508,7 @@ TEST(r2d2_validation_keeps_the_best_greedy_policy) {
     CHECK_MSG(improved >= 2 && kept >= 1, "%d improvements, %d kept: the test exercised one side only", improved, kept);
     free(best);
     free(prev);
-    nevo_algo_free(algo);
-    nevo_noise_free(noise);
-    nevo_pool_free(pool);
-    nevo_policy_free(p);
-    nevo_env_free(env);
+    parts_free(&run);
 }
 
 /* The committed config learns CartPole: greedy evaluation over 100 episodes. */

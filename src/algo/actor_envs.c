@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "nevo/eval.h"
 
@@ -177,4 +178,76 @@ NevoStatus nevo_rl_best_load(NevoRLBest *b, NevoReader *r, NevoError *err) {
     b->score = score;
     b->last = last;
     return NEVO_OK;
+}
+
+/* ---- a generation's figures --------------------------------------------------------------- */
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+void nevo_rl_gen_begin(NevoRLGen *g, const NevoSeed *seed) {
+    g->n = 0;
+    g->frames = 0;
+    g->t0 = now_s();
+    if (seed) nevo_seed_stats(seed, &g->before);
+}
+
+void nevo_rl_gen_episode(NevoRLGen *g, double ret) {
+    if (g->n == g->cap) {
+        g->cap = g->cap ? 2 * g->cap : 64;
+        g->ret = realloc(g->ret, sizeof(double) * (size_t)g->cap);
+        NEVO_ASSERT(g->ret != NULL);
+    }
+    g->ret[g->n++] = ret;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+void nevo_rl_gen_stats(NevoRLGen *g, const NevoSeed *seed, long long updates, long long gen_updates, int E, double lr,
+                       NevoGenStats *stats) {
+    stats->has_rl = 1;
+    stats->rl_lr = lr;
+    stats->rl_updates = updates;
+    if (seed) {
+        NevoSeedStats ss;
+        nevo_seed_stats(seed, &ss);
+        double s = ss.wall_s - g->before.wall_s;
+        g->frames = ss.frames - g->before.frames;
+        stats->rl_frames_per_s = s > 0 ? g->frames / s : 0;
+        stats->rl_updates_per_s = s > 0 ? (ss.updates - g->before.updates) / s : 0;
+        stats->rl_batch = ss.mean_batch;
+        stats->rl_queue = ss.mean_queue;
+        stats->rl_lag = ss.mean_lag;
+    } else {
+        double s = now_s() - g->t0;
+        stats->rl_frames_per_s = s > 0 ? g->frames / s : 0;
+        stats->rl_updates_per_s = s > 0 ? gen_updates / s : 0;
+        stats->rl_batch = E; /* one forward of every env per step */
+        stats->rl_queue = 0;
+        stats->rl_lag = 0;   /* the envs act with the parameters the learner trains */
+    }
+    stats->frames = g->frames;
+    stats->episodes = g->n;
+    if (g->n > 0) {
+        qsort(g->ret, (size_t)g->n, sizeof(double), cmp_double);
+        double sum = 0.0;
+        for (int i = 0; i < g->n; i++) sum += g->ret[i];
+        g->last_mean = sum / g->n;
+        stats->best = g->ret[g->n - 1];
+        stats->median = g->n % 2 ? g->ret[g->n / 2] : 0.5 * (g->ret[g->n / 2 - 1] + g->ret[g->n / 2]);
+    } else { /* no episode ended in this generation: the last generation's mean stands */
+        stats->best = stats->median = g->last_mean;
+    }
+    stats->mean = stats->elite_mean = g->last_mean;
+}
+
+void nevo_rl_gen_free(NevoRLGen *g) {
+    free(g->ret);
+    g->ret = NULL;
 }

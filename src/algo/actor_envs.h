@@ -5,6 +5,8 @@
  * draw; their save into a checkpoint and the checked load, so a resumed sync run is the
  * same bits.
  *
+ * A generation's figures: the returns of the episodes it finished and the runtime's.
+ *
  * The validation of the learner's greedy policy (rl.validation_every generations, on
  * rl.validation_episodes episodes, the same episodes each time): the best-scoring
  * parameters are the run's policy, as the GA's elite is chosen on validation episodes. */
@@ -16,6 +18,7 @@
 #include "algo/algo_internal.h"
 #include "nevo/env.h"
 #include "nevo/io.h"
+#include "nevo/seed.h"
 #include "nevo/status.h"
 
 typedef struct NevoActorEnvs {
@@ -41,6 +44,26 @@ void nevo_actor_envs_start(NevoActorEnvs *s, int e, float *obs);
  * sets the env through set_state (prefixing messages with what). */
 void nevo_actor_envs_save(const NevoActorEnvs *s, const float *obs, NevoBuf *b);
 NevoStatus nevo_actor_envs_load(NevoActorEnvs *s, NevoReader *r, float *obs, const char *what, NevoError *err);
+
+typedef struct NevoRLGen {
+    double *ret;           /* the returns of the episodes finished, in the order they ended */
+    int n, cap;
+    long long frames;      /* sync: the algorithm counts them; async: from the runtime */
+    double last_mean;      /* the latest mean return (it stands through a generation where none ends) */
+    double t0;             /* when the generation began */
+    NevoSeedStats before;  /* async: the runtime's figures then */
+} NevoRLGen;
+
+/* A generation begins (seed: the async runtime, or NULL). */
+void nevo_rl_gen_begin(NevoRLGen *g, const NevoSeed *seed);
+void nevo_rl_gen_episode(NevoRLGen *g, double ret);
+/* Its figures into stats: the runtime's since nevo_rl_gen_begin (async), or sync's
+ * (frames over the wall time, gen_updates updates, one forward of E rows a step, no
+ * queue, no lag); updates (so far) and lr the learner's; frames, episodes and the
+ * returns' best, median and mean (elite_mean = mean). */
+void nevo_rl_gen_stats(NevoRLGen *g, const NevoSeed *seed, long long updates, long long gen_updates, int E, double lr,
+                       NevoGenStats *stats);
+void nevo_rl_gen_free(NevoRLGen *g);
 
 typedef struct NevoRLBest {
     int every, episodes;   /* rl.validation_every (0: off), rl.validation_episodes */

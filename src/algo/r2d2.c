@@ -25,7 +25,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "algo/actor_envs.h"
 #include "algo/algo_internal.h"
@@ -315,31 +314,12 @@ typedef struct R2 {
     double *cum;             /* (replay) prefix sums of priority^alpha */
     /* async mode */
     NevoSeed *seed;
-    NevoSeedStats seed_before, seed_stats; /* at the start and end of the last generation */
     /* the generation in progress */
-    double *gen_ret;
-    int gen_n, gen_cap;
-    long long gen_frames, gen_episodes;
-    double last_mean, last_loss;
+    NevoRLGen gen;
+    double last_loss;
     long long updates;
     NevoRLBest best;         /* rl.validation_every: the best validated parameters */
 } R2;
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static void record_episode(R2 *v, double ret) {
-    if (v->gen_n == v->gen_cap) {
-        v->gen_cap = v->gen_cap ? 2 * v->gen_cap : 64;
-        v->gen_ret = realloc(v->gen_ret, sizeof(double) * (size_t)v->gen_cap);
-        NEVO_ASSERT(v->gen_ret != NULL);
-    }
-    v->gen_ret[v->gen_n++] = ret;
-    v->gen_episodes++;
-}
 
 /* the acting forward of envs [16 k, 16 k + 16) */
 static void forward_item(void *ctx, int k, int worker) {
@@ -418,7 +398,7 @@ static void act_step(R2 *v) {
     nevo_pool_run(v->base.pool, (v->E + 15) / 16, forward_item, v);
     nevo_pool_run(v->base.pool, v->E, step_item, v);
     for (int e = 0; e < v->E; e++) /* in env order: the generation's returns are ordered */
-        if (v->done[e]) record_episode(v, v->done_ret[e]);
+        if (v->done[e]) nevo_rl_gen_episode(&v->gen, v->done_ret[e]);
 }
 
 /* Chunk k of the update: drawn sequences [K k, K k + K), one forward and backward. */
@@ -514,7 +494,7 @@ static NevoStatus learner_step(R2 *v, NevoError *err) {
         for (int e = 0; e < v->E; e++)
             maybe_cut(v, e, v->obs + (size_t)e * v->D, v->fresh[e]);
     }
-    v->gen_frames += (long long)v->P * v->E;
+    v->gen.frames += (long long)v->P * v->E;
     if (v->rp.count < v->rl->replay_start) return NEVO_OK;
     return update(v, err);
 }
@@ -546,66 +526,27 @@ static NevoStatus async_learn(void *ctx, const NevoTrajectory *batch, int n, flo
 
 static void async_episode(void *ctx, double ret, int length) {
     (void)length;
-    record_episode(ctx, ret); /* called with the runtime's episode lock held */
+    nevo_rl_gen_episode(&((R2 *)ctx)->gen, ret); /* called with the runtime's episode lock held */
 }
 
 /* ---- generations, state ----------------------------------------------------------------- */
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static NevoStatus r2_train(NevoAlgo *a, NevoGenStats *stats, NevoError *err) {
     R2 *v = (R2 *)a;
-    v->gen_n = 0;
-    v->gen_frames = v->gen_episodes = 0;
+    nevo_rl_gen_begin(&v->gen, v->seed);
     long long updates0 = v->updates;
-    double t0 = now_s();
     /* the schedule's rate (async: as if its generations ran sync's frames) */
     v->opt->lr = a->cfg->optim.lr * nevo_algo_lr_scale(a, (double)v->rl->steps_per_generation * v->P * v->E);
     NevoStatus st = NEVO_OK;
-    if (v->seed) {
-        nevo_seed_stats(v->seed, &v->seed_before);
+    if (v->seed)
         st = nevo_seed_run(v->seed, v->rl->steps_per_generation, 0, err);
-        nevo_seed_stats(v->seed, &v->seed_stats);
-        v->gen_frames = v->seed_stats.frames - v->seed_before.frames;
-    } else {
+    else
         for (int k = 0; k < v->rl->steps_per_generation && st == NEVO_OK; k++) st = learner_step(v, err);
-    }
     if (st) return st;
-    double s = now_s() - t0;
-    stats->has_rl = 1;
-    stats->rl_lr = v->opt->lr;
-    stats->rl_updates = v->updates;
-    stats->rl_frames_per_s = s > 0 ? v->gen_frames / s : 0;
-    stats->rl_updates_per_s = s > 0 ? (v->updates - updates0) / s : 0;
-    if (v->seed) {
-        stats->rl_batch = v->seed_stats.mean_batch;
-        stats->rl_queue = v->seed_stats.mean_queue;
-        stats->rl_lag = v->seed_stats.mean_lag;
-    } else {
-        stats->rl_batch = v->E; /* one forward of every env per step */
-        stats->rl_queue = 0;
-        stats->rl_lag = 0;      /* the envs act with the parameters the learner has */
-    }
+    nevo_rl_gen_stats(&v->gen, v->seed, v->updates, v->updates - updates0, v->E, v->opt->lr, stats);
     stats->has_replay = 1;
     stats->rl_replay = v->rp.count;
     stats->rl_loss = v->last_loss;
-    stats->frames = v->gen_frames;
-    stats->episodes = v->gen_episodes;
-    if (v->gen_n > 0) {
-        qsort(v->gen_ret, (size_t)v->gen_n, sizeof(double), cmp_double);
-        double sum = 0.0;
-        for (int i = 0; i < v->gen_n; i++) sum += v->gen_ret[i];
-        v->last_mean = sum / v->gen_n;
-        stats->best = v->gen_ret[v->gen_n - 1];
-        stats->median = v->gen_n % 2 ? v->gen_ret[v->gen_n / 2]
-                                     : 0.5 * (v->gen_ret[v->gen_n / 2 - 1] + v->gen_ret[v->gen_n / 2]);
-    } else { /* no episode ended in this generation: the last generation's mean stands */
-        stats->best = stats->median = v->last_mean;
-    }
-    stats->mean = stats->elite_mean = v->last_mean;
     return nevo_rl_best_after(&v->best, a, v->theta, stats, err);
 }
 
@@ -630,7 +571,7 @@ static void r2_save(const NevoAlgo *a, NevoBuf *b) {
     nevo_buf_u32(b, (uint32_t)v->E);
     nevo_buf_u32(b, (uint32_t)v->M);
     nevo_buf_u32(b, (uint32_t)rp->cap);
-    nevo_buf_f64(b, v->last_mean);
+    nevo_buf_f64(b, v->gen.last_mean);
     nevo_buf_f64(b, v->last_loss);
     nevo_buf_f32s(b, v->theta, v->np);
     nevo_buf_f32s(b, v->target, v->np);
@@ -760,7 +701,7 @@ static NevoStatus r2_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
     rp->max_prio = max_prio;
     a->generation = (int)gen;
     v->updates = (long long)updates;
-    v->last_mean = last;
+    v->gen.last_mean = last;
     v->last_loss = loss;
     if (v->seed) nevo_seed_set_params(v->seed, v->theta); /* its envs begin new episodes */
     return NEVO_OK;
@@ -781,7 +722,7 @@ static void r2_free(NevoAlgo *a) {
     Replay *rp = &v->rp;
     void *p[] = {v->work, v->fgrad, v->stage, v->ws, v->theta, v->target, v->grad, v->obs, v->state, v->fresh,
                  v->tau, v->h_len, v->sin, v->epsilon, v->h_obs, v->h_state, v->h_reset, v->h_act, v->h_rew, v->h_disc, v->done_ret, v->done,
-                 v->out, v->slot, v->weight, v->prio, v->cum, v->gen_ret, rp->obs, rp->reset, rp->state, rp->act,
+                 v->out, v->slot, v->weight, v->prio, v->cum, v->gen.ret, rp->obs, rp->reset, rp->state, rp->act,
                  rp->rew, rp->disc, rp->prio};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
     nevo_optim_free(v->opt);

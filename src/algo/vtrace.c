@@ -19,7 +19,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "algo/actor_envs.h"
 #include "algo/algo_internal.h"
@@ -164,31 +163,11 @@ typedef struct VT {
     int t;                   /* the rollout's step within the unroll */
     /* async mode */
     NevoSeed *seed;
-    NevoSeedStats seed_before, seed_stats; /* at the start and end of the last generation */
     /* the generation in progress */
-    double *gen_ret;
-    int gen_n, gen_cap;
-    long long gen_frames, gen_episodes;
-    double last_mean;
+    NevoRLGen gen;
     long long updates;
     NevoRLBest best;         /* rl.validation_every: the best validated parameters */
 } VT;
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static void record_episode(VT *v, double ret) {
-    if (v->gen_n == v->gen_cap) {
-        v->gen_cap = v->gen_cap ? 2 * v->gen_cap : 64;
-        v->gen_ret = realloc(v->gen_ret, sizeof(double) * (size_t)v->gen_cap);
-        NEVO_ASSERT(v->gen_ret != NULL);
-    }
-    v->gen_ret[v->gen_n++] = ret;
-    v->gen_episodes++;
-}
 
 /* the forward of rows [16 k, 16 k + 16) of step t's observations */
 static void forward_item(void *ctx, int k, int worker) {
@@ -296,9 +275,9 @@ static NevoStatus sync_step(VT *v, NevoError *err) {
         nevo_pool_run(pool, (v->E + 15) / 16, forward_item, v);
         nevo_pool_run(pool, v->E, step_item, v);
         for (int e = 0; e < v->E; e++) /* in env order: the generation's returns are ordered */
-            if (v->done[e]) record_episode(v, v->done_ret[e]);
+            if (v->done[e]) nevo_rl_gen_episode(&v->gen, v->done_ret[e]);
     }
-    v->gen_frames += (long long)v->T * v->E;
+    v->gen.frames += (long long)v->T * v->E;
     int chunks = (v->E + NEVO_VTRACE_CHUNK - 1) / NEVO_VTRACE_CHUNK;
     NevoStatus st = nevo_replicas_reduce(NULL, pool, chunks, v->np + 1, learn_chunk, v, v->grad, err);
     if (st == NEVO_OK) st = apply_update(v, err);
@@ -343,69 +322,23 @@ static NevoStatus async_learn(void *ctx, const NevoTrajectory *batch, int n, flo
 
 static void async_episode(void *ctx, double ret, int length) {
     VT *v = ctx; /* called with the runtime's episode lock held */
-    record_episode(v, ret);
+    nevo_rl_gen_episode(&v->gen, ret);
 }
 
 /* ---- generations, state ----------------------------------------------------------------- */
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static NevoStatus vt_train(NevoAlgo *a, NevoGenStats *stats, NevoError *err) {
     VT *v = (VT *)a;
-    v->gen_n = 0;
-    v->gen_frames = v->gen_episodes = 0;
-    double t0 = now_s();
-    NevoStatus st = NEVO_OK;
+    nevo_rl_gen_begin(&v->gen, v->seed);
     /* the schedule's rate (async: as if its generations ran sync's frames) */
     v->opt->lr = a->cfg->optim.lr * nevo_algo_lr_scale(a, (double)v->rl->steps_per_generation * v->T * v->E);
-    if (v->seed) {
-        NevoSeedStats before, after;
-        nevo_seed_stats(v->seed, &before);
+    NevoStatus st = NEVO_OK;
+    if (v->seed)
         st = nevo_seed_run(v->seed, v->rl->steps_per_generation, 0, err);
-        nevo_seed_stats(v->seed, &after);
-        v->gen_frames = after.frames - before.frames;
-        v->seed_before = before;
-        v->seed_stats = after;
-    } else {
+    else
         for (int k = 0; k < v->rl->steps_per_generation && st == NEVO_OK; k++) st = sync_step(v, err);
-    }
     if (st) return st;
-    stats->has_rl = 1;
-    stats->rl_lr = v->opt->lr;
-    stats->rl_updates = v->updates;
-    if (v->seed) {
-        const NevoSeedStats *ss = &v->seed_stats;
-        double s = ss->wall_s - v->seed_before.wall_s;
-        stats->rl_frames_per_s = s > 0 ? (ss->frames - v->seed_before.frames) / s : 0;
-        stats->rl_updates_per_s = s > 0 ? (ss->updates - v->seed_before.updates) / s : 0;
-        stats->rl_batch = ss->mean_batch;
-        stats->rl_queue = ss->mean_queue;
-        stats->rl_lag = ss->mean_lag;
-    } else {
-        double s = now_s() - t0;
-        stats->rl_frames_per_s = s > 0 ? v->gen_frames / s : 0;
-        stats->rl_updates_per_s = s > 0 ? v->rl->steps_per_generation / s : 0;
-        stats->rl_batch = v->E; /* one forward of every env per step */
-        stats->rl_queue = 0;
-        stats->rl_lag = 0;    /* the rollout acts with the parameters it trains */
-    }
-    stats->frames = v->gen_frames;
-    stats->episodes = v->gen_episodes;
-    if (v->gen_n > 0) {
-        qsort(v->gen_ret, (size_t)v->gen_n, sizeof(double), cmp_double);
-        double sum = 0.0;
-        for (int i = 0; i < v->gen_n; i++) sum += v->gen_ret[i];
-        v->last_mean = sum / v->gen_n;
-        stats->best = v->gen_ret[v->gen_n - 1];
-        stats->median = v->gen_n % 2 ? v->gen_ret[v->gen_n / 2]
-                                     : 0.5 * (v->gen_ret[v->gen_n / 2 - 1] + v->gen_ret[v->gen_n / 2]);
-    } else { /* no episode ended in this generation: the last generation's mean stands */
-        stats->best = stats->median = v->last_mean;
-    }
-    stats->mean = stats->elite_mean = v->last_mean;
+    nevo_rl_gen_stats(&v->gen, v->seed, v->updates, v->rl->steps_per_generation, v->E, v->opt->lr, stats);
     return nevo_rl_best_after(&v->best, a, v->theta, stats, err);
 }
 
@@ -426,7 +359,7 @@ static void vt_save(const NevoAlgo *a, NevoBuf *b) {
     nevo_buf_u64(b, (uint64_t)v->updates);
     nevo_buf_u64(b, (uint64_t)v->np);
     nevo_buf_u32(b, (uint32_t)v->E);
-    nevo_buf_f64(b, v->last_mean);
+    nevo_buf_f64(b, v->gen.last_mean);
     nevo_buf_f32s(b, v->theta, v->np);
     nevo_optim_save(v->opt, b);
     nevo_rl_best_save(&v->best, b);
@@ -462,7 +395,7 @@ static NevoStatus vt_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
             return nevo_error(err, NEVO_ERR_CORRUPT, "vtrace state: parameter %zu is not finite", i);
     a->generation = (int)gen;
     v->updates = (long long)updates;
-    v->last_mean = last;
+    v->gen.last_mean = last;
     if (v->seed) nevo_seed_set_params(v->seed, v->theta);
     return NEVO_OK;
 }
@@ -478,7 +411,7 @@ static void vt_free(NevoAlgo *a) {
         if (v->ws) nevo_workspace_free(v->ws[w]);
     }
     void *p[] = {v->work, v->fgrad, v->sobs, v->sact, v->smu, v->srew, v->sdisc, v->ws, v->theta, v->grad, v->obs, v->rew, v->disc, v->mu, v->act,
-                 v->done_ret, v->done, v->out, v->gen_ret};
+                 v->done_ret, v->done, v->out, v->gen.ret};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
     nevo_optim_free(v->opt);
     nevo_rl_best_free(&v->best);
