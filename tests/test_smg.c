@@ -124,7 +124,7 @@ TEST(smg_so_by_hand) {
     for (int i = 0; i < NP; i++) s[i] = sqrt(fabs(hu[i]));
     NevoSmWork *w = nevo_sm_work_new(p, NS);
     float scale[NP];
-    nevo_sm_scale_so(w, THETA, &STATES[0][0], NS, eps, scale);
+    nevo_sm_scale_so(w, THETA, &STATES[0][0], NULL, NS, eps, scale);
     check_divisors(scale, s, 0, "SM-G-SO");
     nevo_sm_work_free(w);
     nevo_policy_free(p);
@@ -284,6 +284,133 @@ TEST(smg_sum_recurrent_by_finite_differences) {
     CHECK_EQ_INT(zero, 3); /* W0's last row: the states' last input is 0 */
     /* the whole as one sequence: the state carries from step 3 into 4 */
     nevo_sm_scale(w, NEVO_SM_G_SUM, theta, &REC_X[0][0], NULL, RT, scale_one);
+    CHECK(memcmp(scale, scale_one, sizeof scale) != 0);
+    nevo_sm_work_free(w);
+    nevo_policy_free(p);
+    nevo_env_free(env);
+}
+
+/* output k at step t of the sequence X (RT, 4), in double, the state zeroed where
+ * starts[t] (rec_sum_output's forward, one output of it) */
+static double rec_output(const double *th, const float X[RT][4], const uint8_t *starts, int t_out, int k) {
+    double h[2] = {0, 0}, c[2] = {0, 0};
+    for (int t = 0; t <= t_out; t++) {
+        if (starts && starts[t]) h[0] = h[1] = c[0] = c[1] = 0.0;
+        double a[3], z[8];
+        for (int j = 0; j < 3; j++) {
+            double v = th[12 + j];
+            for (int i = 0; i < 4; i++) v += X[t][i] * th[i * 3 + j];
+            a[j] = tanh(v);
+        }
+        for (int g = 0; g < 8; g++) {
+            double v = th[55 + g];
+            for (int i = 0; i < 3; i++) v += a[i] * th[15 + i * 8 + g];
+            for (int i = 0; i < 2; i++) v += h[i] * th[39 + i * 8 + g];
+            z[g] = v;
+        }
+        for (int j = 0; j < 2; j++) {
+            double ig = 1 / (1 + exp(-z[j])), fg = 1 / (1 + exp(-z[2 + j])), gg = tanh(z[4 + j]),
+                   og = 1 / (1 + exp(-z[6 + j]));
+            c[j] = fg * c[j] + ig * gg;
+            h[j] = og * tanh(c[j]);
+        }
+    }
+    return th[67 + k] + h[0] * th[63 + k] + h[1] * th[65 + k];
+}
+
+/* SM-G-ABS on a recurrent policy: s_i = sqrt(sum_k (mean_t |dy_k(t)/dtheta_i|)^2), each
+ * y_k(t) differentiated through time back to its episode's start, against central
+ * differences of the double-precision forward above, one output at a time; it differs
+ * from SM-G-SUM (whose sums over t cancel where ABS's do not) and, with no starts, from
+ * itself with them. */
+TEST(smg_abs_recurrent_by_finite_differences) {
+    NevoEnv *env;
+    NevoPolicy *p = rec_policy(&env);
+    float theta[RNP], scale[RNP], scale_sum[RNP], scale_one[RNP];
+    rec_theta(theta);
+    double th[RNP], s[RNP];
+    for (int i = 0; i < RNP; i++) th[i] = theta[i];
+    for (int i = 0; i < RNP; i++) {
+        double ss = 0.0, e = 1e-6;
+        for (int k = 0; k < 2; k++) {
+            double mean = 0.0;
+            for (int t = 0; t < RT; t++) {
+                double keep = th[i];
+                th[i] = keep + e;
+                double up = rec_output(th, REC_X, REC_STARTS, t, k);
+                th[i] = keep - e;
+                double down = rec_output(th, REC_X, REC_STARTS, t, k);
+                th[i] = keep;
+                mean += fabs((up - down) / (2 * e));
+            }
+            mean /= RT;
+            ss += mean * mean;
+        }
+        s[i] = sqrt(ss);
+    }
+    NevoSmWork *w = nevo_sm_work_new(p, 9);
+    nevo_sm_scale(w, NEVO_SM_G_ABS, theta, &REC_X[0][0], REC_STARTS, RT, scale);
+    int zero = 0;
+    for (int i = 0; i < RNP; i++) {
+        double want = want_divisor(s[i] < 1e-9 ? 0.0 : s[i]);
+        CHECK_MSG(fabs(scale[i] - want) <= 1e-4 * want + 1e-6, "parameter %d: %.9g, by differences %.9g", i,
+                  (double)scale[i], want);
+        zero += s[i] < 1e-9;
+    }
+    CHECK_EQ_INT(zero, 3); /* W0's last row: the states' last input is 0 */
+    nevo_sm_scale(w, NEVO_SM_G_SUM, theta, &REC_X[0][0], REC_STARTS, RT, scale_sum);
+    CHECK(memcmp(scale, scale_sum, sizeof scale) != 0);
+    nevo_sm_scale(w, NEVO_SM_G_ABS, theta, &REC_X[0][0], NULL, RT, scale_one);
+    CHECK(memcmp(scale, scale_one, sizeof scale) != 0);
+    nevo_sm_work_free(w);
+    nevo_policy_free(p);
+    nevo_env_free(env);
+}
+
+/* SM-G-SO on a recurrent policy: s = sqrt(|H u|), H = (2 / n) sum_t J_t^T J_t, each
+ * J_t = dy(t)/dtheta by central differences of the double-precision forward through
+ * time (rec_output); with no starts the sequence is one and the divisors differ. */
+TEST(smg_so_recurrent_by_finite_differences) {
+    NevoEnv *env;
+    NevoPolicy *p = rec_policy(&env);
+    float theta[RNP], eps[RNP], scale[RNP], scale_one[RNP];
+    rec_theta(theta);
+    double th[RNP], norm = 0.0, hu[RNP] = {0}, s[RNP];
+    for (int i = 0; i < RNP; i++) {
+        th[i] = theta[i];
+        eps[i] = (float)sin(1.0 + 1.7 * i);
+        norm += (double)eps[i] * eps[i];
+    }
+    static double J[RT][2][RNP];
+    for (int t = 0; t < RT; t++)
+        for (int k = 0; k < 2; k++)
+            for (int i = 0; i < RNP; i++) {
+                double keep = th[i], e = 1e-6;
+                th[i] = keep + e;
+                double up = rec_output(th, REC_X, REC_STARTS, t, k);
+                th[i] = keep - e;
+                double down = rec_output(th, REC_X, REC_STARTS, t, k);
+                th[i] = keep;
+                J[t][k][i] = (up - down) / (2 * e);
+            }
+    for (int t = 0; t < RT; t++)
+        for (int k = 0; k < 2; k++) {
+            double ju = 0.0;
+            for (int i = 0; i < RNP; i++) ju += J[t][k][i] * eps[i] / sqrt(norm);
+            for (int i = 0; i < RNP; i++) hu[i] += 2.0 / RT * J[t][k][i] * ju;
+        }
+    for (int i = 0; i < RNP; i++) s[i] = sqrt(fabs(hu[i]));
+    NevoSmWork *w = nevo_sm_work_new(p, 9);
+    nevo_sm_scale_so(w, theta, &REC_X[0][0], REC_STARTS, RT, eps, scale);
+    int zero = 0;
+    for (int i = 0; i < RNP; i++) {
+        double want = want_divisor(s[i] < 1e-7 ? 0.0 : s[i]);
+        CHECK_MSG(fabs(scale[i] - want) <= 1e-4 * want + 1e-6, "parameter %d: %.9g, by differences %.9g", i,
+                  (double)scale[i], want);
+        zero += s[i] < 1e-7;
+    }
+    CHECK_EQ_INT(zero, 3); /* W0's last row: the states' last input is 0 */
+    nevo_sm_scale_so(w, theta, &REC_X[0][0], NULL, RT, eps, scale_one);
     CHECK(memcmp(scale, scale_one, sizeof scale) != 0);
     nevo_sm_work_free(w);
     nevo_policy_free(p);
@@ -454,12 +581,12 @@ TEST(smg_ga_kill_and_resume) {
     }
 }
 
-/* A GA with a recurrent policy: SM-G-SUM and SM-R end in the same state on 1 and 2
- * threads, different from plain mutation's and from each other's. */
+/* A GA with a recurrent policy: every mode ends in the same state on 1 and 2 threads,
+ * different from plain mutation's and from each other's. */
 TEST(smg_ga_recurrent_threads_bit_identical) {
-    static const char *const modes[] = {"plain", "sm-g-sum", "sm-r"};
-    NevoBuf states[3];
-    for (int m = 0; m < 3; m++) {
+    static const char *const modes[] = {"plain", "sm-g-sum", "sm-g-abs", "sm-g-so", "sm-r"};
+    NevoBuf states[5];
+    for (int m = 0; m < 5; m++) {
         char json[1024];
         small_json_policy(modes[m], REC_POLICY, 2, json, sizeof json);
         NevoBuf one = run_state(json, 1, 3);
@@ -468,16 +595,16 @@ TEST(smg_ga_recurrent_threads_bit_identical) {
                   "%s: 1 and 2 threads end in different states", modes[m]);
         nevo_buf_free(&one);
     }
-    for (int m = 1; m < 3; m++)
+    for (int m = 1; m < 5; m++)
         for (int q = 0; q < m; q++)
             CHECK_MSG(states[m].len != states[q].len || memcmp(states[m].data, states[q].data, states[m].len) != 0,
                       "%s and %s end in the same state", modes[m], modes[q]);
-    for (int m = 0; m < 3; m++) nevo_buf_free(&states[m]);
+    for (int m = 0; m < 5; m++) nevo_buf_free(&states[m]);
 }
 
 /* Safe mutations need parents: random search is refused; GA-NS, which has them, is not;
- * an unknown mutation is refused by the schema and by the GA's own check; SM-G-ABS and
- * SM-G-SO refuse a recurrent policy. */
+ * an unknown mutation is refused by the schema and by the GA's own check; every mode
+ * takes a recurrent policy. */
 TEST(smg_configs_refused) {
     NevoConfig cfg;
     NevoError err = {0};
@@ -493,14 +620,11 @@ TEST(smg_configs_refused) {
     strcpy(cfg.ga.mutation, "sm-x");
     CHECK(nevo_algo_check(&cfg, NULL, &err) != NEVO_OK);
     cfg.policy.lstm = 8;
-    static const char *const no_lstm[] = {"sm-g-abs", "sm-g-so"};
-    for (int i = 0; i < 2; i++) {
-        strcpy(cfg.ga.mutation, no_lstm[i]);
-        CHECK(nevo_algo_check(&cfg, NULL, &err) == NEVO_ERR_INVALID);
-        CHECK_MSG(strstr(err.msg, "does not take a recurrent policy (policy.lstm = 8)"), "%s", err.msg);
+    static const char *const with_lstm[] = {"sm-g-sum", "sm-g-abs", "sm-g-so", "sm-r"};
+    for (int i = 0; i < 4; i++) {
+        strcpy(cfg.ga.mutation, with_lstm[i]);
+        CHECK_MSG(nevo_algo_check(&cfg, NULL, &err) == NEVO_OK, "%s: %s", with_lstm[i], err.msg);
     }
-    strcpy(cfg.ga.mutation, "sm-g-sum");
-    CHECK_MSG(nevo_algo_check(&cfg, NULL, &err) == NEVO_OK, "%s", err.msg);
 }
 
 /* The seam: a safe-mutation generation's task set carries its scale rows and the

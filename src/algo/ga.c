@@ -216,7 +216,7 @@ static void scale_child(void *ctx, int i, int worker) {
                                                ga->n_states[b], eps, cfg->ga.sigma, NULL);
     } else {
         float *scale = ga->tmp + (size_t)worker * ga->np;
-        nevo_sm_scale_so(ga->work[worker], theta, X, ga->n_states[b], eps, scale);
+        nevo_sm_scale_so(ga->work[worker], theta, X, starts_of(ga, ga->starts, b), ga->n_states[b], eps, scale);
         nevo_perturb_scaled(ga->kids + (size_t)(1 + i) * ga->np, theta, (float)cfg->ga.sigma, eps, scale, 1, ga->np);
     }
 }
@@ -587,10 +587,6 @@ NevoStatus nevo_ga_check(const NevoConfig *cfg, int variant, NevoError *err) {
     if (sm != NEVO_SM_PLAIN && variant == NEVO_GA_RS)
         return nevo_error(err, NEVO_ERR_INVALID, "ga.mutation = %s needs parents: algo %s draws every network fresh "
                           "(use plain)", cfg->ga.mutation, cfg->algo);
-    /* smg.h: per-state gradients and SO's forward mode do not run through time */
-    if ((sm == NEVO_SM_G_ABS || sm == NEVO_SM_G_SO) && cfg->policy.lstm > 0)
-        return nevo_error(err, NEVO_ERR_INVALID, "ga.mutation = %s does not take a recurrent policy (policy.lstm = %d); "
-                          "use sm-g-sum or sm-r", cfg->ga.mutation, cfg->policy.lstm);
     return NEVO_OK;
 }
 

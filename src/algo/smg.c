@@ -4,7 +4,8 @@
  * products from a forward-mode pass written here, in double over the tape. A recurrent
  * policy's states are one sequence (reset where an episode starts): the forward is its
  * feed-forward parts' tape forwards around nevo_lstm_forward, the backward theirs
- * around nevo_lstm_backward (seq_forward, seq_backward). */
+ * around nevo_lstm_backward (seq_forward, seq_backward); SO's forward mode runs the
+ * parts' tangents around the LSTM cell's, recomputed in double (lstm_tangents). */
 #include "algo/smg.h"
 
 #include <float.h>
@@ -45,6 +46,8 @@ struct NevoSmWork {
     float *dx;          /* (cap, in) dL/d(the LSTM's inputs) */
     float *pre_tape, *post_tape, *lstm_tape;
     float *lscratch;    /* nevo_lstm_backward's */
+    double *ta, *th;    /* SO: (cap, in), (cap, H) tangents of the LSTM's inputs and of h */
+    double *lst;        /* SO: (6 H + 8 H) the LSTM's state, its tangents and the gates' */
 };
 
 int nevo_sm_mode(const char *name) {
@@ -80,6 +83,9 @@ NevoSmWork *nevo_sm_work_new(const NevoPolicy *p, int max_states) {
         w->post_tape = nevo_alloc_aligned(sizeof(float) * nevo_grad_tape_floats(p->post, max_states));
         w->lstm_tape = nevo_alloc_aligned(sizeof(float) * nevo_lstm_tape_floats(in, H, max_states, 1));
         w->lscratch = nevo_alloc_aligned(sizeof(float) * nevo_lstm_backward_scratch_floats(in, H, max_states, 1));
+        w->ta = nevo_alloc(sizeof(double) * n * (size_t)in);
+        w->th = nevo_alloc(sizeof(double) * n * (size_t)H);
+        w->lst = nevo_alloc(sizeof(double) * 14 * (size_t)H);
         /* the parts' scratch: the whole policy's widest layer and conv weights cover both */
         w->gscratch = nevo_alloc_aligned(sizeof(float) * nevo_grad_scratch_floats(p, max_states));
     } else {
@@ -125,6 +131,9 @@ void nevo_sm_work_free(NevoSmWork *w) {
     free(w->post_tape);
     free(w->lstm_tape);
     free(w->lscratch);
+    free(w->ta);
+    free(w->th);
+    free(w->lst);
     free(w);
 }
 
@@ -246,14 +255,49 @@ static void scale_abs(NevoSmWork *w, const float *theta, const float *X, int n) 
     }
 }
 
+/* SM-G-ABS on a recurrent policy: the output at step t of an episode depends on its
+ * steps from the episode's start to t, so its gradient is one backward through time
+ * over that prefix (the prefix's forward again first, from a zero state: the tapes hold
+ * one sequence). Per output k, acc2 += |dy_k(t)/dtheta| over every t, then acc +=
+ * (acc2 / n)^2. An episode of T steps costs T (T + 1) / 2 steps of forward and as many
+ * of backward per output. */
+static void scale_abs_seq(NevoSmWork *w, const float *theta, const float *X, const uint8_t *starts, int n) {
+    const NevoPolicy *p = w->p;
+    size_t np = p->nparams;
+    int O = p->n_out;
+    for (int k = 0; k < O; k++) {
+        memset(w->acc2, 0, sizeof(double) * np);
+        for (int s0 = 0; s0 < n;) {
+            int s1 = s0 + 1;
+            while (s1 < n && !(starts && starts[s1])) s1++;
+            const float *x = X + (size_t)s0 * p->obs_dim;
+            for (int t = s0; t < s1; t++) {
+                int m = t - s0 + 1; /* the prefix's steps */
+                seq_forward(w, theta, x, NULL, m, w->out);
+                memset(w->dout, 0, sizeof(float) * (size_t)m * O);
+                w->dout[(size_t)(m - 1) * O + k] = 1.0f;
+                memset(w->g, 0, sizeof(float) * np);
+                seq_backward(w, theta, x, m, w->dout, w->g);
+                for (size_t i = 0; i < np; i++) w->acc2[i] += fabs((double)w->g[i]);
+            }
+            s0 = s1;
+        }
+        for (size_t i = 0; i < np; i++) {
+            double mean = w->acc2[i] / n;
+            w->acc[i] += mean * mean;
+        }
+    }
+}
+
 void nevo_sm_scale(NevoSmWork *w, NevoSafeMutation mode, const float *theta, const float *X, const uint8_t *starts,
                    int n, float *scale) {
     NEVO_ASSERT(n >= 1 && n <= w->cap && (mode == NEVO_SM_G_SUM || mode == NEVO_SM_G_ABS));
-    NEVO_ASSERT(mode == NEVO_SM_G_SUM || w->p->lstm_layer < 0); /* smg.h: ABS is feed-forward only */
     size_t np = w->p->nparams;
     memset(w->acc, 0, sizeof(double) * np);
     if (mode == NEVO_SM_G_SUM)
         scale_sum(w, theta, X, starts, n);
+    else if (w->p->lstm_layer >= 0)
+        scale_abs_seq(w, theta, X, starts, n);
     else
         scale_abs(w, theta, X, n);
     for (size_t i = 0; i < np; i++) scale[i] = divisor(sqrt(w->acc[i]));
@@ -261,22 +305,23 @@ void nevo_sm_scale(NevoSmWork *w, NevoSafeMutation mode, const float *theta, con
 
 /* --- SM-G-SO ------------------------------------------------------------------------ */
 
-/* J u at every state t into w->jv (n, n_out): the derivative of each layer's outputs
- * along the unit direction u = eps * inv_norm, carried forward in double through the
- * activations the tape holds (forward mode: d(x W + b) = dx W + x dW + db, then times
- * the activation's slope at its output). It only shapes the step: no result needs its
- * bits to match anything else. */
-static void tangents(NevoSmWork *w, const float *theta, const float *eps, double inv_norm, const float *X, int n) {
-    const NevoPolicy *p = w->p;
-    const float *xn = p->obs_norm ? w->tape + nevo_grad_tape_offset(p, n, p->n_layers) : X;
+/* J u at every row t of a feed-forward part q (the whole policy, or a recurrent one's
+ * pre or post) into jv (n, q->n_out): the derivative of each layer's outputs along the
+ * unit direction u = eps * inv_norm, carried forward in double through the activations
+ * the part's tape holds (forward mode: d(x W + b) = dx W + x dW + db, then times the
+ * activation's slope at its output), from xin (n, q->obs_dim), the part's inputs, whose
+ * own tangents are dxin (n, q->obs_dim), NULL for 0 (observations do not depend on theta).
+ * It only shapes the step: no result needs its bits to match anything else. */
+static void tangents(NevoSmWork *w, const NevoPolicy *q, const float *tape, const float *theta, const float *eps,
+                     double inv_norm, const float *xin, const double *dxin, int n, double *jv) {
     for (int t = 0; t < n; t++) {
         double *da = w->da, *db = w->db;
-        for (int i = 0; i < p->obs_dim; i++) da[i] = 0.0; /* the observations do not depend on theta */
-        for (int l = 0; l < p->n_layers; l++) {
-            const NevoLayer *L = &p->layers[l];
-            const float *x = l == 0 ? xn + (size_t)t * p->obs_dim
-                                    : w->tape + nevo_grad_tape_offset(p, n, l - 1) + (size_t)t * L->in_dim;
-            const float *y = w->tape + nevo_grad_tape_offset(p, n, l) + (size_t)t * L->out_dim;
+        for (int i = 0; i < q->obs_dim; i++) da[i] = dxin ? dxin[(size_t)t * q->obs_dim + i] : 0.0;
+        for (int l = 0; l < q->n_layers; l++) {
+            const NevoLayer *L = &q->layers[l];
+            const float *x = l == 0 ? xin + (size_t)t * q->obs_dim
+                                    : tape + nevo_grad_tape_offset(q, n, l - 1) + (size_t)t * L->in_dim;
+            const float *y = tape + nevo_grad_tape_offset(q, n, l) + (size_t)t * L->out_dim;
             const float *W = theta + L->w_off, *uW = eps + L->w_off, *ub = eps + L->b_off;
             if (L->kind == NEVO_LAYER_DENSE) {
                 int in = L->in_dim, out = L->out_dim;
@@ -314,24 +359,88 @@ static void tangents(NevoSmWork *w, const float *theta, const float *eps, double
             da = db;
             db = tmp;
         }
-        for (int k = 0; k < p->n_out; k++) w->jv[(size_t)t * p->n_out + k] = da[k];
+        for (int k = 0; k < q->n_out; k++) jv[(size_t)t * q->n_out + k] = da[k];
     }
 }
 
-void nevo_sm_scale_so(NevoSmWork *w, const float *theta, const float *X, int n, const float *eps, float *scale) {
+/* The LSTM's part of J u on a recurrent policy's sequence (seq_forward's, just run):
+ * from the tangents of its inputs w->ta (NULL where there is no pre: the observations'
+ * are 0) those of h into w->th, through the cell in double (lstm.h's step, recomputed
+ * from w->a or the inputs, the state zeroed where an episode starts, its tangents too):
+ *   dz = db + [dx, dh_prev] (Wx; Wh) + [x, h_prev] (dWx; dWh)
+ *   dc = df c_prev + f dc_prev + di g + i dg,  dh = do tanh(c) + o (1 - tanh(c)^2) dc
+ * with each gate's tangent its slope times dz. */
+static void lstm_tangents(NevoSmWork *w, const float *theta, const float *eps, double inv_norm, const float *x,
+                          const double *dx, const uint8_t *starts, int n) {
+    const NevoLayer *R = &w->p->layers[w->p->lstm_layer];
+    int in = R->in_dim, H = R->out_dim, G = 4 * H;
+    const float *Wx = theta + R->w_off, *Wh = Wx + (size_t)in * G, *b = theta + R->b_off;
+    const float *uWx = eps + R->w_off, *uWh = uWx + (size_t)in * G, *ub = eps + R->b_off;
+    double *h = w->lst, *c = h + H, *dh = c + H, *dc = dh + H, *nh = dc + H, *ndh = nh + H, *z = ndh + H, *dz = z + G;
+    for (int t = 0; t < n; t++) {
+        if (t == 0 || (starts && starts[t]))
+            for (int j = 0; j < 4 * H; j++) h[j] = 0.0; /* h, c, dh, dc */
+        const float *xt = x + (size_t)t * in;
+        const double *dxt = dx ? dx + (size_t)t * in : NULL;
+        for (int j = 0; j < G; j++) z[j] = b[j], dz[j] = inv_norm * ub[j];
+        for (int i = 0; i < in + H; i++) {
+            double v = i < in ? xt[i] : h[i - in], dv = i < in ? (dxt ? dxt[i] : 0.0) : dh[i - in];
+            const float *wr = i < in ? Wx + (size_t)i * G : Wh + (size_t)(i - in) * G;
+            const float *ur = i < in ? uWx + (size_t)i * G : uWh + (size_t)(i - in) * G;
+            double vu = v * inv_norm;
+            for (int j = 0; j < G; j++) {
+                z[j] += v * wr[j];
+                dz[j] += dv * wr[j] + vu * ur[j];
+            }
+        }
+        for (int j = 0; j < H; j++) {
+            double ig = 0.5 + 0.5 * tanh(0.5 * z[j]), fg = 0.5 + 0.5 * tanh(0.5 * z[H + j]), gg = tanh(z[2 * H + j]),
+                   og = 0.5 + 0.5 * tanh(0.5 * z[3 * H + j]);
+            double di = ig * (1 - ig) * dz[j], df = fg * (1 - fg) * dz[H + j], dg = (1 - gg * gg) * dz[2 * H + j],
+                   dog = og * (1 - og) * dz[3 * H + j];
+            double cn = fg * c[j] + ig * gg, dcn = df * c[j] + fg * dc[j] + di * gg + ig * dg, tc = tanh(cn);
+            nh[j] = og * tc;
+            ndh[j] = dog * tc + og * (1 - tc * tc) * dcn;
+            c[j] = cn;
+            dc[j] = dcn;
+        }
+        for (int j = 0; j < H; j++) {
+            h[j] = nh[j];
+            dh[j] = ndh[j];
+            w->th[(size_t)t * H + j] = ndh[j];
+        }
+    }
+}
+
+void nevo_sm_scale_so(NevoSmWork *w, const float *theta, const float *X, const uint8_t *starts, int n,
+                      const float *eps, float *scale) {
     const NevoPolicy *p = w->p;
-    NEVO_ASSERT(n >= 1 && n <= w->cap && p->lstm_layer < 0);
+    NEVO_ASSERT(n >= 1 && n <= w->cap);
     size_t np = p->nparams;
     int O = p->n_out;
     double norm = 0.0;
     for (size_t i = 0; i < np; i++) norm += (double)eps[i] * eps[i];
     double inv_norm = norm > 0.0 ? 1.0 / sqrt(norm) : 0.0;
-    nevo_policy_forward_tape(p, theta, np, w->zeros, X, n, w->out, w->tape);
-    tangents(w, theta, eps, inv_norm, X, n);
+    if (p->lstm_layer >= 0) {
+        /* the sequence's forward, then J u part by part: pre's, the LSTM's through
+         * time, post's (from h and its tangents) */
+        seq_forward(w, theta, X, starts, n, w->out);
+        const float *x = p->obs_norm ? w->xn : X;
+        if (p->pre) tangents(w, p->pre, w->pre_tape, theta, eps, inv_norm, x, NULL, n, w->ta);
+        lstm_tangents(w, theta, eps, inv_norm, p->pre ? w->a : x, p->pre ? w->ta : NULL, starts, n);
+        tangents(w, p->post, w->post_tape, theta, eps, inv_norm, w->h, w->th, n, w->jv);
+    } else {
+        nevo_policy_forward_tape(p, theta, np, w->zeros, X, n, w->out, w->tape);
+        const float *xn = p->obs_norm ? w->tape + nevo_grad_tape_offset(p, n, p->n_layers) : X;
+        tangents(w, p, w->tape, theta, eps, inv_norm, xn, NULL, n, w->jv);
+    }
     /* dL/dy_t = 2 / n (y_t' - y_t), so H u = J^T (2 / n J u): one backward of dout = 2 / n J_t u */
     for (size_t i = 0; i < (size_t)n * O; i++) w->dout[i] = (float)(2.0 / n * w->jv[i]);
     memset(w->g, 0, sizeof(float) * np);
-    nevo_policy_backward(p, theta, np, w->zeros, X, n, w->tape, w->dout, w->g, np, NULL, w->gscratch);
+    if (p->lstm_layer >= 0)
+        seq_backward(w, theta, X, n, w->dout, w->g);
+    else
+        nevo_policy_backward(p, theta, np, w->zeros, X, n, w->tape, w->dout, w->g, np, NULL, w->gscratch);
     for (size_t i = 0; i < np; i++) scale[i] = divisor(sqrt(fabs((double)w->g[i])));
 }
 

@@ -24,14 +24,18 @@
  *
  * Recurrent policies (policy.lstm): the states are sequences, each episode's kept
  * observations in step order (NevoStates keeps the reset observation and then evenly
- * spaced steps: the whole episode while it fits in its share of ga.sm_states), and
+ * spaced steps: the whole episode while it fits in its share of ga.sm_states; a sequence
+ * with steps left out is not one the policy ran, so a recurrent run wants ga.sm_states
+ * of at least episodes x the episode's length), and
  * starts (n) marks where each episode's begin (nonzero: the LSTM's state is zeroed
  * there, as at an episode's start; starts NULL: one sequence). y(x_t) is the output at
  * step t of that sequence, so dy/dtheta runs back through time (nevo_lstm_backward
- * between the feed-forward parts' backwards). SM-G-SUM and SM-R take recurrent
- * policies; SM-G-ABS and SM-G-SO do not (nevo_ga_check refuses them: ABS's per-state
- * gradients would take a backward through time per state, SO a forward-mode pass
- * through the LSTM). For a feed-forward policy starts is ignored.
+ * between the feed-forward parts' backwards). Every mode takes them: SM-G-ABS's
+ * gradient of y(x_t) is a backward through time over its episode's steps up to t (the
+ * prefix's forward again first), so an episode of T kept states costs T (T + 1) / 2
+ * steps each way per output, against SUM's T; SM-G-SO's J_t u is a forward-mode pass
+ * through the LSTM too (in double, the cell's step recomputed). For a feed-forward
+ * policy starts is ignored.
  *
  * Every function here runs on the calling thread alone with its own NevoSmWork, and its
  * result depends only on its arguments: the GA runs one parent or child per pool item. */
@@ -67,9 +71,10 @@ void nevo_sm_work_free(NevoSmWork *w);
 void nevo_sm_scale(NevoSmWork *w, NevoSafeMutation mode, const float *theta, const float *X, const uint8_t *starts,
                    int n, float *scale);
 
-/* SM-G-SO: the divisors (nparams floats) of the step along eps (nparams, not all 0).
- * Feed-forward policies only (asserted). */
-void nevo_sm_scale_so(NevoSmWork *w, const float *theta, const float *X, int n, const float *eps, float *scale);
+/* SM-G-SO: the divisors (nparams floats) of the step along eps (nparams, not all 0),
+ * from states X (n, obs_dim) and starts as nevo_sm_scale's. */
+void nevo_sm_scale_so(NevoSmWork *w, const float *theta, const float *X, const uint8_t *starts, int n,
+                      const float *eps, float *scale);
 
 /* SM-R: sigma' (> 0) for the step theta + sigma' eps (nevo_perturb_rows), and in
  * *divergence (if not NULL) the divergence it gives. */

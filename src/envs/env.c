@@ -22,6 +22,7 @@ static const NevoEnvClass *const registry[] = {
     &nevo_env_minatar_space_invaders,
     &nevo_env_maze_hard,
     &nevo_env_memory_tmaze,
+    &nevo_env_memory_recall,
     &nevo_env_mujoco_hopper,
     &nevo_env_mujoco_halfcheetah,
     &nevo_env_mujoco_walker2d,

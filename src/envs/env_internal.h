@@ -18,5 +18,6 @@ extern const NevoEnvClass nevo_env_minatar_seaquest;
 extern const NevoEnvClass nevo_env_minatar_space_invaders;
 extern const NevoEnvClass nevo_env_maze_hard;
 extern const NevoEnvClass nevo_env_memory_tmaze;
+extern const NevoEnvClass nevo_env_memory_recall;
 
 #endif
