@@ -468,6 +468,22 @@ TEST(r2d2_crafted_state_is_refused_or_runs) {
  * parameters of the best validation mean so far: evaluated again on the validation's
  * episodes (named as actor_envs.c names them), it scores that best mean, and a worse
  * validation leaves it unchanged. */
+/* A validation as the engine plays it (train.c's): the run's env, policy and pool. */
+typedef struct ValCtx {
+    const NevoEnv *env;
+    const NevoPolicy *p;
+    NevoPool *pool;
+} ValCtx;
+
+static NevoStatus validate(void *ctx, const float *theta, int episodes, uint64_t seed, double *mean,
+                           long long *frames, NevoError *err) {
+    const ValCtx *v = ctx;
+    NevoEvalSummary sum;
+    NevoStatus st = nevo_eval_params(v->env, v->p, theta, v->pool, episodes, seed, &sum, err);
+    *mean = sum.return_mean, *frames = sum.frames;
+    return st;
+}
+
 TEST(r2d2_validation_keeps_the_best_greedy_policy) {
     static const char *const doc =
         "{\"env\": \"CartPole-v1\", \"algo\": \"r2d2\", \"seed\": 4, \"policy\": {\"hidden\": [16], \"lstm\": 8,"
@@ -482,6 +498,14 @@ TEST(r2d2_validation_keeps_the_best_greedy_policy) {
     NevoPolicy *p = run.p;
     NevoPool *pool = run.pool;
     NevoAlgo *algo = run.algo;
+    ValCtx vc = {env, p, pool};
+    NevoGenStats gs0;
+    CHECK(nevo_algo_train(algo, &gs0, &err) == NEVO_ERR_INVALID); /* no validator: a message, not a crash */
+    CHECK_MSG(strstr(err.msg, "nevo_algo_set_validate") != NULL, "%s", err.msg);
+    nevo_algo_free(algo);
+    CHECK_MSG(nevo_algo_new(&cfg, env, p, run.noise, pool, &algo, &err) == NEVO_OK, "%s", err.msg);
+    run.algo = algo;
+    nevo_algo_set_validate(algo, validate, &vc);
     uint64_t vseed = nevo_rng_derive(cfg.seed, NEVO_RNG_ENV_SEED, 0, NEVO_STREAM_VALIDATION, 0);
     float *best = malloc(sizeof(float) * p->nparams), *prev = malloc(sizeof(float) * p->nparams);
     double top = -INFINITY;

@@ -116,6 +116,14 @@ int nevo_algo_trains_itself(const NevoAlgo *a);
  * alone. Whether it can: nevo_algo_replicates. */
 int nevo_algo_replicates(const NevoAlgo *a);
 void nevo_algo_set_comm(NevoAlgo *a, NevoComm *comm);
+
+/* How an actor-learner's validation (rl.validation_every) plays its greedy policy: theta
+ * for `episodes` episodes named by seed (nevo_eval_params' naming), their mean return and
+ * frames out. The engine sets it (its evaluator lives above the algorithms); without it
+ * a validation fails with a message. */
+typedef NevoStatus (*NevoValidateFn)(void *ctx, const float *theta, int episodes, uint64_t seed, double *mean,
+                                     long long *frames, NevoError *err);
+void nevo_algo_set_validate(NevoAlgo *a, NevoValidateFn fn, void *ctx);
 NevoStatus nevo_algo_train(NevoAlgo *a, NevoGenStats *stats, NevoError *err);
 
 /* The evaluation the current generation needs next. The set and what it points to

@@ -6,7 +6,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "nevo/eval.h"
 
 #include "nevo/rng.h"
 
@@ -139,14 +138,18 @@ NevoStatus nevo_rl_best_after(NevoRLBest *b, const NevoAlgo *a, const float *the
                               NevoError *err) {
     if (b->every <= 0) return NEVO_OK;
     if ((a->generation + 1) % b->every == 0) {
-        NevoEvalSummary sum;
-        NevoStatus st = nevo_eval_params(a->env, a->policy, theta, a->pool, b->episodes, b->seed, &sum, err);
+        if (!a->validate)
+            return nevo_error(err, NEVO_ERR_INVALID, "rl.validation_every: nothing evaluates this run's validations "
+                              "(nevo_algo_set_validate)");
+        double mean;
+        long long frames;
+        NevoStatus st = a->validate(a->validate_ctx, theta, b->episodes, b->seed, &mean, &frames, err);
         if (st) return st;
-        stats->frames += sum.frames;
-        stats->episodes += sum.episodes;
-        b->last = sum.return_mean;
-        if (sum.return_mean > b->score) {
-            b->score = sum.return_mean;
+        stats->frames += frames;
+        stats->episodes += b->episodes;
+        b->last = mean;
+        if (mean > b->score) {
+            b->score = mean;
             memcpy(b->theta, theta, sizeof(float) * b->np);
         }
     }

@@ -190,6 +190,11 @@ NevoStatus nevo_algo_new_on_data(const NevoConfig *cfg, const NevoDataView *trai
 int nevo_algo_trains_itself(const NevoAlgo *a) { return a->ops->train != NULL; }
 int nevo_algo_replicates(const NevoAlgo *a) { return a->ops->set_comm != NULL; }
 
+void nevo_algo_set_validate(NevoAlgo *a, NevoValidateFn fn, void *ctx) {
+    a->validate = fn;
+    a->validate_ctx = ctx;
+}
+
 void nevo_algo_set_comm(NevoAlgo *a, NevoComm *comm) {
     NEVO_ASSERT(a->ops->set_comm != NULL);
     a->ops->set_comm(a, comm);

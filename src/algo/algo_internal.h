@@ -44,6 +44,8 @@ struct NevoAlgo {
     NevoNet *nets;
     NevoTask *tasks;
     int nets_cap, tasks_cap;
+    NevoValidateFn validate; /* nevo_algo_set_validate's */
+    void *validate_ctx;
 };
 
 /* optim.lr_decay's factor on optim.lr for the generation about to run: 1 for "none";

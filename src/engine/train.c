@@ -123,6 +123,17 @@ NevoStatus nevo_run_core_pool_and_noise(const NevoConfig *cfg, int threads, Nevo
     return NEVO_OK;
 }
 
+/* The actor-learners' validations: the run's training env, policy and pool. */
+static NevoStatus run_validate(void *ctx, const float *theta, int episodes, uint64_t seed, double *mean,
+                               long long *frames, NevoError *err) {
+    const NevoRunCore *c = ctx;
+    NevoEvalSummary sum;
+    NevoStatus st = nevo_eval_params(c->env, c->policy, theta, c->pool, episodes, seed, &sum, err);
+    *mean = sum.return_mean;
+    *frames = sum.frames;
+    return st;
+}
+
 NevoStatus nevo_run_core_build(const NevoConfig *cfg, int threads, NevoRunCore *c, NevoError *err) {
     memset(c, 0, sizeof *c);
     NevoStatus st = nevo_env_new(cfg->env, cfg->env_options, cfg->n_env_options, &c->env, err);
@@ -145,7 +156,9 @@ NevoStatus nevo_run_core_build(const NevoConfig *cfg, int threads, NevoRunCore *
         if (st) return st;
         nevo_evaluator_set_backend(c->ev, c->backend);
     }
-    return nevo_algo_new(cfg, c->env, c->policy, c->noise, c->pool, &c->algo, err);
+    st = nevo_algo_new(cfg, c->env, c->policy, c->noise, c->pool, &c->algo, err);
+    if (st == NEVO_OK) nevo_algo_set_validate(c->algo, run_validate, c);
+    return st;
 }
 
 /* Builds everything a run needs from the config; writes nothing. */
