@@ -283,7 +283,6 @@ typedef struct R2 {
     int workers;
     NevoR2D2Work **work;     /* per worker */
     float **fgrad;           /* per worker: a chunk's float gradient */
-    float **wts;             /* per worker: a chunk's weights */
     /* the envs and their histories */
     NevoActorEnvs envs;
     float *obs;              /* (E, D) the observations to act on */
