@@ -255,8 +255,18 @@ NevoStatus nevo_algo_tell(NevoAlgo *a, const NevoEpisode *results, const NevoObs
 int nevo_algo_generations_done(const NevoAlgo *a) { return a->generation; }
 void nevo_algo_best(const NevoAlgo *a, float *theta) { a->ops->best(a, theta); }
 
-const float *nevo_algo_behaviours(const NevoAlgo *a, int *n) { return a->ops->behaviours(a, n); }
-const float *nevo_algo_archive(const NevoAlgo *a, int *n) { return a->ops->archive(a, n); }
+/* an algorithm without behaviours or an archive leaves the op NULL: none */
+const float *nevo_algo_behaviours(const NevoAlgo *a, int *n) {
+    if (a->ops->behaviours) return a->ops->behaviours(a, n);
+    *n = 0;
+    return NULL;
+}
+
+const float *nevo_algo_archive(const NevoAlgo *a, int *n) {
+    if (a->ops->archive) return a->ops->archive(a, n);
+    *n = 0;
+    return NULL;
+}
 
 void nevo_algo_save(const NevoAlgo *a, NevoBuf *buf) {
     nevo_buf_u32(buf, (uint32_t)a->generation);

@@ -17,6 +17,7 @@ typedef struct NevoAlgoOps {
     void (*save)(const NevoAlgo *a, NevoBuf *buf);
     NevoStatus (*load)(NevoAlgo *a, NevoReader *r, NevoError *err);
     void (*free)(NevoAlgo *a);
+    /* the behaviours and archive it reports (NULL: none) */
     const float *(*behaviours)(const NevoAlgo *a, int *n);
     const float *(*archive)(const NevoAlgo *a, int *n);
     /* a whole generation by the algorithm itself, no tasks (gradient algorithms, flag

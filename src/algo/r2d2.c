@@ -731,19 +731,11 @@ static void r2_free(NevoAlgo *a) {
     free(v);
 }
 
-static const float *r2_no_points(const NevoAlgo *a, int *n) {
-    (void)a;
-    *n = 0;
-    return NULL;
-}
-
 static const NevoAlgoOps r2_ops = {
     .best = r2_best,
     .save = r2_save,
     .load = r2_load,
     .free = r2_free,
-    .behaviours = r2_no_points,
-    .archive = r2_no_points,
     .train = r2_train,
 };
 

@@ -509,11 +509,6 @@ static void sgd_algo_free(NevoAlgo *a) {
     free(a);
 }
 
-static const float *no_points(const NevoAlgo *a, int *n) {
-    *n = 0;
-    return NULL;
-}
-
 static void sgd_set_comm(NevoAlgo *a, NevoComm *comm) { nevo_sgd_set_comm(((SGDAlgo *)a)->sgd, comm); }
 
 static const NevoAlgoOps sgd_ops = {
@@ -521,8 +516,6 @@ static const NevoAlgoOps sgd_ops = {
     .save = sgd_algo_save,
     .load = sgd_algo_load,
     .free = sgd_algo_free,
-    .behaviours = no_points,
-    .archive = no_points,
     .train = sgd_train,
     .set_comm = sgd_set_comm,
 };

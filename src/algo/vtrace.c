@@ -420,18 +420,11 @@ static void vt_free(NevoAlgo *a) {
     free(v);
 }
 
-static const float *vt_no_points(const NevoAlgo *a, int *n) {
-    *n = 0;
-    return NULL;
-}
-
 static const NevoAlgoOps vt_ops = {
     .best = vt_best,
     .save = vt_save,
     .load = vt_load,
     .free = vt_free,
-    .behaviours = vt_no_points,
-    .archive = vt_no_points,
     .train = vt_train,
 };
 
