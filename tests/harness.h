@@ -33,6 +33,10 @@ char *test_read_file(const char *path, size_t *len);
  * decides ("wall_s", "frames_per_s", "updates_per_s"), which are left out of both: two
  * runs that must be the same bits (threads, resume, ranks). */
 void test_same_run_files(const char *a, const char *b, const char *const *names, int n);
+/* `nevo train TRAIN_ARGS` on 1 and on 3 threads, and on 2 threads killed after the
+ * generation that reaches kill_frames then resumed: the three runs' metrics and policy
+ * the same bits (run directories TAG-a, TAG-b, TAG-c in this test's tmpdir). */
+void test_runs_same_across_threads_and_resume(const char *train_args, long long kill_frames, const char *tag);
 
 #define TEST(name)                                                        \
     static void test_##name(void);                                        \

@@ -129,6 +129,26 @@ void test_same_run_files(const char *a, const char *b, const char *const *names,
     }
 }
 
+void test_runs_same_across_threads_and_resume(const char *train_args, long long kill_frames, const char *tag) {
+    static const char *const files[] = {"metrics.jsonl", "policy.nevo"};
+    char out[8192], cmd[2048], dir[3][64];
+    const char *pwd = getenv("PWD");
+    for (int j = 0; j < 3; j++) snprintf(dir[j], sizeof dir[j], "%s-%c", tag, 'a' + j);
+    for (int j = 0; j < 2; j++) {
+        snprintf(cmd, sizeof cmd, "cd %s && %s/%s train %s --threads %d --out %s", test_tmpdir(), pwd, test_nevo_bin(),
+                 train_args, j ? 3 : 1, dir[j]);
+        CHECK_MSG(test_run(out, sizeof out, "%s", cmd) == 0, "%s", out);
+    }
+    snprintf(cmd, sizeof cmd, "cd %s && %s/%s train %s --threads 2 --out %s --kill-after-frames %lld", test_tmpdir(),
+             pwd, test_nevo_bin(), train_args, dir[2], kill_frames);
+    CHECK_EQ_INT(test_run(out, sizeof out, "%s", cmd), 128 + 9);
+    CHECK_MSG(test_run(out, sizeof out, "cd %s && %s/%s train --resume %s --threads 2 --quiet", test_tmpdir(), pwd,
+                       test_nevo_bin(), dir[2]) == 0,
+              "%s", out);
+    test_same_run_files(dir[0], dir[1], files, 2);
+    test_same_run_files(dir[0], dir[2], files, 2);
+}
+
 static int selected(const Test *t, int argc, char **argv) {
     if (argc <= 1) return 1;
     for (int i = 1; i < argc; i++)

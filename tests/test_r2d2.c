@@ -286,42 +286,24 @@ TEST(r2d2_async_runtime_keeps_each_envs_recurrent_state) {
 #ifndef NEVO_TSAN_ONLY
 /* ---- the algorithm through the command --------------------------------------------- */
 
-static void same_runs(const char *a, const char *b) {
-    static const char *const files[] = {"metrics.jsonl", "policy.nevo"};
-    test_same_run_files(a, b, files, 2);
-}
-
 static int nevo(char *out, size_t n, const char *args) {
     return test_run(out, n, "cd %s && %s/%s %s", test_tmpdir(), getenv("PWD"), test_nevo_bin(), args);
 }
 
 TEST(r2d2_sync_bit_identical_across_threads_and_resume) {
-    char out[8192], args[1024];
+    char args[1024];
     static const char *const envs[] = {"CartPole-v1", "minatar/breakout"};
     for (int k = 0; k < 2; k++) {
         const char *net = k ? "'policy.conv_filters=[4]' 'policy.hidden=[16]' policy.lstm=16" : "";
-        const char *common = "generations=8 rl.envs=6 rl.unroll=6 rl.burn_in=3 rl.period=3 rl.batch=12 "
-                             "rl.replay=40 rl.replay_start=12 rl.target_period=7 rl.steps_per_generation=10 "
-                             "rl.validation_every=2 rl.validation_episodes=2 checkpoint_every=3 eval_episodes=2 "
-                             "max_episode_steps=300 --quiet";
-        const char *threads[] = {"--threads 1 --out a", "--threads 3 --out b"};
-        for (int j = 0; j < 2; j++) {
-            snprintf(args, sizeof args, "train %s/configs/cartpole_r2d2.json env=%s %s %s %s%d", getenv("PWD"),
-                     envs[k], net, common, threads[j], k);
-            CHECK_MSG(nevo(out, sizeof out, args) == 0, "%s", out);
-        }
         /* killed after the generation that reaches 1,000 frames (the checkpoint is of
-         * generation 3, the replay buffer full and wrapped), resumed on 2 threads */
+         * generation 3, the replay buffer full and wrapped) */
         snprintf(args, sizeof args,
-                 "train %s/configs/cartpole_r2d2.json env=%s %s %s --threads 2 --out c%d --kill-after-frames 1000",
-                 getenv("PWD"), envs[k], net, common, k);
-        CHECK_EQ_INT(nevo(out, sizeof out, args), 128 + 9);
-        snprintf(args, sizeof args, "train --resume c%d --threads 2 --quiet", k);
-        CHECK_MSG(nevo(out, sizeof out, args) == 0, "%s", out);
-        char a[16], b[16], c[16];
-        snprintf(a, sizeof a, "a%d", k), snprintf(b, sizeof b, "b%d", k), snprintf(c, sizeof c, "c%d", k);
-        same_runs(a, b);
-        same_runs(a, c);
+                 "%s/configs/cartpole_r2d2.json env=%s %s generations=8 rl.envs=6 rl.unroll=6 rl.burn_in=3 "
+                 "rl.period=3 rl.batch=12 rl.replay=40 rl.replay_start=12 rl.target_period=7 "
+                 "rl.steps_per_generation=10 rl.validation_every=2 rl.validation_episodes=2 checkpoint_every=3 "
+                 "eval_episodes=2 max_episode_steps=300 --quiet",
+                 getenv("PWD"), envs[k], net);
+        test_runs_same_across_threads_and_resume(args, 1000, k ? "breakout" : "cartpole");
     }
 }
 

@@ -353,40 +353,22 @@ TEST(vtrace_crafted_state_is_refused_or_runs) {
 /* ---- the algorithm through the command --------------------------------------------- */
 
 #ifndef NEVO_TSAN_ONLY
-static void same_runs(const char *a, const char *b) {
-    static const char *const files[] = {"metrics.jsonl", "policy.nevo"};
-    test_same_run_files(a, b, files, 2);
-}
-
 static int nevo(char *out, size_t n, const char *args) {
     return test_run(out, n, "cd %s && %s/%s %s", test_tmpdir(), getenv("PWD"), test_nevo_bin(), args);
 }
 
 TEST(vtrace_sync_bit_identical_across_threads_and_resume) {
-    char out[8192], args[1024];
+    char args[1024];
     static const char *const envs[] = {"CartPole-v1", "minatar/breakout"};
     for (int k = 0; k < 2; k++) {
         const char *net = k ? "'policy.conv_filters=[8]' 'policy.hidden=[32]' policy.activation=relu" : "";
-        const char *common = "generations=8 rl.envs=6 rl.unroll=10 rl.steps_per_generation=20 checkpoint_every=3 "
-                             "eval_episodes=2 max_episode_steps=300 --quiet";
-        snprintf(args, sizeof args, "train %s/configs/cartpole_vtrace.json env=%s %s %s --threads 1 --out a%d",
-                 getenv("PWD"), envs[k], net, common, k);
-        CHECK_MSG(nevo(out, sizeof out, args) == 0, "%s", out);
-        snprintf(args, sizeof args, "train %s/configs/cartpole_vtrace.json env=%s %s %s --threads 3 --out b%d",
-                 getenv("PWD"), envs[k], net, common, k);
-        CHECK_MSG(nevo(out, sizeof out, args) == 0, "%s", out);
         /* killed after the generation that reaches 5,000 frames (the checkpoint is of
-         * generation 3), resumed on 2 threads */
+         * generation 3) */
         snprintf(args, sizeof args,
-                 "train %s/configs/cartpole_vtrace.json env=%s %s %s --threads 2 --out c%d --kill-after-frames 5000",
-                 getenv("PWD"), envs[k], net, common, k);
-        CHECK_EQ_INT(nevo(out, sizeof out, args), 128 + 9);
-        snprintf(args, sizeof args, "train --resume c%d --threads 2 --quiet", k);
-        CHECK_MSG(nevo(out, sizeof out, args) == 0, "%s", out);
-        char a[16], b[16], c[16];
-        snprintf(a, sizeof a, "a%d", k), snprintf(b, sizeof b, "b%d", k), snprintf(c, sizeof c, "c%d", k);
-        same_runs(a, b);
-        same_runs(a, c);
+                 "%s/configs/cartpole_vtrace.json env=%s %s generations=8 rl.envs=6 rl.unroll=10 "
+                 "rl.steps_per_generation=20 checkpoint_every=3 eval_episodes=2 max_episode_steps=300 --quiet",
+                 getenv("PWD"), envs[k], net);
+        test_runs_same_across_threads_and_resume(args, 5000, k ? "breakout" : "cartpole");
     }
 }
 
