@@ -120,6 +120,7 @@ NEVO := $(BUILD)/nevo
 TESTS := $(BUILD)/nevo_tests
 STATIC := $(BUILD)/libnevo.a
 SHARED := $(BUILD)/libnevo.so
+PY_FAST := $(BUILD)/python/.fast-built
 DEPS_STAMP := $(BUILD)/.deps-installed
 
 # MuJoCo envs look for their model files in $NEVO_MODELS, then models/mujoco under the
@@ -136,7 +137,7 @@ $(BUILD)/src/core/comm_mpi.o: CFLAGS += $(MPI_CFLAGS)
 
 .PHONY: all deps test check test-plain install-test run bench install uninstall clean FORCE
 
-all: $(NEVO) $(TESTS) $(STATIC) $(SHARED)
+all: $(NEVO) $(TESTS) $(STATIC) $(SHARED) $(PY_FAST)
 
 # Re-checked whenever the script changes; the stamp avoids a dpkg query per build.
 $(DEPS_STAMP): scripts/install-deps.sh
@@ -176,6 +177,17 @@ else
 $(TESTS): $(TEST_OBJ) $(BENCH_OBJ) $(CLI_PARTS) $(STATIC)
 	$(CC) $(CFLAGS) -o $@ $(TEST_OBJ) $(BENCH_OBJ) $(CLI_PARTS) $(STATIC) $(LIBS)
 endif
+
+# The Python package's compiled step (python/nevo/_fast.c) for the build tree, next to
+# the library: BUILD/python/nevo/_fast<EXT_SUFFIX>, where the package looks when it loads
+# this libnevo.so (pip install builds its own copy). Built by setup.py for the first of
+# python3, /usr/bin/python3 with numpy (as the tests choose), with Python's own flags in
+# every build: an uninstrumented python3 loads it.
+$(PY_FAST): python/nevo/_fast.c python/setup.py | $(DEPS_STAMP)
+	@py=$$(for p in python3 /usr/bin/python3; do $$p -c 'import numpy, setuptools' 2>/dev/null && { echo $$p; break; }; done); \
+	  [ -n "$$py" ] || { echo "nevo: no python3 with numpy and setuptools for python/nevo/_fast.c" >&2; exit 1; }; \
+	  cd python && $$py setup.py -q build_ext --build-lib $(abspath $(BUILD))/python --build-temp $(abspath $(BUILD))/python/tmp
+	@touch $@
 
 # ---- install ---------------------------------------------------------------------------
 # What `make install` copies is built in $(BUILD)/inst/: the library again from the
@@ -253,7 +265,7 @@ CHECK_DEPS := $(TESTS)
 # would skip TSan's exit status 66).
 CHECK_ENV := TSAN_OPTIONS="halt_on_error=1 $$TSAN_OPTIONS"
 else
-CHECK_DEPS := $(NEVO) $(TESTS) $(SHARED) install-test
+CHECK_DEPS := $(NEVO) $(TESTS) $(SHARED) $(PY_FAST) install-test
 endif
 
 # The suite in $(BUILD) (plain, SAN=1 or TSAN=1); the last line is "N passed, N failed".

@@ -7,6 +7,7 @@
  * loaded into an uninstrumented python3 without preloading the runtimes, so there the
  * test says it is skipped. */
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -161,6 +162,48 @@ TEST(vec_env_equals_single_instances) {
     check_vec_against_singles("CartPole-v1", NULL, 0, 6, 1, NEVO_AUTORESET_DISABLED);
 }
 
+/* Every env's vector step writes every value of every output, in every autoreset mode
+ * (the package's copy=True steps into new, uninitialised arrays): outputs filled with
+ * NaN and the byte 0xa5 before each reset and step hold none of them after. */
+TEST(vec_env_writes_every_output) {
+    for (int e = 0; e < nevo_env_count(); e++) {
+        const char *name = nevo_env_class_at(e)->spec.name;
+        for (int mode = NEVO_AUTORESET_NEXT_STEP; mode <= NEVO_AUTORESET_DISABLED; mode++) {
+            NevoError err = {0};
+            NevoVecEnv *v = NULL;
+            const int n = 3;
+            CHECK_MSG(nevo_vec_env_new(name, NULL, 0, n, 4, mode, 1, &v, &err) == NEVO_OK, "%s: %s", name, err.msg);
+            if (!v) continue;
+            const NevoEnvSpec *s = nevo_vec_env_spec(v);
+            size_t od = (size_t)s->obs_dim, ad = (size_t)s->action_dim;
+            float *obs = malloc(sizeof(float) * n * od), *fin = malloc(sizeof(float) * n * od);
+            float *act = calloc((size_t)n * ad, sizeof(float)), rew[3];
+            unsigned char te[3], tr[3], has[3];
+            bool same = mode == NEVO_AUTORESET_SAME_STEP;
+            for (size_t k = 0; k < n * od; k++) obs[k] = NAN;
+            nevo_vec_env_reset(v, 9, obs);
+            for (size_t k = 0; k < n * od; k++) CHECK_MSG(!isnan(obs[k]), "%s: reset left obs[%zu]", name, k);
+            for (int t = 0; t < 10; t++) { /* episodes of 4 steps: ends at step 3, then autoresets or ended steps */
+                for (size_t k = 0; k < n * od; k++) obs[k] = fin[k] = NAN;
+                for (int i = 0; i < n; i++) rew[i] = NAN;
+                memset(te, 0xa5, sizeof te), memset(tr, 0xa5, sizeof tr), memset(has, 0xa5, sizeof has);
+                for (int i = 0; i < n; i++)
+                    for (size_t k = 0; k < ad; k++)
+                        act[(size_t)i * ad + k] = s->action_kind == NEVO_SPACE_DISCRETE ? (float)((i + t) % s->n_actions)
+                                                                                        : 0.5f * (float)sin(i + t + k);
+                CHECK_MSG(nevo_vec_env_step(v, act, obs, rew, (bool *)te, (bool *)tr, same ? fin : NULL,
+                                            same ? (bool *)has : NULL, &err) == NEVO_OK, "%s: %s", name, err.msg);
+                int bad = 0;
+                for (size_t k = 0; k < n * od; k++) bad += isnan(obs[k]) || (same && isnan(fin[k]));
+                for (int i = 0; i < n; i++) bad += isnan(rew[i]) || te[i] > 1 || tr[i] > 1 || (same && has[i] > 1);
+                CHECK_MSG(bad == 0, "%s (autoreset mode %d), step %d: %d values not written", name, mode, t, bad);
+            }
+            nevo_vec_env_free(v);
+            free(obs), free(fin), free(act);
+        }
+    }
+}
+
 TEST(vec_env_refuses_bad_input) {
     NevoError err = {0};
     NevoVecEnv *v = NULL;
@@ -170,7 +213,6 @@ TEST(vec_env_refuses_bad_input) {
     CHECK(nevo_vec_env_new("CartPole-v1", NULL, 0, 2, 0, 0, 1, &v, &err) == NEVO_OK);
     float obs[8], rew[2], act[2] = {1, 2};
     bool te[2], tr[2];
-    CHECK(nevo_vec_env_step_bound(v, &err) == NEVO_ERR_INVALID); /* nothing bound */
     act[1] = 1;
     CHECK(nevo_vec_env_step(v, act, obs, rew, te, tr, NULL, NULL, &err) == NEVO_ERR_INVALID); /* no reset yet */
     CHECK_MSG(strstr(err.msg, "before the first reset") != NULL, "%s", err.msg);
@@ -184,21 +226,6 @@ TEST(vec_env_refuses_bad_input) {
     CHECK_MSG(strstr(err.msg, "action 2 of env 1 is not one of its 2 actions") != NULL, "%s", err.msg);
     act[1] = 0.0f / 0.0f;
     CHECK(nevo_vec_env_step(v, act, obs, rew, te, tr, NULL, NULL, &err) == NEVO_ERR_INVALID);
-    act[1] = 1;
-    nevo_vec_env_bind(v, act, obs, rew, te, tr, NULL, NULL);
-    CHECK(nevo_vec_env_step_bound(v, &err) == NEVO_OK);
-    /* copies of each step's outputs into the sets the caller names */
-    float obs2[2][8], rew2[2][2];
-    bool te2[2][2], tr2[2][2];
-    CHECK(nevo_vec_env_step_bound_copy(v, 0, &err) == NEVO_ERR_INVALID); /* none bound */
-    nevo_vec_env_bind_copies(v, obs2[0], rew2[0], te2[0], tr2[0], NULL, NULL);
-    CHECK(nevo_vec_env_step_bound_copy(v, -1, &err) == NEVO_ERR_INVALID);
-    for (int k = 0; k < 2; k++) {
-        CHECK_MSG(nevo_vec_env_step_bound_copy(v, k, &err) == NEVO_OK, "%s", err.msg);
-        CHECK(memcmp(obs2[k], obs, sizeof obs) == 0 && memcmp(rew2[k], rew, sizeof rew) == 0);
-        CHECK(memcmp(te2[k], te, sizeof te) == 0 && memcmp(tr2[k], tr, sizeof tr) == 0);
-    }
-    CHECK(memcmp(obs2[0], obs2[1], sizeof obs) != 0); /* two steps: set 0 kept the first */
     nevo_vec_env_free(v);
 }
 

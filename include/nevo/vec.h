@@ -33,8 +33,8 @@
  *              false (Gymnasium's default, EnvPool's);
  *   SAME_STEP  the step that ends an episode resets at once: obs holds the new
  *              episode's first observation, final_obs the ended episode's last one;
- *   DISABLED   nothing: an ended instance stays ended (steps are no-ops, reward 0,
- *              the same flags) until nevo_vec_env_reset. */
+ *   DISABLED   nothing: an ended instance stays ended (its steps return its last
+ *              observation again, reward 0, the same flags) until nevo_vec_env_reset. */
 typedef enum NevoAutoreset {
     NEVO_AUTORESET_NEXT_STEP = 0,
     NEVO_AUTORESET_SAME_STEP = 1,
@@ -71,27 +71,14 @@ void nevo_vec_env_reset_masked(NevoVecEnv *v, uint64_t seed, const bool *mask, f
  * action its index); obs (num_envs, obs_dim), rewards, terminated, truncated
  * (num_envs); final_obs (num_envs, obs_dim) and has_final (num_envs): SAME_STEP only
  * (may be NULL otherwise), the last observation of the episodes this step ended (zeros
- * in the other rows).
+ * in the other rows). Every value of every output is written (the arrays may differ
+ * from step to step, e.g. new ones each time).
  * An instance's next episode starts with its episode seed, without forgetting (one
  * env played on, as the reference protocols do). NEVO_ERR_INVALID before anything
  * steps, where an action is not a valid index or a value is not finite, or while an
  * instance has never been reset. */
 NevoStatus nevo_vec_env_step(NevoVecEnv *v, const float *actions, float *obs, float *rewards, bool *terminated,
                              bool *truncated, float *final_obs, bool *has_final, NevoError *err);
-/* The same with the arrays bound once (bindings: one call per step with no arrays to
- * convert): nevo_vec_env_bind keeps the pointers, which must stay valid while steps use
- * them; nevo_vec_env_step_bound steps with them. */
-void nevo_vec_env_bind(NevoVecEnv *v, const float *actions, float *obs, float *rewards, bool *terminated,
-                       bool *truncated, float *final_obs, bool *has_final);
-NevoStatus nevo_vec_env_step_bound(NevoVecEnv *v, NevoError *err);
-/* Outputs that later steps never overwrite (Gymnasium's copy=True) without a copy per
- * array in the binding: arrays of consecutive sets, each set shaped as the bound
- * output (obs: num_envs x obs_dim floats, ...; final_obs, has_final may be NULL);
- * nevo_vec_env_step_bound_copy steps as nevo_vec_env_step_bound, then copies the
- * bound outputs into set `slot` of them (the caller keeps slot within its arrays). */
-void nevo_vec_env_bind_copies(NevoVecEnv *v, float *obs, float *rewards, bool *terminated, bool *truncated,
-                              float *final_obs, bool *has_final);
-NevoStatus nevo_vec_env_step_bound_copy(NevoVecEnv *v, int slot, NevoError *err);
 /* Episodes instance env_index has started since its last reset (0: never reset). */
 int nevo_vec_env_episode(const NevoVecEnv *v, int env_index);
 

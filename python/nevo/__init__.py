@@ -5,6 +5,7 @@ Arrays go to C where they are (numpy buffers, no copies); every call into the li
 releases the GIL while C works. Bad input raises nevo.Error carrying nevo's own
 one-line message; nothing here aborts the interpreter."""
 import ctypes
+import functools
 import json
 import os
 
@@ -156,14 +157,34 @@ def _spec_dict(spec):
 _AUTORESET = {"next_step": 0, "same_step": 1, "disabled": 2}
 
 
-def _closed_step(*_):
-    raise Error("the vector env is closed")
+def _convert_actions(discrete, shape, name, a):
+    """Actions the stepper's fast checks did not take, as a C-contiguous float32 array
+    of `shape`; raises nevo.Error for what cannot be actions."""
+    a = np.asarray(a)
+    if discrete:
+        if a.shape == shape + (1,):
+            a = a.reshape(shape)
+        if a.dtype.kind not in "iuf" and a.dtype != np.bool_:
+            raise Error("actions must be integers (discrete actions), not %s" % a.dtype)
+    elif a.dtype.kind != "f":
+        raise Error("actions must be floats (%s has continuous actions), not %s" % (name, a.dtype))
+    if a.shape != shape:
+        raise Error("actions must have shape %s, not %s" % (shape, a.shape))
+    return np.ascontiguousarray(a, np.float32)
 
 
-class VecEnv:
+def _step_error(err, status):
+    """The stepper's error: status -1 after close, else the vector's message."""
+    if status == -1:
+        raise Error("the vector env is closed")
+    _check(status, err)
+    raise Error("step failed with status %d" % status)
+
+
+class VecEnv(_lib.fast.VecStep):
     """num_envs instances of one nevo env stepped by one C call (Gymnasium's vector API:
     reset() -> (obs, infos), step(actions) -> (obs, rewards, terminated, truncated,
-    infos)). Make it with nevo.make_vec."""
+    infos)). Make it with nevo.make_vec. step is its compiled base's (nevo/_fast.c)."""
 
     def __init__(self, env_id, num_envs=1, seed=0, autoreset_mode="next_step", num_threads=1, max_episode_steps=0,
                  copy=True, **options):
@@ -208,30 +229,17 @@ class VecEnv:
         same = autoreset_mode == "same_step"
         self._final = np.zeros((num_envs,) + obs_shape, np.float32) if same else None
         self._has_final = np.zeros(num_envs, np.bool_) if same else None
-        # The step's arrays are bound in C once: a step copies the actions into _act
-        # (numpy's assignment, its cheapest copy) and makes one call with no arrays to
-        # convert; C refuses a step before every instance was reset.
+        # step (the compiled base's) converts the actions into _act, steps with the GIL
+        # released, obs always into _obs (each instance's last observation, which a
+        # partial reset keeps), and returns these arrays (copy=False) or new ones
+        # (copy=True: obs copied, the rest stepped into). Neither callable it keeps
+        # refers to self, so a dropped VecEnv is freed at once (no reference cycle).
         self._act = np.zeros((num_envs, spec.action_dim), np.float32)
-        self._act_in = self._act.reshape(self._act_shape)  # a view: what a step's actions fill
-        self._kinds = "iufb" if self._discrete else "f"
-        _lib.nevo_vec_env_bind(self._h, _addr(self._act), _addr(self._obs), _addr(self._rew), _addr(self._term),
-                               _addr(self._trunc), _addr(self._final) if same else None,
-                               _addr(self._has_final) if same else None)
-        self._hv = ctypes.c_void_p(self._h)
-        self._errp = ctypes.byref(err)
-        self._step = _lib.nevo_vec_env_step_bound
-        self._step_copy = _lib.nevo_vec_env_step_bound_copy
-        # copy=True with small outputs (8 KiB a step at most): C copies each step's
-        # outputs into the next set of a block of 32 to 64 sets (256 KiB at most;
-        # nevo_vec_env_bind_copies), and the step returns views of that set, which no
-        # later step writes: new arrays without four numpy copies, a new block (and
-        # its binding) every 32 steps or more. Larger outputs are copied by numpy:
-        # their copies cost what they move, and a kept array would hold a large block.
-        set_bytes = self._obs.nbytes * (2 if same else 1) + num_envs * (7 if same else 6)
-        sets = min(64, (1 << 18) // set_bytes)
-        self._sets = sets if copy and sets >= 32 else 0
-        self._next_set = self._sets  # a block at the first step
-        self._block = None
+        self._set_step(
+            _lib.vec_step_addr, self._h, ctypes.addressof(err), num_envs, spec.action_dim, self._discrete, obs_shape,
+            same, self.copy, self._act, (self._obs, self._rew, self._term, self._trunc, self._final, self._has_final),
+            functools.partial(_convert_actions, self._discrete, self._act_shape, self.spec["name"]),
+            functools.partial(_step_error, err))
 
     def reset(self, seed=None, options=None):
         """Starts every instance's episode 0: instance i from vec_episode_seed(seed, i,
@@ -260,67 +268,6 @@ class VecEnv:
         _lib.nevo_vec_env_reset_masked(self._h, seed, None if mask is None else _addr(mask), _addr(self._obs))
         return (self._obs.copy() if self.copy else self._obs), {}
 
-    def step(self, actions):
-        """One step of every instance. actions: (num_envs,) integers for discrete
-        actions, (num_envs, action_dim) floats for boxes. Returns (obs, rewards,
-        terminated, truncated, infos); infos holds "final_obs" and "_final_obs" in
-        same_step mode."""
-        # the fast path: an array of the right shape and kind, checked in three
-        # attribute reads; anything else is converted or refused by _actions
-        a = actions
-        if type(a) is not np.ndarray or a.shape != self._act_shape or a.dtype.kind not in self._kinds:
-            a = self._actions(a)
-        self._act_in[...] = a
-        if self._sets:
-            k = self._next_set
-            if k == self._sets:
-                self._new_block()
-                k = 0
-            st = self._step_copy(self._hv, k, self._errp)
-            if st:
-                _check(st, self._err)
-            self._next_set = k + 1
-            obs, rew, term, trunc, fin, has = self._block
-            if fin is not None:
-                return obs[k], rew[k], term[k], trunc[k], {"final_obs": fin[k], "_final_obs": has[k]}
-            return obs[k], rew[k], term[k], trunc[k], {}
-        st = self._step(self._hv, self._errp)
-        if st:
-            _check(st, self._err)
-        if self._final is not None:
-            infos = {"final_obs": self._final, "_final_obs": self._has_final}
-            if self.copy:
-                infos = {"final_obs": self._final.copy(), "_final_obs": self._has_final.copy()}
-                return self._obs.copy(), self._rew.copy(), self._term.copy(), self._trunc.copy(), infos
-            return self._obs, self._rew, self._term, self._trunc, infos
-        if self.copy:
-            return self._obs.copy(), self._rew.copy(), self._term.copy(), self._trunc.copy(), {}
-        return self._obs, self._rew, self._term, self._trunc, {}
-
-    def _new_block(self):
-        self._alive()
-        k, same = self._sets, self._final is not None
-        block = (np.empty((k,) + self._obs.shape, np.float32), np.empty((k, self.num_envs), np.float32),
-                 np.empty((k, self.num_envs), np.bool_), np.empty((k, self.num_envs), np.bool_),
-                 np.empty((k,) + self._obs.shape, np.float32) if same else None,
-                 np.empty((k, self.num_envs), np.bool_) if same else None)
-        _lib.nevo_vec_env_bind_copies(self._h, *[None if b is None else _addr(b) for b in block])
-        self._block = block
-
-    def _actions(self, a):
-        self._alive()
-        a = np.asarray(a)
-        if self._discrete:
-            if a.shape == (self.num_envs, 1):
-                a = a.reshape(self.num_envs)
-            if a.dtype.kind not in "iuf" and a.dtype != np.bool_:
-                raise Error("actions must be integers (discrete actions), not %s" % a.dtype)
-        elif a.dtype.kind != "f":
-            raise Error("actions must be floats (%s has continuous actions), not %s" % (self.spec["name"], a.dtype))
-        if a.shape != self._act_shape:
-            raise Error("actions must have shape %s, not %s" % (self._act_shape, a.shape))
-        return a
-
     def _alive(self):
         if self._h is None:
             raise Error("the vector env is closed")
@@ -332,10 +279,9 @@ class VecEnv:
 
     def close(self):
         if getattr(self, "_h", None):
+            self._close_step()
             _lib.nevo_vec_env_free(self._h)
             self._h = None
-            self._hv = None
-            self._step = self._step_copy = _closed_step
 
     def __del__(self):
         self.close()

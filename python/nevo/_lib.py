@@ -57,6 +57,35 @@ def _load():
 
 lib, path = _load()
 
+
+def _load_fast():
+    """The compiled stepper: the package's own (pip install builds it), else the one
+    `make` builds next to the library loaded (BUILD/python/nevo/_fast<EXT_SUFFIX>)."""
+    try:
+        from . import _fast
+        return _fast
+    except ImportError:
+        pass
+    import importlib.machinery
+    import importlib.util
+    import sys
+    here = os.path.join(os.path.dirname(os.path.abspath(path)), "python", "nevo") if os.sep in path else None
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES if here else ():
+        f = os.path.join(here, "_fast" + suffix)
+        if os.path.exists(f):
+            spec = importlib.util.spec_from_file_location("nevo._fast", f)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module
+    raise ImportError("nevo: its compiled part nevo._fast was not found for this Python (%d.%d, %s): `make` builds it "
+                      "next to libnevo.so (%s), `pip install --no-build-isolation ./python` into the package"
+                      % (sys.version_info[0], sys.version_info[1], sys.executable,
+                         os.path.join(here, "_fast" + importlib.machinery.EXTENSION_SUFFIXES[0]) if here
+                         else "the build tree"))
+
+
+fast = _load_fast()
+
 _P = c_void_p  # arrays: numpy addresses as integers
 _E = POINTER(NevoError)
 
@@ -91,15 +120,8 @@ nevo_vec_env_episode_seed = _fn("nevo_vec_env_episode_seed", c_uint64, c_uint64,
 nevo_vec_env_reset = _fn("nevo_vec_env_reset", None, c_void_p, c_uint64, _P)
 nevo_vec_env_reset_masked = _fn("nevo_vec_env_reset_masked", None, c_void_p, c_uint64, _P, _P)
 nevo_vec_env_step = _fn("nevo_vec_env_step", c_int, c_void_p, _P, _P, _P, _P, _P, _P, _P, _E)
-nevo_vec_env_bind = _fn("nevo_vec_env_bind", None, c_void_p, _P, _P, _P, _P, _P, _P, _P)
-# called with ctypes objects only (a c_void_p handle, a byref error): no argtypes to convert,
-# the cheapest call ctypes makes, once per vector step
-nevo_vec_env_step_bound = lib["nevo_vec_env_step_bound"]
-nevo_vec_env_step_bound.restype = c_int
-nevo_vec_env_bind_copies = _fn("nevo_vec_env_bind_copies", None, c_void_p, _P, _P, _P, _P, _P, _P)
-# the same for copy=True: (a c_void_p handle, a Python int set number, a byref error)
-nevo_vec_env_step_bound_copy = lib["nevo_vec_env_step_bound_copy"]
-nevo_vec_env_step_bound_copy.restype = c_int
+# VecEnv.step calls nevo_vec_env_step from the compiled stepper (nevo/_fast.c) at this address
+vec_step_addr = ctypes.cast(lib.nevo_vec_env_step, c_void_p).value
 nevo_vec_env_episode = _fn("nevo_vec_env_episode", c_int, c_void_p, c_int)
 
 nevo_pop_eval_new = _fn("nevo_pop_eval_new", c_int, c_char_p, c_int, POINTER(c_void_p), _E)

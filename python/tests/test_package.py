@@ -70,10 +70,8 @@ def test_after_make_install(tmp_path):
     assert out[1].startswith(os.path.realpath(os.path.join(prefix, "lib"))), out
 
 
-def test_gil_is_released_while_c_works():
-    """A Python thread counts on while another thread is inside one long C call."""
-    pol = nevo.Policy(env="Pendulum-v1", hidden=[64, 64], threads=1)
-    params = np.zeros((1, pol.nparams), np.float32)
+def counted_during(call):
+    """(ticks a Python thread counted while call() ran in this one, call's seconds)."""
     ticks = [0]
     stop = threading.Event()
 
@@ -86,10 +84,27 @@ def test_gil_is_released_while_c_works():
     time.sleep(0.01)
     before = ticks[0]
     t0 = time.perf_counter()
-    pol.evaluate(params, episodes=300, seed=0)  # 60,000 steps of a 64x64 network in one C call
+    call()
     c_time = time.perf_counter() - t0
     during = ticks[0] - before
     stop.set()
     t.join()
+    return during, c_time
+
+
+@pytest.mark.parametrize("what", ["evaluate", "step"])
+def test_gil_is_released_while_c_works(what):
+    """A Python thread counts on while another thread is inside one long C call: an
+    evaluation, or a vector step (the compiled stepper's)."""
+    if what == "evaluate":
+        pol = nevo.Policy(env="Pendulum-v1", hidden=[64, 64], threads=1)
+        params = np.zeros((1, pol.nparams), np.float32)
+        during, c_time = counted_during(lambda: pol.evaluate(params, episodes=1000, seed=0))  # 200,000 steps
+    else:
+        v = nevo.make_vec("mujoco/humanoid", 200, seed=0)
+        v.reset()
+        a = np.zeros((200, 17), np.float32)
+        during, c_time = counted_during(lambda: v.step(a))  # 200 humanoid steps in one call
+        v.close()
     assert c_time > 0.02
     assert during > 1000, "the counting thread was stopped for the whole call (%d ticks)" % during

@@ -33,16 +33,9 @@ struct NevoVecEnv {
     int *episode;      /* (n) episodes started since the instance's reset (0: never reset) */
     int never_reset;   /* instances not reset yet: no step until none is left */
     bool *ended;       /* (n) the last step ended the episode (NEXT_STEP: reset next) */
+    float *held;       /* DISABLED: (n, obs_dim) each ended instance's last observation, which its
+                        * later steps write again (every step writes every output) */
     uint64_t *seed;    /* (n) the seed of each instance's last reset */
-    struct {
-        const float *actions;
-        float *obs, *rewards, *final_obs;
-        bool *terminated, *truncated, *has_final;
-    } bound;
-    struct { /* sets of copies of the bound outputs (nevo_vec_env_bind_copies) */
-        float *obs, *rewards, *final_obs;
-        bool *terminated, *truncated, *has_final;
-    } copies;
     NevoPool *pool;    /* NULL: the calling thread */
     /* the current call's arrays */
     const float *actions;
@@ -78,6 +71,8 @@ NevoStatus nevo_vec_env_new(const char *name, const NevoEnvOption *opts, int n_o
     v->episode = nevo_alloc(sizeof(int) * (size_t)num_envs);
     v->never_reset = num_envs;
     v->ended = nevo_alloc(sizeof(bool) * (size_t)num_envs);
+    if (autoreset == NEVO_AUTORESET_DISABLED)
+        v->held = nevo_alloc(sizeof(float) * (size_t)num_envs * (size_t)v->spec->obs_dim);
     v->seed = nevo_alloc(sizeof(uint64_t) * (size_t)num_envs);
     v->pool = threads > 1 && num_envs > VEC_CHUNK ? nevo_pool_new(threads) : NULL;
     *out = v;
@@ -91,6 +86,7 @@ void nevo_vec_env_free(NevoVecEnv *v) {
     free(v->insts);
     free(v->episode);
     free(v->ended);
+    free(v->held);
     free(v->seed);
     nevo_env_free(v->env);
     free(v);
@@ -136,6 +132,7 @@ static void vec_step_range(NevoVecEnv *v, int lo, int hi) {
     const float *actions = v->actions;
     float *obs_all = v->obs, *rewards = v->rewards, *final_obs = v->final_obs;
     bool *terminated = v->terminated, *truncated = v->truncated, *has_final = v->has_final, *ended = v->ended;
+    float *held = v->held;
     int *episode = v->episode, mode = v->autoreset;
     const uint64_t *seed = v->seed;
     for (int i = lo; i < hi; i++) {
@@ -164,6 +161,12 @@ static void vec_step_range(NevoVecEnv *v, int lo, int hi) {
             }
             if (end) nevo_env_reset(env, inst, nevo_vec_env_episode_seed(seed[i], i, episode[i]++), obs);
         } else {
+            if (held && (end || ended[i])) { /* DISABLED: an ended instance repeats its last obs */
+                if (ended[i])
+                    memcpy(obs, held + (size_t)i * od, sizeof(float) * od);
+                else
+                    memcpy(held + (size_t)i * od, obs, sizeof(float) * od);
+            }
             ended[i] = end;
         }
     }
@@ -206,24 +209,25 @@ NevoStatus nevo_vec_env_step(NevoVecEnv *v, const float *actions, float *obs, fl
         while (v->episode[i]) i++;
         return nevo_error(err, NEVO_ERR_INVALID, "%s: step before the first reset of env %d", s->name, i);
     }
-    /* every action is checked before anything steps: a refused step changes nothing */
-    bool skip_ended = v->autoreset == NEVO_AUTORESET_NEXT_STEP; /* their actions are ignored */
-    bool discrete = s->action_kind == NEVO_SPACE_DISCRETE;
-    float n_actions = (float)s->n_actions;
-    for (int i = 0; i < v->n; i++) {
-        if (skip_ended && v->ended[i]) continue;
-        const float *a = actions + (size_t)i * ad;
-        if (discrete) {
-            float x = a[0]; /* in range before the cast (a whole number: it converts back the same) */
-            if (!(x >= 0.0f && x < n_actions && x == (float)(int)x))
-                return nevo_error(err, NEVO_ERR_INVALID, "%s: action %g of env %d is not one of its %d actions "
+    /* every action is checked before anything steps: a refused step changes nothing.
+     * NEXT_STEP ignores the actions of instances that ended (they reset): their flag is
+     * read only where an action fails the test, so the common pass is one compare loop. */
+    bool skip_ended = v->autoreset == NEVO_AUTORESET_NEXT_STEP;
+    const bool *ended = v->ended;
+    size_t n = (size_t)v->n;
+    if (s->action_kind == NEVO_SPACE_DISCRETE) {
+        float n_actions = (float)s->n_actions;
+        for (size_t i = 0; i < n; i++) {
+            float x = actions[i * ad]; /* in range before the cast (a whole number: it converts back the same) */
+            if (!(x >= 0.0f && x < n_actions && x == (float)(int)x) && !(skip_ended && ended[i]))
+                return nevo_error(err, NEVO_ERR_INVALID, "%s: action %g of env %zu is not one of its %d actions "
                                   "(0 to %d)", s->name, (double)x, i, s->n_actions, s->n_actions - 1);
-        } else {
-            for (size_t k = 0; k < ad; k++)
-                if (!isfinite(a[k]))
-                    return nevo_error(err, NEVO_ERR_INVALID, "%s: action value %zu of env %d is not finite (%g)",
-                                      s->name, k, i, (double)a[k]);
         }
+    } else {
+        for (size_t k = 0; k < n * ad; k++)
+            if (!isfinite(actions[k]) && !(skip_ended && ended[k / ad]))
+                return nevo_error(err, NEVO_ERR_INVALID, "%s: action value %zu of env %zu is not finite (%g)", s->name,
+                                  k % ad, k / ad, (double)actions[k]);
     }
     v->actions = actions;
     v->obs = obs;
@@ -234,55 +238,6 @@ NevoStatus nevo_vec_env_step(NevoVecEnv *v, const float *actions, float *obs, fl
     v->has_final = has_final;
     VecJob job = {v, 0, NULL, 0};
     vec_run(v, &job);
-    return NEVO_OK;
-}
-
-void nevo_vec_env_bind(NevoVecEnv *v, const float *actions, float *obs, float *rewards, bool *terminated,
-                       bool *truncated, float *final_obs, bool *has_final) {
-    v->bound.actions = actions;
-    v->bound.obs = obs;
-    v->bound.rewards = rewards;
-    v->bound.terminated = terminated;
-    v->bound.truncated = truncated;
-    v->bound.final_obs = final_obs;
-    v->bound.has_final = has_final;
-}
-
-NevoStatus nevo_vec_env_step_bound(NevoVecEnv *v, NevoError *err) {
-    if (!v->bound.actions || !v->bound.obs || !v->bound.rewards || !v->bound.terminated || !v->bound.truncated)
-        return nevo_error(err, NEVO_ERR_INVALID, "no arrays bound to the vector (nevo_vec_env_bind)");
-    return nevo_vec_env_step(v, v->bound.actions, v->bound.obs, v->bound.rewards, v->bound.terminated,
-                             v->bound.truncated, v->bound.final_obs, v->bound.has_final, err);
-}
-
-void nevo_vec_env_bind_copies(NevoVecEnv *v, float *obs, float *rewards, bool *terminated, bool *truncated,
-                              float *final_obs, bool *has_final) {
-    v->copies.obs = obs;
-    v->copies.rewards = rewards;
-    v->copies.terminated = terminated;
-    v->copies.truncated = truncated;
-    v->copies.final_obs = final_obs;
-    v->copies.has_final = has_final;
-}
-
-/* set k of an array of sets of n x per items */
-#define SET(base, k, n, per) ((base) + (size_t)(k) * (size_t)(n) * (size_t)(per))
-
-NevoStatus nevo_vec_env_step_bound_copy(NevoVecEnv *v, int slot, NevoError *err) {
-    if (!v->copies.obs || !v->copies.rewards || !v->copies.terminated || !v->copies.truncated)
-        return nevo_error(err, NEVO_ERR_INVALID, "no copy arrays bound to the vector (nevo_vec_env_bind_copies)");
-    if (slot < 0) return nevo_error(err, NEVO_ERR_INVALID, "copy set %d: sets are numbered from 0", slot);
-    NevoStatus st = nevo_vec_env_step_bound(v, err);
-    if (st) return st;
-    size_t n = (size_t)v->n, od = (size_t)v->spec->obs_dim;
-    memcpy(SET(v->copies.obs, slot, n, od), v->bound.obs, sizeof(float) * n * od);
-    memcpy(SET(v->copies.rewards, slot, n, 1), v->bound.rewards, sizeof(float) * n);
-    memcpy(SET(v->copies.terminated, slot, n, 1), v->bound.terminated, sizeof(bool) * n);
-    memcpy(SET(v->copies.truncated, slot, n, 1), v->bound.truncated, sizeof(bool) * n);
-    if (v->copies.final_obs && v->bound.final_obs)
-        memcpy(SET(v->copies.final_obs, slot, n, od), v->bound.final_obs, sizeof(float) * n * od);
-    if (v->copies.has_final && v->bound.has_final)
-        memcpy(SET(v->copies.has_final, slot, n, 1), v->bound.has_final, sizeof(bool) * n);
     return NEVO_OK;
 }
 
