@@ -319,6 +319,33 @@ TEST(r2d2_async_runs_and_resumes) {
     CHECK_EQ_INT(nevo(out, sizeof out, args), 128 + 9);
     CHECK_MSG(nevo(out, sizeof out, "train --resume as --quiet") == 0, "%s", out);
     CHECK_MSG(strstr(out, "\"generations\": 6") && strstr(out, "\"eval_return_mean\""), "%s", out);
+    /* updates_per_s counts updates, not learner calls: zero in a generation whose calls
+     * all came before rl.replay_start (a fresh run's first: 20 calls of 8 envs' steps
+     * leave fewer than 60 sequences), above zero where the count moved */
+    snprintf(args, sizeof args, "train %s/configs/cartpole_r2d2.json generations=3 %s rl.replay=200 "
+             "rl.replay_start=150 --out late", getenv("PWD"), common);
+    CHECK_MSG(nevo(out, sizeof out, args) == 0, "%s", out);
+    char path[512], line[4096];
+    snprintf(path, sizeof path, "%s/late/metrics.jsonl", test_tmpdir());
+    FILE *f = fopen(path, "r");
+    CHECK_MSG(f != NULL, "%s", path);
+    long long prev = 0;
+    int lines = 0, idle = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        const char *u = strstr(line, "\"updates\": "), *r = strstr(line, "\"updates_per_s\": ");
+        CHECK_MSG(u && r, "%s", line);
+        if (!u || !r) break;
+        long long now = atoll(u + 11);
+        double rate = atof(r + 17);
+        CHECK_MSG((now == prev) == (rate == 0.0), "generation %d: updates %lld after %lld, %g a second", lines, now,
+                  prev, rate);
+        idle += now == prev;
+        prev = now;
+        lines++;
+    }
+    if (f) fclose(f);
+    CHECK_EQ_INT(lines, 3);
+    CHECK_MSG(idle >= 1 && prev > 0, "%d idle generations, %lld updates", idle, prev);
     snprintf(args, sizeof args, "train %s/configs/cartpole_r2d2.json generations=2 checkpoint_every=1 --out sy --quiet",
              getenv("PWD"));
     CHECK_MSG(nevo(out, sizeof out, args) == 0, "%s", out);

@@ -223,7 +223,8 @@ void nevo_rl_gen_stats(NevoRLGen *g, const NevoSeed *seed, long long updates, lo
         double s = ss.wall_s - g->before.wall_s;
         g->frames = ss.frames - g->before.frames;
         stats->rl_frames_per_s = s > 0 ? g->frames / s : 0;
-        stats->rl_updates_per_s = s > 0 ? (ss.updates - g->before.updates) / s : 0;
+        /* the algorithm's own updates (R2D2's learner calls before rl.replay_start make none) */
+        stats->rl_updates_per_s = s > 0 ? gen_updates / s : 0;
         stats->rl_batch = ss.mean_batch;
         stats->rl_queue = ss.mean_queue;
         stats->rl_lag = ss.mean_lag;

@@ -58,9 +58,10 @@ typedef struct NevoRLGen {
 void nevo_rl_gen_begin(NevoRLGen *g, const NevoSeed *seed);
 void nevo_rl_gen_episode(NevoRLGen *g, double ret);
 /* Its figures into stats: the runtime's since nevo_rl_gen_begin (async), or sync's
- * (frames over the wall time, gen_updates updates, one forward of E rows a step, no
- * queue, no lag); updates (so far) and lr the learner's; frames, episodes and the
- * returns' best, median and mean (elite_mean = mean). */
+ * (frames over the wall time, one forward of E rows a step, no queue, no lag);
+ * gen_updates (the learner's updates in this generation) over its wall time; updates
+ * (so far) and lr the learner's; frames, episodes and the returns' best, median and
+ * mean (elite_mean = mean). */
 void nevo_rl_gen_stats(NevoRLGen *g, const NevoSeed *seed, long long updates, long long gen_updates, int E, double lr,
                        NevoGenStats *stats);
 void nevo_rl_gen_free(NevoRLGen *g);
