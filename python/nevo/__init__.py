@@ -188,6 +188,8 @@ class VecEnv(_lib.fast.VecStep):
 
     def __init__(self, env_id, num_envs=1, seed=0, autoreset_mode="next_step", num_threads=1, max_episode_steps=0,
                  copy=True, **options):
+        if getattr(self, "_h", None):
+            raise Error("a VecEnv is made once")
         if not isinstance(env_id, str):
             raise Error("env id must be a string, not %r" % (env_id,))
         num_envs = _int(num_envs, "num_envs", 1, 1 << 24)
@@ -209,7 +211,7 @@ class VecEnv(_lib.fast.VecStep):
         self.num_envs = num_envs
         self.autoreset_mode = autoreset_mode
         self.metadata = {"autoreset_mode": autoreset_mode}
-        self.copy = bool(copy)
+        self._copy = bool(copy)
         self.single_observation_space, self.single_action_space = _spaces(spec)
         obs_shape = self.single_observation_space.shape
         self.observation_space = Box(-np.inf, np.inf, (num_envs,) + obs_shape)
@@ -237,7 +239,7 @@ class VecEnv(_lib.fast.VecStep):
         self._act = np.zeros((num_envs, spec.action_dim), np.float32)
         self._set_step(
             _lib.vec_step_addr, self._h, ctypes.addressof(err), num_envs, spec.action_dim, self._discrete, obs_shape,
-            same, self.copy, self._act, (self._obs, self._rew, self._term, self._trunc, self._final, self._has_final),
+            same, self._copy, self._act, (self._obs, self._rew, self._term, self._trunc, self._final, self._has_final),
             functools.partial(_convert_actions, self._discrete, self._act_shape, self.spec["name"]),
             functools.partial(_step_error, err))
 
@@ -248,6 +250,7 @@ class VecEnv(_lib.fast.VecStep):
         the instances where mask is True, the same way; the others go on, their rows
         of obs being their last observations. Returns (obs, infos)."""
         self._alive()
+        self._step_idle()
         mask = None
         if options is not None:
             if not isinstance(options, dict):
@@ -266,7 +269,12 @@ class VecEnv(_lib.fast.VecStep):
         seed = _int(seed, "seed", 0, (1 << 64) - 1)
         self._seed = (seed + 1) % (1 << 64)
         _lib.nevo_vec_env_reset_masked(self._h, seed, None if mask is None else _addr(mask), _addr(self._obs))
-        return (self._obs.copy() if self.copy else self._obs), {}
+        return (self._obs.copy() if self._copy else self._obs), {}
+
+    @property
+    def copy(self):
+        """Whether each call returns new arrays (make_vec's copy; fixed when made)."""
+        return self._copy
 
     def _alive(self):
         if self._h is None:

@@ -26,6 +26,7 @@ typedef struct {
     PyObject_HEAD
     StepFn step;
     void *vec, *err;       /* NULL vec: closed */
+    int busy;              /* a step is running (without the GIL): another step, reset or close refuses */
     int n, action_dim;     /* actions (n,) for discrete, (n, action_dim) for boxes */
     int discrete, copy, same_step;
     int obs_nd;            /* obs (n, *obs_shape) */
@@ -36,11 +37,25 @@ typedef struct {
     PyObject *on_error;    /* status -> raises nevo.Error with the vector's message */
 } VecStep;
 
+static int vecstep_traverse(VecStep *s, visitproc visit, void *arg) {
+    Py_VISIT(s->act);
+    for (int i = 0; i < N_OUT; i++) Py_VISIT(s->out[i]);
+    Py_VISIT(s->convert);
+    Py_VISIT(s->on_error);
+    return 0;
+}
+
+static int vecstep_clear(VecStep *s) {
+    Py_CLEAR(s->act);
+    for (int i = 0; i < N_OUT; i++) Py_CLEAR(s->out[i]);
+    Py_CLEAR(s->convert);
+    Py_CLEAR(s->on_error);
+    return 0;
+}
+
 static void vecstep_dealloc(VecStep *s) {
-    Py_XDECREF(s->act);
-    for (int i = 0; i < N_OUT; i++) Py_XDECREF(s->out[i]);
-    Py_XDECREF(s->convert);
-    Py_XDECREF(s->on_error);
+    PyObject_GC_UnTrack(s);
+    vecstep_clear(s);
     Py_TYPE(s)->tp_free((PyObject *)s);
 }
 
@@ -59,24 +74,30 @@ static int fast_shape(const VecStep *s, PyArrayObject *a) {
         for (size_t i = 0; i < k; i++) dst[i] = (float)p[i];         \
     } while (0)
 
-/* Writes a's values as floats into s->act (the C cast numpy's assignment makes);
- * 0 when a's dtype is not one the step takes (integers, bools, floats; boxes: floats). */
+/* Writes a's values as floats into s->act (the C cast numpy's assignment makes; a bool
+ * is 0 or 1 whatever its byte); 0 when a's dtype is not one the step takes (integers,
+ * bools, floats; boxes: floats). Types by their C names: NPY_INT32 is NPY_LONG where
+ * long has 32 bits. */
 static int load_actions(VecStep *s, PyArrayObject *a) {
     float *dst = (float *)PyArray_DATA(s->act);
     const void *src = PyArray_DATA(a);
     size_t k = (size_t)s->n * (size_t)(s->discrete ? 1 : s->action_dim);
     int t = PyArray_TYPE(a);
-    if (!s->discrete && t != NPY_FLOAT32 && t != NPY_FLOAT64) return 0;
+    if (!s->discrete && t != NPY_FLOAT && t != NPY_DOUBLE) return 0;
     switch (t) {
-    case NPY_FLOAT32: memcpy(dst, src, k * sizeof(float)); break;
-    case NPY_FLOAT64: CONVERT(double); break;
-    case NPY_BOOL: CONVERT(npy_bool); break;
-    case NPY_INT8: CONVERT(int8_t); break;
-    case NPY_UINT8: CONVERT(uint8_t); break;
-    case NPY_INT16: CONVERT(int16_t); break;
-    case NPY_UINT16: CONVERT(uint16_t); break;
-    case NPY_INT32: CONVERT(int32_t); break;
-    case NPY_UINT32: CONVERT(uint32_t); break;
+    case NPY_FLOAT: memmove(dst, src, k * sizeof(float)); break; /* src may be act itself */
+    case NPY_DOUBLE: CONVERT(double); break;
+    case NPY_BOOL: {
+        const npy_bool *p = (const npy_bool *)src;
+        for (size_t i = 0; i < k; i++) dst[i] = p[i] != 0;
+        break;
+    }
+    case NPY_BYTE: CONVERT(signed char); break;
+    case NPY_UBYTE: CONVERT(unsigned char); break;
+    case NPY_SHORT: CONVERT(short); break;
+    case NPY_USHORT: CONVERT(unsigned short); break;
+    case NPY_INT: CONVERT(int); break;
+    case NPY_UINT: CONVERT(unsigned int); break;
     case NPY_LONG: CONVERT(long); break;
     case NPY_ULONG: CONVERT(unsigned long); break;
     case NPY_LONGLONG: CONVERT(long long); break;
@@ -87,15 +108,20 @@ static int load_actions(VecStep *s, PyArrayObject *a) {
 }
 
 /* step(actions) -> (obs, rewards, terminated, truncated, infos) */
+static int refuse_busy(const VecStep *s) {
+    if (!s->busy) return 0;
+    PyErr_SetString(PyExc_RuntimeError, "nevo: a step of this VecEnv is running in another thread (one thread at a time)");
+    return -1;
+}
+
 static PyObject *vecstep_step(PyObject *self, PyObject *a) {
     VecStep *s = (VecStep *)self;
-    if (!s->vec) {
-        if (!s->on_error) {
-            PyErr_SetString(PyExc_RuntimeError, "nevo._fast: step before _set_step");
-            return NULL;
-        }
-        return PyObject_CallFunction(s->on_error, "i", -1);
+    if (!s->on_error) {
+        PyErr_SetString(PyExc_RuntimeError, "nevo._fast: step before _set_step");
+        return NULL;
     }
+    if (refuse_busy(s)) return NULL;
+    if (!s->vec) return PyObject_CallFunction(s->on_error, "i", -1);
     if (!PyArray_Check(a) || !fast_shape(s, (PyArrayObject *)a) || !load_actions(s, (PyArrayObject *)a)) {
         PyObject *c = PyObject_CallOneArg(s->convert, a);
         if (!c) return NULL;
@@ -126,15 +152,24 @@ static PyObject *vecstep_step(PyObject *self, PyObject *a) {
             return NULL;
         }
     }
+    /* Python ran since the checks above (the converter, a collection in an allocation):
+     * it may have closed the vector or started a step in another thread */
+    void *vec = s->vec;
+    if (!vec || s->busy) {
+        for (int i = 0; i < n_out; i++) Py_DECREF(out[i]);
+        return refuse_busy(s) ? NULL : PyObject_CallFunction(s->on_error, "i", -1);
+    }
     float *obs = (float *)PyArray_DATA(s->out[OBS]), *obs_copy = (float *)PyArray_DATA((PyArrayObject *)out[OBS]);
     size_t obs_bytes = (size_t)PyArray_NBYTES(s->out[OBS]);
 #define DATA(i) (out[i] ? PyArray_DATA((PyArrayObject *)out[i]) : NULL)
     int st;
+    s->busy = 1;
     Py_BEGIN_ALLOW_THREADS
-    st = s->step(s->vec, (const float *)PyArray_DATA(s->act), obs, DATA(REW), DATA(TERM), DATA(TRUNC), DATA(FINAL),
+    st = s->step(vec, (const float *)PyArray_DATA(s->act), obs, DATA(REW), DATA(TERM), DATA(TRUNC), DATA(FINAL),
                  DATA(HAS_FINAL), s->err);
     if (!st && obs_copy != obs) memcpy(obs_copy, obs, obs_bytes);
     Py_END_ALLOW_THREADS
+    s->busy = 0;
 #undef DATA
     PyObject *infos = st ? NULL : PyDict_New();
     PyObject *ret = infos ? PyTuple_New(5) : NULL;
@@ -235,9 +270,17 @@ static PyObject *vecstep_set(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* the vector was freed: later steps call on_error(-1) (the package raises "closed") */
+/* before the vector is freed: later steps call on_error(-1) (the package raises
+ * "closed"); refused while a step runs */
 static PyObject *vecstep_close(PyObject *self, PyObject *unused) {
+    if (refuse_busy((VecStep *)self)) return NULL;
     ((VecStep *)self)->vec = NULL;
+    Py_RETURN_NONE;
+}
+
+/* raises while a step runs (reset's check) */
+static PyObject *vecstep_idle(PyObject *self, PyObject *unused) {
+    if (refuse_busy((VecStep *)self)) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -249,7 +292,8 @@ static PyMethodDef vecstep_methods[] = {
      "floats for boxes (arrays of any integer, bool or float dtype, or lists). infos holds\n"
      "\"final_obs\" and \"_final_obs\" in same_step mode."},
     {"_set_step", vecstep_set, METH_VARARGS, "Sets the step up (VecEnv.__init__, once)."},
-    {"_close_step", vecstep_close, METH_NOARGS, "Forgets the vector (it was freed): later steps raise."},
+    {"_close_step", vecstep_close, METH_NOARGS, "Forgets the vector (about to be freed): later steps raise."},
+    {"_step_idle", vecstep_idle, METH_NOARGS, "Raises RuntimeError while a step runs in another thread."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -258,7 +302,9 @@ static PyTypeObject VecStepType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "nevo._fast.VecStep",
     .tp_basicsize = sizeof(VecStep),
     .tp_dealloc = (destructor)vecstep_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_traverse = (traverseproc)vecstep_traverse,
+    .tp_clear = (inquiry)vecstep_clear,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "The step of a vector env (nevo.VecEnv's base).",
     .tp_methods = vecstep_methods,
     .tp_new = PyType_GenericNew,

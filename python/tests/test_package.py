@@ -101,10 +101,10 @@ def test_gil_is_released_while_c_works(what):
         params = np.zeros((1, pol.nparams), np.float32)
         during, c_time = counted_during(lambda: pol.evaluate(params, episodes=1000, seed=0))  # 200,000 steps
     else:
-        v = nevo.make_vec("mujoco/humanoid", 200, seed=0)
+        v = nevo.make_vec("mujoco/humanoid", 500, seed=0)
         v.reset()
-        a = np.zeros((200, 17), np.float32)
-        during, c_time = counted_during(lambda: v.step(a))  # 200 humanoid steps in one call
+        a = np.zeros((500, 17), np.float32)
+        during, c_time = counted_during(lambda: v.step(a))  # 500 humanoid steps in one call
         v.close()
     assert c_time > 0.02
     assert during > 1000, "the counting thread was stopped for the whole call (%d ticks)" % during

@@ -2,6 +2,8 @@
 instances stepped through nevo_env_reset / nevo_env_step bit for bit, under each
 autoreset mode and thread count; spaces; bad arguments."""
 import ctypes
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -434,3 +436,47 @@ def test_every_form_of_actions_steps_the_same():
         h.reset(seed=1)
         assert bits(h.step(a)[0]) == bits(first)
     h.close()
+
+
+def test_one_thread_at_a_time_and_close_inside_a_conversion():
+    """While one thread is inside a step (C, without the GIL), a step, reset or close
+    of the same vector from another thread raises RuntimeError, and the step finishes;
+    actions whose conversion closes the vector raise "closed" instead of stepping a
+    freed vector; a bool action is 0 or 1 whatever its byte holds."""
+    v = nevo.make_vec("mujoco/humanoid", 500, seed=0)
+    v.reset()
+    a = np.zeros((500, 17), np.float32)
+    started, errors, done = threading.Event(), [], []
+
+    def long_step():
+        started.set()
+        done.append(v.step(a))
+
+    t = threading.Thread(target=long_step)
+    t.start()
+    started.wait()
+    time.sleep(0.02)  # a step of 500 humanoids takes well over 0.1 s
+    for fn in (lambda: v.step(a), v.reset, v.close):
+        try:
+            fn()
+        except RuntimeError as e:
+            errors.append(str(e))
+    t.join()
+    assert len(errors) == 3 and all("running in another thread" in e for e in errors), errors
+    assert len(done) == 1 and done[0][0].shape == (500, 348)
+    v.close()
+
+    w = nevo.make_vec("CartPole-v1", 2, seed=0)
+    w.reset()
+
+    class ClosesOnConversion:
+        def __array__(self, dtype=None):
+            w.close()
+            return np.zeros(2, np.int64)
+
+    expect("closed", w.step, ClosesOnConversion())
+    b = nevo.make_vec("CartPole-v1", 2, seed=0)
+    c = nevo.make_vec("CartPole-v1", 2, seed=0)
+    b.reset()
+    c.reset()
+    assert bits(b.step(np.array([2, 1], np.uint8).view(bool))[0]) == bits(c.step(np.array([1, 1]))[0])
