@@ -495,6 +495,49 @@ TEST(algo_ga_one_candidate_is_the_best_child) {
     }
 }
 
+/* ga.sigma_decay and ga.sigma_min: generation g's children mutate with
+ * max(sigma_min, sigma decay^g); ga.shared_episodes: every child of a generation plays
+ * the same episode seeds (new ones each generation), where otherwise no two share one. */
+TEST(algo_ga_sigma_schedule_and_shared_episodes) {
+    for (int shared = 0; shared <= 1; shared++) {
+        char json[512];
+        snprintf(json, sizeof json,
+                 "{\"env\": \"CartPole-v1\", \"algo\": \"ga\", \"seed\": 3, \"population\": 6, \"episodes\": 2,"
+                 " \"policy\": {\"hidden\": [4]}, \"ga\": {\"sigma\": 0.1, \"sigma_decay\": 0.5, \"sigma_min\": 0.02,"
+                 " \"truncation\": 3, \"validation_candidates\": 2, \"validation_episodes\": 1,"
+                 " \"shared_episodes\": %s}}",
+                 shared ? "true" : "false");
+        AlgoRig rig;
+        rig_open(&rig, json);
+        NevoError err = {0};
+        uint64_t last = 0;
+        for (int g = 0; g < 5; g++) {
+            const NevoTaskSet *ts = nevo_algo_ask(rig.algo);
+            double want = 0.1 * pow(0.5, g) > 0.02 ? 0.1 * pow(0.5, g) : 0.02;
+            int perturbed = 0;
+            for (int i = 0; i < ts->n_nets; i++) {
+                if (ts->nets[i].kind != NEVO_NET_PERTURBED) continue;
+                perturbed++;
+                CHECK_MSG(ts->nets[i].sigma == (float)want, "generation %d: child %d sigma %g, want %g", g, i,
+                          (double)ts->nets[i].sigma, want);
+            }
+            CHECK_MSG(g == 0 ? perturbed == 0 : perturbed >= 5, "generation %d: %d mutated children", g, perturbed);
+            CHECK(ts->n_tasks == 12);
+            for (int t = 0; t < ts->n_tasks; t++)
+                for (int u = 0; u < t; u++) {
+                    int same_episode = t % 2 == u % 2;
+                    CHECK_MSG((ts->tasks[t].seed == ts->tasks[u].seed) == (shared && same_episode),
+                              "shared %d, generation %d: tasks %d and %d", shared, g, u, t);
+                }
+            CHECK(ts->tasks[0].seed != last);
+            last = ts->tasks[0].seed;
+            NevoGenStats gs;
+            CHECK_MSG(nevo_train_generation(rig.algo, rig.ev, &gs, &err) == NEVO_OK, "%s", err.msg);
+        }
+        rig_close(&rig);
+    }
+}
+
 /* tell refuses results that cannot answer the set: statistics missing for a task that
  * records observations, an episode of negative length. */
 TEST(algo_tell_checks_the_results) {

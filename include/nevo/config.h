@@ -40,6 +40,9 @@ typedef struct NevoPolicyConfig {
 
 typedef struct NevoGAConfig {
     double sigma;              /* mutation power */
+    double sigma_decay;        /* generation g mutates with max(sigma_min, sigma sigma_decay^g) */
+    double sigma_min;
+    int shared_episodes;       /* 1: every individual of a generation plays the same episode seeds */
     int truncation;            /* T parents */
     int elitism;               /* 1: copy the elite unmodified into the next generation */
     int validation_candidates; /* top-k re-evaluated to choose the elite */

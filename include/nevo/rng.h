@@ -35,10 +35,12 @@ typedef enum NevoRngPurpose {
 
 /* Individual ids of episode-seed streams (NEVO_RNG_ENV_SEED) for episodes that are not
  * a population member's own: the GA's validation (common to every elite candidate),
- * the final and `nevo eval` evaluation, and ES's evaluation of its current mean. */
+ * the final and `nevo eval` evaluation, ES's evaluation of its current mean, and the
+ * GA's children under ga.shared_episodes (common to all of a generation). */
 #define NEVO_STREAM_VALIDATION 0xFFFFFFF0u
 #define NEVO_STREAM_FINAL_EVAL 0xFFFFFFF1u
 #define NEVO_STREAM_CENTER 0xFFFFFFF2u
+#define NEVO_STREAM_SHARED 0xFFFFFFF3u
 
 typedef struct NevoRng {
     uint32_t key[2];

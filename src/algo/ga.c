@@ -77,6 +77,7 @@ typedef struct GA {
     int k;                      /* elite candidates */
     int *cand;                  /* (k) children's indices, P for the previous elite */
     uint32_t *val_ids;          /* (k) NEVO_STREAM_VALIDATION */
+    uint32_t *child_ids;        /* (P) NEVO_STREAM_SHARED (ga.shared_episodes), else NULL: each its own */
     double *val;                /* (k) validation means */
     NevoNet *next_recipes;      /* (1 + T) what the next bases are built from */
     /* GA-NS */
@@ -157,6 +158,13 @@ static float *states_of(const GA *ga, float *all, int b) {
 /* base b's episode starts in `all`, NULL for a feed-forward policy */
 static uint8_t *starts_of(const GA *ga, uint8_t *all, int b) { return all ? all + (size_t)b * ga->sm_cap : NULL; }
 
+/* generation gen's mutation power: max(sigma_min, sigma sigma_decay^gen), a function of
+ * the generation alone (a resumed run recomputes it) */
+static float ga_sigma(const NevoConfig *cfg, uint32_t gen) {
+    double s = cfg->ga.sigma_decay == 1.0 ? cfg->ga.sigma : cfg->ga.sigma * pow(cfg->ga.sigma_decay, (double)gen);
+    return (float)(s > cfg->ga.sigma_min ? s : cfg->ga.sigma_min);
+}
+
 /* breed: each child's genome and recipe. */
 static void ga_breed(GA *ga) {
     const NevoConfig *cfg = ga->base.cfg;
@@ -177,7 +185,7 @@ static void ga_breed(GA *ga) {
             NevoRng rng;
             nevo_rng_init(&rng, cfg->seed, NEVO_RNG_SELECT, ga->gen, (uint32_t)i, 0);
             int p = (int)nevo_rng_below(&rng, (uint32_t)ga->n_parents);
-            NevoMutation m = {ga->gen, (uint32_t)i, (float)cfg->ga.sigma};
+            NevoMutation m = {ga->gen, (uint32_t)i, ga_sigma(cfg, ga->gen)};
             if (plain) {
                 genome_copy(g, &ga->base_genomes[1 + p]);
                 genome_push(g, m);
@@ -213,11 +221,11 @@ static void scale_child(void *ctx, int i, int worker) {
     const float *eps = nevo_noise_slice(ga->base.noise, ga->np, cfg->seed, NEVO_RNG_MUTATE, ga->gen, (uint32_t)i, 0);
     if (ga->sm == NEVO_SM_R) {
         ga->recipes[i].sigma = nevo_sm_r_sigma(ga->work[worker], theta, X, starts_of(ga, ga->starts, b),
-                                               ga->n_states[b], eps, cfg->ga.sigma, NULL);
+                                               ga->n_states[b], eps, ga_sigma(cfg, ga->gen), NULL);
     } else {
         float *scale = ga->tmp + (size_t)worker * ga->np;
         nevo_sm_scale_so(ga->work[worker], theta, X, starts_of(ga, ga->starts, b), ga->n_states[b], eps, scale);
-        nevo_perturb_scaled(ga->kids + (size_t)(1 + i) * ga->np, theta, (float)cfg->ga.sigma, eps, scale, 1, ga->np);
+        nevo_perturb_scaled(ga->kids + (size_t)(1 + i) * ga->np, theta, ga_sigma(cfg, ga->gen), eps, scale, 1, ga->np);
     }
 }
 
@@ -239,7 +247,7 @@ static void ga_ask(NevoAlgo *a) {
         ga->gen = (uint32_t)a->generation;
         ga_breed(ga);
         ga_scale(ga);
-        NevoNet *nets = nevo_algo_tasks(a, ga->P, cfg->episodes, ga->gen, NULL);
+        NevoNet *nets = nevo_algo_tasks(a, ga->P, cfg->episodes, ga->gen, ga->child_ids);
         memcpy(nets, ga->recipes, sizeof(NevoNet) * (size_t)ga->P);
         if (ga->sm != NEVO_SM_PLAIN) {
             /* each child's episodes keep its states, ga.sm_states split over them */
@@ -526,6 +534,7 @@ static void ga_free(NevoAlgo *a) {
     free(ga->order);
     free(ga->cand);
     free(ga->val_ids);
+    free(ga->child_ids);
     free(ga->val);
     nevo_archive_free(&ga->archive);
     free(ga->bcs);
@@ -626,6 +635,10 @@ NevoStatus nevo_ga_new(const NevoAlgo *base, int variant, NevoAlgo **out, NevoEr
     ga->val = nevo_alloc(sizeof(double) * (size_t)ga->k);
     ga->val_ids = nevo_alloc(sizeof(uint32_t) * (size_t)ga->k);
     for (int c = 0; c < ga->k; c++) ga->val_ids[c] = NEVO_STREAM_VALIDATION;
+    if (cfg->ga.shared_episodes) {
+        ga->child_ids = nevo_alloc(sizeof(uint32_t) * (size_t)ga->P);
+        for (int i = 0; i < ga->P; i++) ga->child_ids[i] = NEVO_STREAM_SHARED;
+    }
     if (base->bc_dim > 0) ga->bcs = nevo_alloc(sizeof(float) * (size_t)ga->P * (size_t)base->bc_dim);
     if (variant == NEVO_GA_NS) {
         nevo_archive_init(&ga->archive, base->bc_dim);

@@ -83,6 +83,11 @@ static const Key schema[] = {
      * sigma (NaN) and never moves with lr 0; below 1e-8 a float step is lost against
      * weights of order 1 */
     {"ga.sigma", T_DOUBLE, OFF(ga.sigma), 1e-8, 1e6, NULL, 0, 0, "mutation power (std of the noise added)"},
+    {"ga.sigma_decay", T_DOUBLE, OFF(ga.sigma_decay), 1e-6, 1, NULL, 0, 0,
+     "generation g mutates with max(ga.sigma_min, ga.sigma x ga.sigma_decay^g) (1 = a constant sigma)"},
+    {"ga.sigma_min", T_DOUBLE, OFF(ga.sigma_min), 0, 1e6, NULL, 0, 0, "the floor of the decayed mutation power"},
+    {"ga.shared_episodes", T_BOOL, OFF(ga.shared_episodes), 0, 1, NULL, 0, 0,
+     "common random numbers: every individual of a generation plays the same episode seeds"},
     {"ga.truncation", T_INT, OFF(ga.truncation), 1, 1e7, NULL, 0, 0, "T: the top T become parents"},
     {"ga.elitism", T_BOOL, OFF(ga.elitism), 0, 1, NULL, 0, 0,
      "copy the elite unmodified into the next generation (paper) or only keep it as a parent (Uber GPU)"},
@@ -227,6 +232,7 @@ void nevo_config_defaults(NevoConfig *cfg) {
     strcpy(cfg->policy.init, "scaled");
     cfg->ga.sigma = 0.002;
     cfg->ga.truncation = 20;
+    cfg->ga.sigma_decay = 1.0;
     cfg->ga.elitism = 1;
     cfg->ga.validation_candidates = 10;
     cfg->ga.validation_episodes = 30;
