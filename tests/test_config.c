@@ -2,6 +2,7 @@
  * loading JSON files, every class of bad input with the content of its message,
  * `key=value` overrides, cross-key checks and the JSON dump, which policy files and
  * checkpoints store and re-apply, so it must round-trip. */
+#include <dirent.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,6 +14,8 @@
 #include "nevo/algo.h"
 #include "nevo/config.h"
 #include "nevo/noise.h"
+#include "nevo/policy.h"
+#include "nevo/env.h"
 
 /* Writes text to <tmpdir>/name and returns the path (static buffer). */
 static const char *write_tmp(const char *name, const char *text) {
@@ -701,4 +704,43 @@ TEST(config_memory_bound) {
     CHECK(nevo_algo_check_memory(&c, 4610, &err) == NEVO_ERR_INVALID);
     CHECK_CONTAINS(err.msg, "NEVO_MAX_MEMORY_MB='lots'");
     unsetenv("NEVO_MAX_MEMORY_MB");
+}
+
+/* Every committed config (the .json files in configs/) loads and passes what `nevo train` checks
+ * before it builds: its keys and values, the algorithm against its env, the network
+ * and the memory its state needs (dataset configs: the keys and values). */
+TEST(config_every_committed_config_is_valid) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/../../configs", test_data_dir());
+    DIR *d = opendir(dir);
+    CHECK_MSG(d != NULL, "no configs directory at %s", dir);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len < 6 || strcmp(e->d_name + len - 5, ".json") != 0) continue;
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        NevoConfig cfg;
+        NevoError err = {0};
+        NevoStatus st = nevo_config_load(&cfg, path, &err);
+        if (st == NEVO_OK) st = nevo_config_check(&cfg, &err);
+        if (st == NEVO_OK && !cfg.dataset[0]) {
+            NevoEnv *env = NULL;
+            NevoPolicy *pol = NULL;
+            st = nevo_env_new(cfg.env, cfg.env_options, cfg.n_env_options, &env, &err);
+            if (st == NEVO_OK) {
+                nevo_env_set_max_steps(env, cfg.max_episode_steps);
+                st = nevo_algo_check(&cfg, nevo_env_spec(env), &err);
+            }
+            if (st == NEVO_OK) st = nevo_policy_new(nevo_env_spec(env), &cfg.policy, nevo_algo_obs_norm(&cfg), &pol, &err);
+            if (st == NEVO_OK) st = nevo_algo_check_memory(&cfg, pol->nparams, &err);
+            if (pol) nevo_policy_free(pol);
+            if (env) nevo_env_free(env);
+        }
+        CHECK_MSG(st == NEVO_OK, "%s: %s", e->d_name, err.msg);
+        n++;
+    }
+    if (d) closedir(d);
+    CHECK_MSG(n >= 40, "only %d configs found in %s", n, dir);
 }
