@@ -5,8 +5,8 @@
  *   - async and sync end to end, frames/s as a ratio to that bound; the same for algo
  *     r2d2 (its network with an LSTM of 128 after the dense layer, sequences of 10 + 20
  *     cut every 20 steps, batches of 32: one replayed step per frame in sync mode);
- *   - the learner alone, one thread: samples (steps of trajectories) trained per second,
- *     the figure scripts/vtrace_vs_pytorch.py compares with PyTorch. */
+ *   - each learner alone, one thread: samples (trained steps) per second, the figures
+ *     scripts/vtrace_vs_pytorch.py and scripts/r2d2_vs_pytorch.py compare with PyTorch. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +14,7 @@
 #include "bench/bench.h"
 #include "nevo/algo.h"
 #include "nevo/optim.h"
+#include "nevo/r2d2.h"
 #include "nevo/rng.h"
 #include "nevo/seed.h"
 #include "nevo/vtrace.h"
@@ -59,6 +60,59 @@ static double learn_work(void *ctx, long iters) {
         nevo_optim_step(L->opt, L->theta, L->g, 1.0);
     }
     return (double)iters * L->B * L->T;
+}
+
+/* observations of random play: rows rows of (obs_dim) into obs, reset[r] = 1 where an
+ * episode begins (row 0 and after each end); the rng also draws what the learners read */
+static void random_play(const NevoEnv *env, const NevoPolicy *p, size_t rows, float *obs, uint8_t *reset,
+                        NevoRng *rng) {
+    size_t D = (size_t)p->obs_dim;
+    void *inst = nevo_alloc_aligned(nevo_env_instance_size(env));
+    nevo_env_instance_init(env, inst);
+    nevo_env_reset(env, inst, 1, obs);
+    if (reset) reset[0] = 1;
+    for (size_t r = 1; r < rows; r++) {
+        float a = (float)nevo_rng_below(rng, (uint32_t)p->n_act);
+        NevoStepResult sr;
+        nevo_env_step(env, inst, &a, obs + r * D, &sr);
+        int end = sr.terminated || sr.truncated;
+        if (end) nevo_env_reset(env, inst, r, obs + r * D);
+        if (reset) reset[r] = (uint8_t)end;
+    }
+    nevo_env_instance_free(env, inst);
+    free(inst);
+}
+
+/* R2D2's learner alone: B sequences of burn_in + T steps a step, in the learner's
+ * chunks, the gradients added up, one Adam step */
+typedef struct R2Bench {
+    const NevoPolicy *p;
+    const NevoRLConfig *rl;
+    NevoR2D2Work *w;
+    NevoOptim *opt;
+    float *theta, *target, *grad, *obs, *state0, *rew, *disc, *weight, *prio;
+    uint8_t *reset;
+    double *g;
+    int *act, B, M;
+} R2Bench;
+
+static double r2_learn_work(void *ctx, long iters) {
+    R2Bench *L = ctx;
+    size_t np = L->p->nparams, D = (size_t)L->p->obs_dim, S = (size_t)L->M + 1, H2 = 2 * (size_t)L->p->lstm_units;
+    for (long it = 0; it < iters; it++) {
+        memset(L->g, 0, sizeof(double) * np);
+        for (int b = 0; b < L->B; b += NEVO_R2D2_CHUNK) {
+            double loss;
+            int n = L->B - b < NEVO_R2D2_CHUNK ? L->B - b : NEVO_R2D2_CHUNK;
+            size_t k = (size_t)b * (size_t)L->M;
+            nevo_r2d2_batch(L->p, L->rl, L->theta, L->target, n, L->obs + (size_t)b * S * D, L->reset + (size_t)b * S,
+                            L->state0 + (size_t)b * H2, L->act + k, L->rew + k, L->disc + k, L->weight + b,
+                            1.0f / (float)(L->B * L->rl->unroll), L->w, L->grad, &loss, L->prio + b);
+            for (size_t i = 0; i < np; i++) L->g[i] += L->grad[i];
+        }
+        nevo_optim_step(L->opt, L->theta, L->g, 1.0);
+    }
+    return (double)iters * L->B * L->rl->unroll;
 }
 
 static NevoStatus algo_for(const char *config, const char *mode, int steps, NevoConfig *cfg, NevoEnv **env,
@@ -173,19 +227,9 @@ NevoStatus nevo_bench_actor(const NevoBenchOptions *o, NevoBenchEmit emit, void 
         L.mu = nevo_alloc(sizeof(float) * n), L.rew = nevo_alloc(sizeof(float) * n);
         L.disc = nevo_alloc(sizeof(float) * n);
         /* observations of random play, random actions and rewards */
-        void *inst = nevo_alloc_aligned(nevo_env_instance_size(env));
-        nevo_env_instance_init(env, inst);
         NevoRng rng;
         nevo_rng_init(&rng, 1, NEVO_RNG_USER, 0, 0, 0);
-        nevo_env_reset(env, inst, 1, L.obs);
-        for (size_t r = 1; r < R; r++) {
-            float a = (float)nevo_rng_below(&rng, (uint32_t)p->n_act);
-            NevoStepResult sr;
-            nevo_env_step(env, inst, &a, L.obs + r * D, &sr);
-            if (sr.terminated || sr.truncated) nevo_env_reset(env, inst, r, L.obs + r * D);
-        }
-        nevo_env_instance_free(env, inst);
-        free(inst);
+        random_play(env, p, R, L.obs, NULL, &rng);
         for (size_t k = 0; k < n; k++) {
             L.act[k] = (int)nevo_rng_below(&rng, (uint32_t)p->n_act);
             L.mu[k] = -1.7917595f; /* log 1/6 */
@@ -207,6 +251,65 @@ NevoStatus nevo_bench_actor(const NevoBenchOptions *o, NevoBenchEmit emit, void 
         nevo_optim_free(L.opt);
         void *f[] = {L.theta, L.grad, L.g, L.obs, L.act, L.mu, L.rew, L.disc};
         for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) free(f[i]);
+    }
+    /* R2D2's learner alone, one thread: 32 sequences of 10 + 20 steps of random play
+     * (resets where its episodes ended), random actions, sparse rewards, zero start
+     * states, the target network a copy of the online one */
+    if (st == NEVO_OK) {
+        NevoConfig rc;
+        NevoPolicy *rp = NULL;
+        char doc[1024];
+        snprintf(doc, sizeof doc, R2D2_CONFIG, steps, "sync");
+        nevo_config_defaults(&rc);
+        st = nevo_config_apply_json(&rc, doc, "bench", err);
+        if (st == NEVO_OK) st = nevo_policy_new(nevo_env_spec(env), &rc.policy, 0, &rp, err);
+        R2Bench L = {0};
+        if (st == NEVO_OK) {
+            L.p = rp, L.rl = &rc.rl, L.B = 32, L.M = rc.rl.burn_in + rc.rl.unroll;
+            size_t np = rp->nparams, D = (size_t)rp->obs_dim, S = (size_t)L.M + 1, n = (size_t)L.B * (size_t)L.M;
+            L.w = nevo_r2d2_work_new(rp, rc.rl.burn_in, rc.rl.unroll, NEVO_R2D2_CHUNK);
+            st = nevo_optim_new(&rc.optim, np, &L.opt, err);
+            L.theta = nevo_alloc_aligned(sizeof(float) * np);
+            nevo_policy_init_params(rp, noise, 1, 0, 0, L.theta);
+            L.target = nevo_alloc_aligned(sizeof(float) * np);
+            memcpy(L.target, L.theta, sizeof(float) * np);
+            L.grad = nevo_alloc_aligned(sizeof(float) * np);
+            L.g = nevo_alloc_aligned(sizeof(double) * np);
+            L.obs = nevo_alloc_aligned(sizeof(float) * (size_t)L.B * S * D);
+            L.reset = nevo_alloc((size_t)L.B * S);
+            L.state0 = nevo_alloc(sizeof(float) * (size_t)L.B * 2 * (size_t)rp->lstm_units);
+            L.act = nevo_alloc(sizeof(int) * n);
+            L.rew = nevo_alloc(sizeof(float) * n), L.disc = nevo_alloc(sizeof(float) * n);
+            L.weight = nevo_alloc(sizeof(float) * (size_t)L.B), L.prio = nevo_alloc(sizeof(float) * (size_t)L.B);
+            NevoRng rng;
+            nevo_rng_init(&rng, 2, NEVO_RNG_USER, 0, 0, 0);
+            random_play(env, rp, (size_t)L.B * S, L.obs, L.reset, &rng);
+            for (int b = 0; b < L.B; b++) {
+                L.weight[b] = 1.0f;
+                for (int t = 0; t < L.M; t++) {
+                    size_t k = (size_t)b * (size_t)L.M + (size_t)t;
+                    L.act[k] = (int)nevo_rng_below(&rng, (uint32_t)rp->n_act);
+                    L.rew[k] = nevo_rng_uniform(&rng) < 0.05 ? 1.0f : 0.0f;
+                    L.disc[k] = L.reset[(size_t)b * S + (size_t)t + 1] ? 0.0f : 0.99f; /* the episode ended */
+                }
+            }
+        }
+        if (st == NEVO_OK) {
+            NevoBenchTiming t = nevo_bench_measure(o, r2_learn_work, &L, 1);
+            NevoBenchResult r;
+            nevo_bench_result_init(&r, "actor", "ksamples/s");
+            snprintf(r.name, sizeof r.name, "r2d2 learner, 1 thread, batch 32 x (10 + 20), MinAtar net + LSTM 128 "
+                     "(burn-in, both networks, double-Q targets, backward, Adam)");
+            r.value = t.best / 1e3;
+            r.median = t.median / 1e3;
+            r.cpu_share = t.cpu_share;
+            emit(ctx, &r);
+        }
+        if (L.w) nevo_r2d2_work_free(L.w);
+        nevo_optim_free(L.opt);
+        void *f[] = {L.theta, L.target, L.grad, L.g, L.obs, L.reset, L.state0, L.act, L.rew, L.disc, L.weight, L.prio};
+        for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) free(f[i]);
+        nevo_policy_free(rp);
     }
     nevo_algo_free(algo);
     nevo_noise_free(noise);
