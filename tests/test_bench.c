@@ -590,3 +590,46 @@ TEST(bench_backward_group_rows) {
         }
     }
 }
+
+/* The actor-learner group: both runtimes alone, both algorithms' async and sync end to
+ * end (each a ratio to its own runtime alone, which it cannot pass by much), and both
+ * learners alone; every rate positive. */
+typedef struct ActorRows {
+    int runtime, e2e, learner;
+    char bad[512];
+} ActorRows;
+
+static void collect_actor(void *vctx, const NevoBenchResult *r) {
+    ActorRows *c = vctx;
+    if (c->bad[0]) return;
+    if (strcmp(r->group, "actor") != 0 || !(r->value > 0 && isfinite(r->value))) {
+        snprintf(c->bad, sizeof c->bad, "row '%s' (%s): %g %s", r->name, r->group, r->value, r->unit);
+        return;
+    }
+    if (strstr(r->name, "runtime alone")) {
+        c->runtime++;
+    } else if (strstr(r->name, "end to end")) {
+        c->e2e++;
+        if (!(r->limit > 0 && r->ratio > 0 && r->ratio < 1.5))
+            snprintf(c->bad, sizeof c->bad, "%s: ratio %g to %g", r->name, r->ratio, r->limit);
+    } else if (strstr(r->name, "learner, 1 thread") && strcmp(r->unit, "ksamples/s") == 0) {
+        c->learner++;
+    } else {
+        snprintf(c->bad, sizeof c->bad, "an unexpected row '%s'", r->name);
+    }
+}
+
+TEST(bench_actor_group_rows) {
+    CHECK(nevo_bench_group_bit("actor") == NEVO_BENCH_ACTOR);
+    NevoBenchOptions o = quick_options();
+    o.min_time_s = 0.001;
+    o.reps = 1;
+    o.threads = 2;
+    ActorRows rows = {0};
+    NevoError err = {0};
+    CHECK_MSG(nevo_bench_run(&o, NEVO_BENCH_ACTOR, collect_actor, &rows, &err) == NEVO_OK, "%s", err.msg);
+    CHECK_MSG(!rows.bad[0], "%s", rows.bad);
+    CHECK_EQ_INT(rows.runtime, 2);
+    CHECK_EQ_INT(rows.e2e, 4);
+    CHECK_EQ_INT(rows.learner, 2);
+}
