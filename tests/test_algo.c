@@ -538,6 +538,46 @@ TEST(algo_ga_sigma_schedule_and_shared_episodes) {
     }
 }
 
+/* es.sigma_decay and es.sigma_min: generation g's perturbations carry
+ * max(sigma_min, sigma decay^g); with decay 1 the run is the constant sigma's, bit for
+ * bit (the default). */
+TEST(algo_es_sigma_schedule) {
+    AlgoRig rig;
+    rig_open(&rig, "{\"env\": \"CartPole-v1\", \"algo\": \"es\", \"seed\": 3, \"population\": 6,"
+                   " \"policy\": {\"hidden\": [4], \"init\": \"normc\"},"
+                   " \"es\": {\"sigma\": 0.1, \"sigma_decay\": 0.5, \"sigma_min\": 0.02}}");
+    NevoError err = {0};
+    for (int g = 0; g < 5; g++) {
+        const NevoTaskSet *ts = nevo_algo_ask(rig.algo);
+        double want = 0.1 * pow(0.5, g) > 0.02 ? 0.1 * pow(0.5, g) : 0.02;
+        CHECK(ts->n_nets == 6);
+        for (int i = 0; i < ts->n_nets; i++)
+            CHECK_MSG(ts->nets[i].kind == NEVO_NET_PERTURBED && ts->nets[i].sigma == (float)want,
+                      "generation %d: net %d sigma %g, want %g", g, i, (double)ts->nets[i].sigma, want);
+        NevoGenStats gs;
+        CHECK_MSG(nevo_train_generation(rig.algo, rig.ev, &gs, &err) == NEVO_OK, "%s", err.msg);
+    }
+    rig_close(&rig);
+    /* decay 1 (with any floor below sigma) is the constant run */
+    NevoBuf st[2] = {{0}, {0}};
+    for (int k = 0; k < 2; k++) {
+        rig_open(&rig, k ? "{\"env\": \"CartPole-v1\", \"algo\": \"es\", \"seed\": 3, \"population\": 6,"
+                           " \"policy\": {\"hidden\": [4], \"init\": \"normc\"}, \"es\": {\"sigma\": 0.1,"
+                           " \"sigma_decay\": 1, \"sigma_min\": 0.01}}"
+                         : "{\"env\": \"CartPole-v1\", \"algo\": \"es\", \"seed\": 3, \"population\": 6,"
+                           " \"policy\": {\"hidden\": [4], \"init\": \"normc\"}, \"es\": {\"sigma\": 0.1}}");
+        for (int g = 0; g < 3; g++) {
+            NevoGenStats gs;
+            CHECK_MSG(nevo_train_generation(rig.algo, rig.ev, &gs, &err) == NEVO_OK, "%s", err.msg);
+        }
+        nevo_algo_save(rig.algo, &st[k]);
+        rig_close(&rig);
+    }
+    CHECK(st[0].len == st[1].len && memcmp(st[0].data, st[1].data, st[0].len) == 0);
+    nevo_buf_free(&st[0]);
+    nevo_buf_free(&st[1]);
+}
+
 /* tell refuses results that cannot answer the set: statistics missing for a task that
  * records observations, an episode of negative length. */
 TEST(algo_tell_checks_the_results) {

@@ -55,6 +55,8 @@ typedef struct NevoGAConfig {
 
 typedef struct NevoESConfig {
     double sigma;
+    double sigma_decay;   /* generation g perturbs with max(sigma_min, sigma sigma_decay^g) */
+    double sigma_min;
     char optimizer[8];    /* "adam" or "sgd" */
     double lr;
     double l2;            /* L2 weight decay coefficient */

@@ -105,10 +105,19 @@ static int pick_agent(ES *es, uint32_t gen) {
     return es->M - 1;
 }
 
+/* generation gen's perturbation std: max(sigma_min, sigma sigma_decay^gen), a function of
+ * the generation alone (a resumed run recomputes it) */
+static double es_sigma(const NevoConfig *cfg, uint32_t gen) {
+    if (cfg->es.sigma_decay == 1.0) return cfg->es.sigma;
+    double s = cfg->es.sigma * pow(cfg->es.sigma_decay, (double)gen);
+    return s > cfg->es.sigma_min ? s : cfg->es.sigma_min;
+}
+
 /* es->grad is an ascent direction: the optimiser descends along it times -scale
- * ((-a) b and a (-b) round alike, so this is OpenAI's -grad scale to the bit). */
+ * ((-a) b and a (-b) round alike, so this is OpenAI's -grad scale to the bit), sigma the
+ * generation's. */
 static void optimiser_step(ES *es, Agent *ag) {
-    double scale = 1.0 / (es->used_pairs * es->base.cfg->es.sigma);
+    double scale = 1.0 / (es->used_pairs * es_sigma(es->base.cfg, es->gen));
     nevo_optim_step(ag->opt, ag->theta, es->grad, -scale);
 }
 
@@ -210,7 +219,7 @@ static void es_ask(NevoAlgo *a) {
         for (int j = 0; j < 2 * es->n_pairs; j++)
             nets[j] = (NevoNet){.kind = cfg->es.rank > 0 ? NEVO_NET_LOWRANK : NEVO_NET_PERTURBED, .base = 0,
                                 .purpose = NEVO_RNG_ES_NOISE, .generation = es->gen, .individual = (uint32_t)(j / 2),
-                                .sigma = (float)cfg->es.sigma, .sign = j % 2 ? -1 : 1,
+                                .sigma = (float)es_sigma(cfg, es->gen), .sign = j % 2 ? -1 : 1,
                                 .rank = (uint32_t)cfg->es.rank};
         if (es->obs_norm) nevo_algo_record_obs(a, es->gen, cfg->es.obs_norm_prob);
     } else {

@@ -102,6 +102,9 @@ static const Key schema[] = {
     {"ga.sm_states", T_INT, OFF(ga.sm_states), 1, 1e6, NULL, 0, 0,
      "safe mutations: states from the parent's own episodes behind its output gradients"},
     {"es.sigma", T_DOUBLE, OFF(es.sigma), 1e-8, 1e6, NULL, 0, 0, "perturbation std"},
+    {"es.sigma_decay", T_DOUBLE, OFF(es.sigma_decay), 1e-6, 1, NULL, 0, 0,
+     "generation g perturbs with max(es.sigma_min, es.sigma x es.sigma_decay^g) (1 = a constant sigma)"},
+    {"es.sigma_min", T_DOUBLE, OFF(es.sigma_min), 0, 1e6, NULL, 0, 0, "the floor of the decayed perturbation std"},
     {"es.optimizer", T_STRING, OFF(es.optimizer), 0, 0, "adam|sgd", sizeof(((NevoConfig *)0)->es.optimizer),
      0, "update rule"},
     {"es.lr", T_DOUBLE, OFF(es.lr), 1e-8, 1e6, NULL, 0, 0, "step size"},
@@ -233,6 +236,7 @@ void nevo_config_defaults(NevoConfig *cfg) {
     cfg->ga.sigma = 0.002;
     cfg->ga.truncation = 20;
     cfg->ga.sigma_decay = 1.0;
+    cfg->es.sigma_decay = 1.0;
     cfg->ga.elitism = 1;
     cfg->ga.validation_candidates = 10;
     cfg->ga.validation_episodes = 30;
