@@ -12,7 +12,7 @@
 # apt-get install python3-torch).
 #
 #   /usr/bin/python3 scripts/r2d2_vs_pytorch.py [--steps N] [--no-nevo]
-import argparse, json, os, subprocess, sys, time
+import sys, time
 
 try:
     import torch
@@ -112,31 +112,6 @@ def torch_rate(steps):
     return steps * T * B / (time.perf_counter() - t0)
 
 
-def nevo_rate():
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    nevo = os.path.join(root, "build", "nevo")
-    out = subprocess.run([nevo, "bench", "--only", "actor", "--threads", "1", "--json"], capture_output=True,
-                         text=True, check=True).stdout
-    for line in out.splitlines():
-        if line.startswith("{"):
-            r = json.loads(line)
-            if r.get("name", "").startswith("r2d2 learner"):
-                return r["value"] * 1e3
-    raise SystemExit("r2d2_vs_pytorch: no r2d2 learner row in `nevo bench --only actor --json`")
-
-
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--no-nevo", action="store_true")
-    a = ap.parse_args()
-    t = torch_rate(a.steps)
-    res = {"torch_version": torch.__version__, "torch_samples_per_s": round(t, 1)}
-    if not a.no_nevo:
-        n = nevo_rate()
-        res.update({"nevo_samples_per_s": round(n, 1), "nevo_over_torch": round(n / t, 2)})
-    print(json.dumps(res))
-
-
 if __name__ == "__main__":
-    main()
+    from vtrace_vs_pytorch import compare  # the command line and the nevo side, shared
+    compare(torch_rate, "r2d2 learner", "r2d2_vs_pytorch", 20)

@@ -87,7 +87,8 @@ def torch_rate(steps):
     return steps * T * B / (time.perf_counter() - t0)
 
 
-def nevo_rate():
+def nevo_rate(row, script):
+    """nevo's samples/s: the learner row of `nevo bench --only actor` whose name starts with row."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     nevo = os.path.join(root, "build", "nevo")
     out = subprocess.run([nevo, "bench", "--only", "actor", "--threads", "1", "--json"], capture_output=True,
@@ -95,23 +96,24 @@ def nevo_rate():
     for line in out.splitlines():
         if line.startswith("{"):
             r = json.loads(line)
-            if r.get("name", "").startswith("vtrace learner"):
+            if r.get("name", "").startswith(row):
                 return r["value"] * 1e3
-    raise SystemExit("vtrace_vs_pytorch: no learner row in `nevo bench --only actor --json`")
+    raise SystemExit("%s: no '%s' row in `nevo bench --only actor --json`" % (script, row))
 
 
-def main():
+def compare(torch_rate, row, script, default_steps):
+    """The script's command line and its one JSON line (scripts/r2d2_vs_pytorch.py uses it too)."""
     ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--steps", type=int, default=default_steps)
     ap.add_argument("--no-nevo", action="store_true")
     a = ap.parse_args()
     t = torch_rate(a.steps)
     res = {"torch_version": torch.__version__, "torch_samples_per_s": round(t, 1)}
     if not a.no_nevo:
-        n = nevo_rate()
+        n = nevo_rate(row, script)
         res.update({"nevo_samples_per_s": round(n, 1), "nevo_over_torch": round(n / t, 2)})
     print(json.dumps(res))
 
 
 if __name__ == "__main__":
-    main()
+    compare(torch_rate, "vtrace learner", "vtrace_vs_pytorch", 30)

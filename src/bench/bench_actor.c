@@ -115,6 +115,19 @@ static double r2_learn_work(void *ctx, long iters) {
     return (double)iters * L->B * L->rl->unroll;
 }
 
+/* a learner's row: its samples/s over one thread */
+static void learner_row(const NevoBenchOptions *o, NevoBenchWorkFn work, void *L, const char *name,
+                        NevoBenchEmit emit, void *ctx) {
+    NevoBenchTiming t = nevo_bench_measure(o, work, L, 1);
+    NevoBenchResult r;
+    nevo_bench_result_init(&r, "actor", "ksamples/s");
+    snprintf(r.name, sizeof r.name, "%s", name);
+    r.value = t.best / 1e3;
+    r.median = t.median / 1e3;
+    r.cpu_share = t.cpu_share;
+    emit(ctx, &r);
+}
+
 static NevoStatus algo_for(const char *config, const char *mode, int steps, NevoConfig *cfg, NevoEnv **env,
                            NevoPolicy **p, NevoPool **pool, NevoNoise **noise, NevoAlgo **algo, int threads,
                            NevoError *err) {
@@ -236,17 +249,9 @@ NevoStatus nevo_bench_actor(const NevoBenchOptions *o, NevoBenchEmit emit, void 
             L.rew[k] = nevo_rng_uniform(&rng) < 0.05 ? 1.0f : 0.0f;
             L.disc[k] = 0.99f;
         }
-        if (st == NEVO_OK) {
-            NevoBenchTiming t = nevo_bench_measure(o, learn_work, &L, 1);
-            NevoBenchResult r;
-            nevo_bench_result_init(&r, "actor", "ksamples/s");
-            snprintf(r.name, sizeof r.name, "vtrace learner, 1 thread, batch 32 x 20, MinAtar net (forward, V-trace, "
-                     "backward, Adam)");
-            r.value = t.best / 1e3;
-            r.median = t.median / 1e3;
-            r.cpu_share = t.cpu_share;
-            emit(ctx, &r);
-        }
+        if (st == NEVO_OK)
+            learner_row(o, learn_work, &L, "vtrace learner, 1 thread, batch 32 x 20, MinAtar net (forward, V-trace, "
+                        "backward, Adam)", emit, ctx);
         nevo_vtrace_work_free(L.w);
         nevo_optim_free(L.opt);
         void *f[] = {L.theta, L.grad, L.g, L.obs, L.act, L.mu, L.rew, L.disc};
@@ -294,17 +299,9 @@ NevoStatus nevo_bench_actor(const NevoBenchOptions *o, NevoBenchEmit emit, void 
                 }
             }
         }
-        if (st == NEVO_OK) {
-            NevoBenchTiming t = nevo_bench_measure(o, r2_learn_work, &L, 1);
-            NevoBenchResult r;
-            nevo_bench_result_init(&r, "actor", "ksamples/s");
-            snprintf(r.name, sizeof r.name, "r2d2 learner, 1 thread, batch 32 x (10 + 20), MinAtar net + LSTM 128 "
-                     "(burn-in, both networks, double-Q targets, backward, Adam)");
-            r.value = t.best / 1e3;
-            r.median = t.median / 1e3;
-            r.cpu_share = t.cpu_share;
-            emit(ctx, &r);
-        }
+        if (st == NEVO_OK)
+            learner_row(o, r2_learn_work, &L, "r2d2 learner, 1 thread, batch 32 x (10 + 20), MinAtar net + LSTM 128 "
+                        "(burn-in, both networks, double-Q targets, backward, Adam)", emit, ctx);
         if (L.w) nevo_r2d2_work_free(L.w);
         nevo_optim_free(L.opt);
         void *f[] = {L.theta, L.target, L.grad, L.g, L.obs, L.reset, L.state0, L.act, L.rew, L.disc, L.weight, L.prio};

@@ -1,0 +1,52 @@
+#!/bin/bash
+# MinAtar at equal wall time (issue 31; docs/RESULTS.md): configs/minatar_<game>_<algo>_1h.json
+# (max_wall_s 3600: one hour) for the five games and the given seeds (default 1 2 3),
+# one run after another on both cores (--threads 2), into
+# runs/minatar_1h/<game>_<algo>_s<seed>; finished runs are skipped and interrupted ones
+# resumed (a run's wall_s sums its parts, so the hour holds across a resume). Prints the
+# table of final evaluations (100 fresh episodes, sticky actions on) beside the MinAtar
+# paper's DQN and AC(lambda) at 5M frames, and draws each game's curves against wall
+# time (the elite's validation return, a moving average of 10 generations, mean and
+# band over the seeds) with those levels into docs/img/minatar_1h_<game>.png.
+#
+#   scripts/minatar_1h_results.sh [ALGO [SEED ...]]   (ALGO: ga; GAMES="breakout ..." limits the games)
+set -eu
+cd "$(dirname "$0")/.."
+nevo=${NEVO:-build/nevo}
+[ -x "$nevo" ] || make -s
+algo=${1:-ga}
+shift || true
+seeds=${*:-1 2 3}
+games=${GAMES:-breakout asterix freeway space_invaders seaquest}
+declare -A DQN=([asterix]=17 [breakout]=10 [freeway]=50 [seaquest]=20 [space_invaders]=43)
+declare -A AC=([asterix]=19 [breakout]=17.5 [freeway]=47.5 [seaquest]=15.5 [space_invaders]=185)
+mkdir -p runs/minatar_1h
+for g in $games; do for seed in $seeds; do
+    d=runs/minatar_1h/${g}_${algo}_s$seed
+    [ -f "$d/summary.json" ] && continue
+    if [ -f "$d/checkpoint.bin" ]; then "$nevo" train --resume "$d" --threads 2 --quiet >"$d.log" 2>&1
+    else "$nevo" train "configs/minatar_${g}_${algo}_1h.json" seed="$seed" --threads 2 --out "$d" --quiet >"$d.log" 2>&1; fi
+done; done
+
+field() { grep -o "\"$1\": [-0-9.e+]*" "$2" | head -1 | awk '{print $2}'; }
+echo "| game | DQN at 5M | AC(lambda) at 5M | $algo, 1 h, mean of seeds | seeds | frames per run | wall s per run |"
+echo "|---|---|---|---|---|---|---|"
+for g in $games; do
+    rets="" runs=() sum=0 n=0 frames="" walls=""
+    for seed in $seeds; do
+        s=runs/minatar_1h/${g}_${algo}_s$seed/summary.json
+        [ -f "$s" ] || continue
+        r=$(field eval_return_mean "$s")
+        rets="$rets${rets:+ / }$r"
+        sum=$(awk -v a="$sum" -v b="$r" 'BEGIN { print a + b }')
+        n=$((n + 1))
+        frames="$frames${frames:+, }$(awk -v f="$(field frames "$s")" 'BEGIN { printf "%.0fM", f / 1e6 }')"
+        walls="$walls${walls:+, }$(awk -v w="$(field wall_s "$s")" 'BEGIN { printf "%.0f", w }')"
+        runs+=("runs/minatar_1h/${g}_${algo}_s$seed=$algo")
+    done
+    [ "$n" -gt 0 ] || continue
+    echo "| $g | ${DQN[$g]} | ${AC[$g]} | $(awk -v a="$sum" -v n="$n" 'BEGIN { printf "%.2f", a / n }') | $rets | $frames | $walls |"
+    "$nevo" plot curves "${runs[@]}" --x wall_s --y elite_validation_mean --smooth 10 \
+        --ref "DQN at 5M=${DQN[$g]}" --ref "AC(0.8) at 5M=${AC[$g]}" \
+        --title "$algo on MinAtar $g, one hour on 2 cores ($n seeds)" --out "docs/img/minatar_1h_$g.png" >/dev/null
+done
