@@ -36,7 +36,7 @@ for g in $games; do
     for seed in $seeds; do
         s=runs/minatar_1h/${g}_${algo}_s$seed/summary.json
         [ -f "$s" ] || continue
-        r=$(field eval_return_mean "$s")
+        r=$(awk -v r="$(field eval_return_mean "$s")" 'BEGIN { printf "%.2f", r }')
         rets="$rets${rets:+ / }$r"
         sum=$(awk -v a="$sum" -v b="$r" 'BEGIN { print a + b }')
         n=$((n + 1))
@@ -48,5 +48,5 @@ for g in $games; do
     echo "| $g | ${DQN[$g]} | ${AC[$g]} | $(awk -v a="$sum" -v n="$n" 'BEGIN { printf "%.2f", a / n }') | $rets | $frames | $walls |"
     "$nevo" plot curves "${runs[@]}" --x wall_s --y elite_validation_mean --smooth 10 \
         --ref "DQN at 5M=${DQN[$g]}" --ref "AC(0.8) at 5M=${AC[$g]}" \
-        --title "$algo on MinAtar $g, one hour on 2 cores ($n seeds)" --out "docs/img/minatar_1h_$g.png" >/dev/null
+        --title "$algo on MinAtar $g, one hour on 2 cores ($n seed$([ "$n" = 1 ] || echo s))" --out "docs/img/minatar_1h_$g.png" >/dev/null
 done
