@@ -181,8 +181,8 @@ endif
 # The Python package's compiled step (python/nevo/_fast.c) for the build tree, next to
 # the library: BUILD/python/nevo/_fast<EXT_SUFFIX>, where the package looks when it loads
 # this libnevo.so (pip install builds its own copy). Built by setup.py for the first of
-# python3, /usr/bin/python3 with numpy (as the tests choose), with Python's own flags in
-# every build: an uninstrumented python3 loads it.
+# python3, /usr/bin/python3 with numpy and setuptools (the tests choose among the same
+# two), with Python's own flags in every build: an uninstrumented python3 loads it.
 $(PY_FAST): python/nevo/_fast.c python/setup.py | $(DEPS_STAMP)
 	@py=$$(for p in python3 /usr/bin/python3; do $$p -c 'import numpy, setuptools' 2>/dev/null && { echo $$p; break; }; done); \
 	  [ -n "$$py" ] || { echo "nevo: no python3 with numpy and setuptools for python/nevo/_fast.c" >&2; exit 1; }; \
