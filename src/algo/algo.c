@@ -142,6 +142,11 @@ double nevo_algo_lr_scale(const NevoAlgo *a, double frames_per_generation) {
     return done < 1.0 ? 1.0 - done : 0.0;
 }
 
+double nevo_algo_sigma(double sigma, double decay, double floor, uint32_t gen) {
+    double s = decay == 1.0 ? sigma : sigma * pow(decay, (double)gen);
+    return s > floor ? s : floor;
+}
+
 int nevo_algo_obs_norm(const NevoConfig *cfg) {
     const Entry *e = find(cfg->algo);
     /* a dataset's inputs are fixed pixel values, scaled to [0, 1] already */

@@ -55,6 +55,11 @@ struct NevoAlgo {
  * generations), never below 0. */
 double nevo_algo_lr_scale(const NevoAlgo *a, double frames_per_generation);
 
+/* ga.sigma_decay's and es.sigma_decay's schedule: generation gen's noise std,
+ * max(floor, sigma decay^gen) (sigma itself while decay is 1), a function of the
+ * generation alone, so a resumed run recomputes it. */
+double nevo_algo_sigma(double sigma, double decay, double floor, uint32_t gen);
+
 /* Each registry entry's constructor fills a struct beginning with a copy of `base`
  * (which nevo_algo_new prepares) and sets its ops; variant is the entry's. */
 NevoStatus nevo_ga_new(const NevoAlgo *base, int variant, NevoAlgo **out, NevoError *err);

@@ -105,12 +105,9 @@ static int pick_agent(ES *es, uint32_t gen) {
     return es->M - 1;
 }
 
-/* generation gen's perturbation std: max(sigma_min, sigma sigma_decay^gen), a function of
- * the generation alone (a resumed run recomputes it) */
+/* generation gen's perturbation std (the schedule's) */
 static double es_sigma(const NevoConfig *cfg, uint32_t gen) {
-    if (cfg->es.sigma_decay == 1.0) return cfg->es.sigma;
-    double s = cfg->es.sigma * pow(cfg->es.sigma_decay, (double)gen);
-    return s > cfg->es.sigma_min ? s : cfg->es.sigma_min;
+    return nevo_algo_sigma(cfg->es.sigma, cfg->es.sigma_decay, cfg->es.sigma_min, gen);
 }
 
 /* es->grad is an ascent direction: the optimiser descends along it times -scale

@@ -158,11 +158,9 @@ static float *states_of(const GA *ga, float *all, int b) {
 /* base b's episode starts in `all`, NULL for a feed-forward policy */
 static uint8_t *starts_of(const GA *ga, uint8_t *all, int b) { return all ? all + (size_t)b * ga->sm_cap : NULL; }
 
-/* generation gen's mutation power: max(sigma_min, sigma sigma_decay^gen), a function of
- * the generation alone (a resumed run recomputes it) */
+/* generation gen's mutation power (the schedule's, as the float a recipe carries) */
 static float ga_sigma(const NevoConfig *cfg, uint32_t gen) {
-    double s = cfg->ga.sigma_decay == 1.0 ? cfg->ga.sigma : cfg->ga.sigma * pow(cfg->ga.sigma_decay, (double)gen);
-    return (float)(s > cfg->ga.sigma_min ? s : cfg->ga.sigma_min);
+    return (float)nevo_algo_sigma(cfg->ga.sigma, cfg->ga.sigma_decay, cfg->ga.sigma_min, gen);
 }
 
 /* breed: each child's genome and recipe. */
