@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/run_core.h"
 #include "harness.h"
 #include "nevo/algo.h"
 #include "nevo/backend.h"
@@ -473,26 +474,11 @@ TEST(r2d2_crafted_state_is_refused_or_runs) {
     CHECK_MSG(loaded > 0 && refused > 0, "%d loaded, %d refused: the test exercised one side only", loaded, refused);
 }
 
-/* rl.validation_every: after each validated generation the run's policy is the
- * parameters of the best validation mean so far: evaluated again on the validation's
- * episodes (named as actor_envs.c names them), it scores that best mean, and a worse
- * validation leaves it unchanged. */
-/* A validation as the engine plays it (train.c's): the run's env, policy and pool. */
-typedef struct ValCtx {
-    const NevoEnv *env;
-    const NevoPolicy *p;
-    NevoPool *pool;
-} ValCtx;
-
-static NevoStatus validate(void *ctx, const float *theta, int episodes, uint64_t seed, double *mean,
-                           long long *frames, NevoError *err) {
-    const ValCtx *v = ctx;
-    NevoEvalSummary sum;
-    NevoStatus st = nevo_eval_params(v->env, v->p, theta, v->pool, episodes, seed, &sum, err);
-    *mean = sum.return_mean, *frames = sum.frames;
-    return st;
-}
-
+/* rl.validation_every: an algorithm made without a validator says so; made by the
+ * engine (nevo_run_core_build, which sets train.c's), after each validated generation
+ * the run's policy is the parameters of the best validation mean so far: evaluated
+ * again on the validation's episodes (named as actor_envs.c names them), it scores that
+ * best mean, and a worse validation leaves it unchanged. */
 TEST(r2d2_validation_keeps_the_best_greedy_policy) {
     static const char *const doc =
         "{\"env\": \"CartPole-v1\", \"algo\": \"r2d2\", \"seed\": 4, \"policy\": {\"hidden\": [16], \"lstm\": 8,"
@@ -502,19 +488,17 @@ TEST(r2d2_validation_keeps_the_best_greedy_policy) {
     Parts run;
     parts_new(&run, doc);
     NevoError err;
-    NevoConfig cfg = run.cfg;
-    NevoEnv *env = run.env;
-    NevoPolicy *p = run.p;
-    NevoPool *pool = run.pool;
-    NevoAlgo *algo = run.algo;
-    ValCtx vc = {env, p, pool};
     NevoGenStats gs0;
-    CHECK(nevo_algo_train(algo, &gs0, &err) == NEVO_ERR_INVALID); /* no validator: a message, not a crash */
+    CHECK(nevo_algo_train(run.algo, &gs0, &err) == NEVO_ERR_INVALID); /* no validator: a message, not a crash */
     CHECK_MSG(strstr(err.msg, "nevo_algo_set_validate") != NULL, "%s", err.msg);
-    nevo_algo_free(algo);
-    CHECK_MSG(nevo_algo_new(&cfg, env, p, run.noise, pool, &algo, &err) == NEVO_OK, "%s", err.msg);
-    run.algo = algo;
-    nevo_algo_set_validate(algo, validate, &vc);
+    NevoConfig cfg = run.cfg;
+    parts_free(&run);
+    NevoRunCore core;
+    CHECK_MSG(nevo_run_core_build(&cfg, 1, &core, &err) == NEVO_OK, "%s", err.msg);
+    NevoEnv *env = core.env;
+    NevoPolicy *p = core.policy;
+    NevoPool *pool = core.pool;
+    NevoAlgo *algo = core.algo;
     uint64_t vseed = nevo_rng_derive(cfg.seed, NEVO_RNG_ENV_SEED, 0, NEVO_STREAM_VALIDATION, 0);
     float *best = malloc(sizeof(float) * p->nparams), *prev = malloc(sizeof(float) * p->nparams);
     double top = -INFINITY;
@@ -541,7 +525,7 @@ TEST(r2d2_validation_keeps_the_best_greedy_policy) {
     CHECK_MSG(improved >= 2 && kept >= 1, "%d improvements, %d kept: the test exercised one side only", improved, kept);
     free(best);
     free(prev);
-    parts_free(&run);
+    nevo_run_core_free(&core);
 }
 
 /* The committed config learns CartPole: its first 40 of 200 generations (350k frames,
