@@ -11,8 +11,8 @@
 # batch and network on MinAtar Breakout play), and nevo / torch. Needs PyTorch (Debian:
 # apt-get install python3-torch).
 #
-#   /usr/bin/python3 scripts/r2d2_vs_pytorch.py [--steps N] [--no-nevo]
-import sys, time
+#   /usr/bin/python3 scripts/r2d2_vs_pytorch.py [--steps N] [--no-nevo]   (beside vtrace_vs_pytorch.py, which it imports)
+import sys
 
 try:
     import torch
@@ -20,6 +20,7 @@ try:
 except ImportError as e:
     sys.stderr.write("r2d2_vs_pytorch: %s; install Debian's python3-torch and run with /usr/bin/python3\n" % e)
     sys.exit(2)
+from vtrace_vs_pytorch import compare, samples_per_s  # the timing, command line and nevo side, shared
 
 B, BURN, T, N_STEP, GAMMA, EPS = 32, 10, 20, 5, 0.99, 1e-3
 M = BURN + T
@@ -104,14 +105,8 @@ def torch_rate(steps):
         torch.nn.utils.clip_grad_norm_(net.parameters(), 40.0)
         opt.step()
 
-    for _ in range(3):
-        step()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    return steps * T * B / (time.perf_counter() - t0)
+    return samples_per_s(step, 3, steps, T * B)
 
 
 if __name__ == "__main__":
-    from vtrace_vs_pytorch import compare  # the command line and the nevo side, shared
     compare(torch_rate, "r2d2 learner", "r2d2_vs_pytorch", 20)

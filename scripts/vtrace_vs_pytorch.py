@@ -79,12 +79,17 @@ def torch_rate(steps):
         torch.nn.utils.clip_grad_norm_(net.parameters(), 40.0)
         opt.step()
 
-    for _ in range(5):
+    return samples_per_s(step, 5, steps, T * B)
+
+
+def samples_per_s(step, warmup, steps, samples):
+    """step() timed over `steps` calls after `warmup` untimed ones: samples per second."""
+    for _ in range(warmup):
         step()
     t0 = time.perf_counter()
     for _ in range(steps):
         step()
-    return steps * T * B / (time.perf_counter() - t0)
+    return steps * samples / (time.perf_counter() - t0)
 
 
 def nevo_rate(row, script):

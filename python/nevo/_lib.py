@@ -119,7 +119,6 @@ nevo_vec_env_spec = _fn("nevo_vec_env_spec", POINTER(NevoEnvSpec), c_void_p)
 nevo_vec_env_episode_seed = _fn("nevo_vec_env_episode_seed", c_uint64, c_uint64, c_int, c_int)
 nevo_vec_env_reset = _fn("nevo_vec_env_reset", None, c_void_p, c_uint64, _P)
 nevo_vec_env_reset_masked = _fn("nevo_vec_env_reset_masked", None, c_void_p, c_uint64, _P, _P)
-nevo_vec_env_step = _fn("nevo_vec_env_step", c_int, c_void_p, _P, _P, _P, _P, _P, _P, _P, _E)
 # VecEnv.step calls nevo_vec_env_step from the compiled stepper (nevo/_fast.c) at this address
 vec_step_addr = ctypes.cast(lib.nevo_vec_env_step, c_void_p).value
 nevo_vec_env_episode = _fn("nevo_vec_env_episode", c_int, c_void_p, c_int)

@@ -6,7 +6,6 @@
 #include <string.h>
 #include <time.h>
 
-
 #include "nevo/rng.h"
 
 void *nevo_actor_env(const NevoActorEnvs *s, int e) { return s->insts + (size_t)e * s->isz; }
