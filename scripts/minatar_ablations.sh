@@ -3,7 +3,8 @@
 # one-hour config of a game, configs/minatar_<game>_ga_1h.json, with one setting changed
 # at a time, each for the same number of frames (FRAMES, default 30M: about 4.5 minutes
 # on one core) and the given seeds (default 1 2 3), JOBS runs at once on one thread each
-# (default 2), into runs/ablations/<game>/<setting>_s<seed>. Finished runs are skipped.
+# (default 2), into runs/ablations/<game>/<setting>_s<seed>. Finished runs are skipped and
+# interrupted ones resumed (bit-identically: the budget is frames, not wall time).
 # Prints each setting's final evaluation (100 fresh episodes, sticky actions on): every
 # seed, their mean and standard deviation, and the mean wall time of a run.
 #
@@ -42,9 +43,12 @@ mkdir -p "$root"
 for s in $settings; do for seed in $seeds; do
     d=$root/${s}_s$seed
     [ -f "$d/summary.json" ] && continue
+    if [ -f "$d/checkpoint.bin" ]; then echo "$d --resume"; continue; fi
     rm -rf "$d"
     echo "$d configs/minatar_${game}_ga_1h.json seed=$seed max_frames=$frames max_wall_s=0${SET[$s]:+ ${SET[$s]}}"
-done; done | xargs -r -P "$jobs" -L 1 sh -c 'd=$1; c=$2; shift 2; nice "$0" train "$c" "$@" --threads 1 --out "$d" --quiet >"$d.log" 2>&1 || echo "minatar_ablations: $d failed, see $d.log" >&2' "$nevo"
+done; done | xargs -r -P "$jobs" -L 1 sh -c 'd=$1; c=$2; shift 2
+    if [ "$c" = --resume ]; then set -- --resume "$d"; else set -- "$c" "$@" --out "$d"; fi
+    nice "$0" train "$@" --threads 1 --quiet >>"$d.log" 2>&1 || echo "minatar_ablations: $d failed, see $d.log" >&2' "$nevo"
 
 field() { grep -o "\"$1\": [-0-9.e+]*" "$2" | head -1 | awk '{print $2}'; }
 echo "| setting ($game, $((frames / 1000000))M frames) | changed | per seed | mean | sd | wall s |"
