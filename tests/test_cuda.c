@@ -42,11 +42,11 @@ static NevoPolicy *shape_policy(int shape, NevoEnv **env_out) {
         c.n_hidden = 2, c.hidden[0] = 70, c.hidden[1] = 150; /* widths off the kernels' tiles */
         strcpy(c.activation, "tanh");
         norm = 1;
-    } else { /* conv 4x4 stride 2 then 3x3, tanh */
+    } else { /* conv 4x4 stride 2 then 2x2 with filters off the groups of 4, tanh */
         env_name = "minatar/space_invaders";
         c.n_conv = c.n_conv_kernels = c.n_conv_strides = 2;
         c.conv_filters[0] = 8, c.conv_kernels[0] = 4, c.conv_strides[0] = 2;
-        c.conv_filters[1] = 20, c.conv_kernels[1] = 2, c.conv_strides[1] = 1;
+        c.conv_filters[1] = 18, c.conv_kernels[1] = 2, c.conv_strides[1] = 1;
         c.n_hidden = 1, c.hidden[0] = 33;
         strcpy(c.activation, "tanh");
     }
@@ -107,7 +107,7 @@ static void make_which(int n, int nets, uint64_t seed, int *which) {
  * CPU: each grid block by block, each phase by every thread of the block before the
  * next phase. */
 static void emulate_forward(const NevoPolicy *p, const float *params, size_t stride, const int *which,
-                            const float *obs, int n, float *out) {
+                            const float *obs, int n, float *out, size_t conv_smem_max) {
     int width = p->max_width > p->obs_dim ? p->max_width : p->obs_dim;
     float *A = nevo_alloc(sizeof(float) * (size_t)n * (size_t)width);
     float *B = nevo_alloc(sizeof(float) * (size_t)n * (size_t)width);
@@ -132,11 +132,21 @@ static void emulate_forward(const NevoPolicy *p, const float *params, size_t str
         int ys = last ? p->n_out : width;
         if (L->kind == NEVO_LAYER_CONV) {
             NevoKConv a = {params, stride, which, X, xs, L->in_w, L->in_c, L->out_h, L->out_w, L->out_c,
-                           L->kernel, L->stride, L->w_off, L->b_off, (int)L->act, Y, ys};
-            int ob = (L->out_dim + NEVO_KC_THREADS - 1) / NEVO_KC_THREADS;
-            for (int row = 0; row < n; row++)
-                for (int b = 0; b < ob; b++)
-                    for (int t = 0; t < NEVO_KC_THREADS; t++) nevo_kc_out(a, row, b, t);
+                           L->kernel, L->stride, L->w_off, L->b_off, (int)L->act, Y, ys, L->in_h};
+            if (nevo_kc_smem_bytes(a) <= conv_smem_max) { /* the block-per-row kernel */
+                float *sm = nevo_alloc_aligned(nevo_kc_smem_bytes(a));
+                for (int row = 0; row < n; row++) {
+                    memset(sm, 0xff, nevo_kc_smem_bytes(a));
+                    for (int t = 0; t < NEVO_KC_THREADS; t++) nevo_kc_load(a, row, t, sm);
+                    for (int t = 0; t < NEVO_KC_THREADS; t++) nevo_kc_items(a, row, t, sm);
+                }
+                free(sm);
+            } else {
+                int ob = (L->out_dim + NEVO_KC_THREADS - 1) / NEVO_KC_THREADS;
+                for (int row = 0; row < n; row++)
+                    for (int b = 0; b < ob; b++)
+                        for (int t = 0; t < NEVO_KC_THREADS; t++) nevo_kc_out(a, row, b, t);
+            }
         } else {
             NevoKDense a = {params, stride, which, runs, X, xs, L->in_dim, L->out_dim,
                             L->w_off, L->b_off, (int)L->act, 0, Y, ys};
@@ -181,11 +191,15 @@ TEST(cuda_kernel_bodies_forward_match_cpu) {
         float *got = nevo_alloc(sizeof(float) * (size_t)n * (size_t)p->n_out);
         float *scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(p, n));
         nevo_policy_forward(p, params, stride, which, obs, n, want, scratch);
-        memset(got, 0xff, sizeof(float) * (size_t)n * (size_t)p->n_out); /* NaN: unwritten shows */
-        emulate_forward(p, params, stride, which, obs, n, got);
-        char what[64];
-        snprintf(what, sizeof what, "shape %d", shape);
-        check_same(want, got, (size_t)n * (size_t)p->n_out, what);
+        /* both conv kernels: the backend's choice (the 48 KB limit) and, with no shared
+         * memory allowed, the thread-per-output one */
+        for (int k = 0; k < 2; k++) {
+            memset(got, 0xff, sizeof(float) * (size_t)n * (size_t)p->n_out); /* NaN: unwritten shows */
+            emulate_forward(p, params, stride, which, obs, n, got, k ? 0 : NEVO_KC_SMEM_MAX);
+            char what[64];
+            snprintf(what, sizeof what, "shape %d, %s conv", shape, k ? "thread-per-output" : "block-per-row");
+            check_same(want, got, (size_t)n * (size_t)p->n_out, what);
+        }
         free(params), free(obs), free(which), free(want), free(got), free(scratch);
         nevo_policy_free(p);
         nevo_env_free(env);

@@ -8,6 +8,7 @@
 #      the start) with the GPU and all cores against all cores alone, same config and
 #      seed: frames/s, and whether the two runs' metrics are the same bits;
 #   4. compute-sanitizer's memcheck over the forward's parity test;
+#   5. SEED RL's V-trace on MinAtar Breakout with its acting forward on cpu and cuda;
 # and between 2 and 3 the kernel variants of dev/cuda/variants.cu, checked against the
 # kernels in use and timed beside them.
 # Results go to $OUT (default dev/cuda/out). Binaries come from BIN (default build-cuda;
@@ -23,6 +24,7 @@ mkdir -p "$OUT"
 log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
 THREADS=$(nproc)
 GENS=${GENS:-12}
+SWEEP=${SWEEP:-1} # 0: no sweep of the cuda backend's slots and forward threads
 
 log "device"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit --format=csv 2>&1 | tee -a "$OUT/summary.txt"
@@ -82,7 +84,13 @@ for spec in "breakout 8192 $GENS" "freeway 4096 3"; do
         log "   metrics DIFFER between cpu and cuda"
     fi
 done
-for v in "128 4" "512 4" "256 8" "256 2"; do
+log "5. V-trace on minatar/breakout, acting forward on cpu and cuda, $THREADS threads"
+BIN=$BIN bash dev/cuda/vtrace_run.sh 2>&1 | tee -a "$OUT/summary.txt"
+
+log "4. compute-sanitizer memcheck, forward parity"
+timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/nevo_tests" cuda_forward > "$OUT/memcheck.txt" 2>&1
+echo "memcheck exit $?: $(grep -c 'Invalid\|ERROR SUMMARY' "$OUT/memcheck.txt") lines; $(grep 'ERROR SUMMARY' "$OUT/memcheck.txt")" | tee -a "$OUT/summary.txt"
+[ "$SWEEP" = 0 ] || for v in "128 4" "512 4" "256 8" "256 2"; do
     set -- $v
     d="$RUNS/ga_freeway_s$1_f$2"
     rm -rf "$d"
@@ -93,10 +101,7 @@ for v in "128 4" "512 4" "256 8" "256 2"; do
 done
 
 log "SASS of the dense kernel: 16-byte loads, FMAs, local memory"
-cuobjdump -sass "$BIN/nevo" 2>/dev/null | awk '/Function : _Z7k_dense/{p=1} /Function : _Z6k_conv/{p=0} p' > "$RUNS/dense.sass"
+cuobjdump -sass "$BIN/nevo" 2>/dev/null | awk '/Function : /{p=0} /Function : _Z7k_dense/{p=1} p' > "$RUNS/dense.sass"
 echo "LDG.E.128 $(grep -c 'LDG.E.128' "$RUNS/dense.sass"), FFMA $(grep -c FFMA "$RUNS/dense.sass"), LDS $(grep -c 'LDS' "$RUNS/dense.sass"), LDL/STL $(grep -c 'LDL\|STL' "$RUNS/dense.sass")" | tee -a "$OUT/summary.txt"
 
-log "4. compute-sanitizer memcheck, forward parity"
-timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/nevo_tests" cuda_forward > "$OUT/memcheck.txt" 2>&1
-echo "memcheck exit $?: $(grep -c 'Invalid\|ERROR SUMMARY' "$OUT/memcheck.txt") lines; $(grep 'ERROR SUMMARY' "$OUT/memcheck.txt")" | tee -a "$OUT/summary.txt"
 log "done"

@@ -11,9 +11,11 @@
  *   dense v3   the same sums, the weights staged through shared memory by cp.async, two
  *              tiles of 32 inputs in flight per warp (16 KB each), so the loads of the next
  *              tile overlap the FMAs of this one
- *   conv v1    the kernel in use: a thread per output, inputs and weights from L1
- *   conv v2    a block per row with its image and the layer's weights in shared memory,
- *              a thread per pixel and 4 filters (one 16-byte shared read feeds 4 FMAs) */
+ *   conv v1    a thread per output, inputs and weights from L1 (the backend's fallback
+ *              for a layer too large for a block's shared memory)
+ *   conv v2    the kernel in use: a block per row with its image and the layer's weights
+ *              in shared memory, a thread per pixel and 4 filters (one 16-byte shared read
+ *              feeds 4 FMAs) */
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -106,39 +108,12 @@ __global__ void __launch_bounds__(NEVO_KC_THREADS) conv_v1(NevoKConv a) {
     nevo_kc_out(a, blockIdx.x, blockIdx.y, threadIdx.x);
 }
 
-/* a block per row: the image (in_h in_w in_c) and the weights and biases in shared
- * memory (dynamic: img_floats + w_floats + out_c), a thread per (pixel, 4 filters) */
-__global__ void __launch_bounds__(128) conv_v2(NevoKConv a, int in_h, int img_floats, int w_floats) {
+/* the kernel in use (backend_cuda.cu: k_conv_rows) */
+__global__ void __launch_bounds__(NEVO_KC_THREADS) conv_v2(NevoKConv a) {
     extern __shared__ __align__(16) float sm[];
-    float *img = sm, *Ws = sm + ((img_floats + 3) & ~3), *bs = Ws + w_floats;
-    int row = blockIdx.x, F = a.out_c, C = a.in_c, K = a.kernel;
-    const float *theta = a.params + (size_t)a.which[row] * a.stride;
-    for (int e = threadIdx.x; e < img_floats; e += blockDim.x) img[e] = a.X[(size_t)row * a.xs + e];
-    for (int e = threadIdx.x; e < w_floats; e += blockDim.x) Ws[e] = theta[a.w_off + e];
-    for (int e = threadIdx.x; e < F; e += blockDim.x) bs[e] = theta[a.b_off + e];
+    nevo_kc_load(a, blockIdx.x, threadIdx.x, sm);
     __syncthreads();
-    int quads = F / 4, items = a.out_h * a.out_w * quads;
-    (void)in_h;
-    for (int it = threadIdx.x; it < items; it += blockDim.x) {
-        int f0 = (it % quads) * 4, px = it / quads, ox = px % a.out_w, oy = px / a.out_w;
-        float acc[4] = {bs[f0], bs[f0 + 1], bs[f0 + 2], bs[f0 + 3]};
-        for (int ky = 0; ky < K; ky++)
-            for (int kx = 0; kx < K; kx++) {
-                const float *xp = img + ((oy * a.step + ky) * a.in_w + (ox * a.step + kx)) * C;
-                const float *wp = Ws + (ky * K + kx) * C * F + f0;
-                for (int c = 0; c < C; c++) {
-                    float xv = xp[c];
-                    if (xv == 0.0f) continue;
-                    float4 v = *(const float4 *)(wp + c * F);
-                    acc[0] = fmaf(xv, v.x, acc[0]);
-                    acc[1] = fmaf(xv, v.y, acc[1]);
-                    acc[2] = fmaf(xv, v.z, acc[2]);
-                    acc[3] = fmaf(xv, v.w, acc[3]);
-                }
-            }
-        float *y = a.Y + (size_t)row * a.ys + (size_t)px * F + f0;
-        for (int q = 0; q < 4; q++) y[q] = nevo_k_act(a.act, acc[q]);
-    }
+    nevo_kc_items(a, blockIdx.x, threadIdx.x, sm);
 }
 
 /* ---- harness -------------------------------------------------------------------------- */
@@ -195,7 +170,7 @@ static void launch_dense_v3(void *c) {
 
 typedef struct ConvCtx {
     NevoKConv a;
-    int n, in_h, img, wf;
+    int n;
 } ConvCtx;
 static void launch_conv_v1(void *c) {
     ConvCtx *d = (ConvCtx *)c;
@@ -204,8 +179,7 @@ static void launch_conv_v1(void *c) {
 }
 static void launch_conv_v2(void *c) {
     ConvCtx *d = (ConvCtx *)c;
-    size_t smem = sizeof(float) * (((d->img + 3) & ~3) + d->wf + d->a.out_c);
-    conv_v2<<<d->n, 128, smem>>>(d->a, d->in_h, d->img, d->wf);
+    conv_v2<<<d->n, NEVO_KC_THREADS, nevo_kc_smem_bytes(d->a)>>>(d->a);
 }
 
 /* 1 if the two device arrays hold the same bits */
@@ -256,8 +230,7 @@ int main(void) {
         printf("%-10s %4d %10.4f %12.2f %s\n", "dense v2", B, t2, n / t2 * 1e-3, "-");
         printf("%-10s %4d %10.4f %12.2f %s\n", "dense v3", B, t3, n / t3 * 1e-3, ok ? "same" : "DIFFER");
 
-        ConvCtx c = {{cparams, cstride, dwhich, dimg, H * Wd * C, Wd, C, OH, OW, F, K, 1, 0, cw, 1, y1, OH * OW * F},
-                     n, H, H * Wd * C, (int)cw};
+        ConvCtx c = {{cparams, cstride, dwhich, dimg, H * Wd * C, Wd, C, OH, OW, F, K, 1, 0, cw, 1, y1, OH * OW * F, H}, n};
         CK(cudaMemset(y1, 0xff, sizeof(float) * ny));
         CK(cudaMemset(y2, 0xff, sizeof(float) * ny));
         double c1 = time_ms(launch_conv_v1, &c);

@@ -39,8 +39,6 @@ struct NevoVTraceWork {
     int *net;
 };
 
-static const int zero_nets[16];
-
 /* Room for n trajectories of T steps. */
 static void learn_init(Learn *w, const NevoPolicy *p, int T, int n) {
     size_t R = (size_t)n * (size_t)(T + 1), O = (size_t)p->n_out, S = (size_t)n * (size_t)T, A = (size_t)p->n_act;
@@ -160,6 +158,9 @@ typedef struct VT {
     NevoBackend *backend;    /* where the acting forward runs (config key backend) */
     NevoRows *rows;          /* theta on it */
     NevoWorkspace **ws;      /* per worker */
+    int fwd_rows;            /* rows a forward call takes: 16 on the CPU (spread over the pool), all E on
+                                a device, whose cost is per call */
+    int *nets0;              /* (E) zeros: every row runs network 0 */
     int t;                   /* the rollout's step within the unroll */
     /* async mode */
     NevoSeed *seed;
@@ -169,12 +170,12 @@ typedef struct VT {
     NevoRLBest best;         /* rl.validation_every: the best validated parameters */
 } VT;
 
-/* the forward of rows [16 k, 16 k + 16) of step t's observations */
+/* the forward of rows [fwd_rows k, fwd_rows (k + 1)) of step t's observations */
 static void forward_item(void *ctx, int k, int worker) {
     VT *v = ctx;
-    int lo = 16 * k, n = v->E - lo < 16 ? v->E - lo : 16;
+    int lo = v->fwd_rows * k, n = v->E - lo < v->fwd_rows ? v->E - lo : v->fwd_rows;
     const float *x = v->obs + ((size_t)v->t * v->E + (size_t)lo) * v->D;
-    nevo_backend_forward(v->backend, v->base.policy, v->rows, zero_nets, x, n, NULL, v->out + (size_t)lo * v->O,
+    nevo_backend_forward(v->backend, v->base.policy, v->rows, v->nets0, x, n, NULL, v->out + (size_t)lo * v->O,
                          v->ws[worker]);
 }
 
@@ -272,7 +273,7 @@ static NevoStatus sync_step(VT *v, NevoError *err) {
     nevo_rows_free(v->rows); /* this update's parameters (on the CPU a view, no copy) */
     v->rows = nevo_rows_host(v->backend, v->theta, v->np, 1);
     for (v->t = 0; v->t < v->T; v->t++) {
-        nevo_pool_run(pool, (v->E + 15) / 16, forward_item, v);
+        nevo_pool_run(pool, (v->E + v->fwd_rows - 1) / v->fwd_rows, forward_item, v);
         nevo_pool_run(pool, v->E, step_item, v);
         for (int e = 0; e < v->E; e++) /* in env order: the generation's returns are ordered */
             if (v->done[e]) nevo_rl_gen_episode(&v->gen, v->done_ret[e]);
@@ -410,12 +411,14 @@ static void vt_free(NevoAlgo *a) {
         for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) free(q[i]);
         if (v->ws) nevo_workspace_free(v->ws[w]);
     }
-    void *p[] = {v->work, v->fgrad, v->sobs, v->sact, v->smu, v->srew, v->sdisc, v->ws, v->theta, v->grad, v->obs, v->rew, v->disc, v->mu, v->act,
-                 v->done_ret, v->done, v->out, v->gen.ret};
+    void *p[] = {v->work, v->fgrad, v->sobs, v->sact, v->smu, v->srew, v->sdisc, v->ws, v->theta, v->grad, v->rew, v->disc, v->mu, v->act,
+                 v->done_ret, v->done, v->nets0, v->gen.ret};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
     nevo_optim_free(v->opt);
     nevo_rl_best_free(&v->best);
     nevo_rows_free(v->rows);
+    if (v->obs) nevo_backend_host_free(v->backend, v->obs);
+    if (v->out) nevo_backend_host_free(v->backend, v->out);
     nevo_backend_free(v->backend);
     free(v);
 }
@@ -512,16 +515,20 @@ NevoStatus nevo_vtrace_new(const NevoAlgo *base, int variant, NevoAlgo **out, Ne
         return NEVO_OK;
     }
     size_t E = (size_t)v->E, T = (size_t)v->T, D = (size_t)v->D;
-    v->obs = nevo_alloc_aligned(sizeof(float) * (T + 1) * E * D);
+    /* the forward's inputs and outputs in the backend's host memory (pinned for a device) */
+    v->obs = nevo_backend_host_alloc(v->backend, sizeof(float) * (T + 1) * E * D);
+    memset(v->obs, 0, sizeof(float) * (T + 1) * E * D);
     v->rew = nevo_alloc(sizeof(float) * T * E);
     v->disc = nevo_alloc(sizeof(float) * T * E);
     v->mu = nevo_alloc(sizeof(float) * T * E);
     v->act = nevo_alloc(sizeof(int) * T * E);
     v->done_ret = nevo_alloc(sizeof(double) * E);
     v->done = nevo_alloc(sizeof(int) * E);
-    v->out = nevo_alloc_aligned(sizeof(float) * E * (size_t)v->O);
+    v->out = nevo_backend_host_alloc(v->backend, sizeof(float) * E * (size_t)v->O);
+    v->nets0 = nevo_alloc(sizeof(int) * E);
+    v->fwd_rows = strcmp(nevo_backend_name(v->backend), "cpu") == 0 ? 16 : v->E;
     v->ws = nevo_alloc(sizeof(NevoWorkspace *) * (size_t)v->workers);
-    for (int w = 0; w < v->workers; w++) v->ws[w] = nevo_workspace_new(v->backend, p, 16);
+    for (int w = 0; w < v->workers; w++) v->ws[w] = nevo_workspace_new(v->backend, p, v->fwd_rows);
     nevo_actor_envs_init(&v->envs, v->env, v->E, cfg->seed, v->obs);
     *out = &v->base;
     return NEVO_OK;

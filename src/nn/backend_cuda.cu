@@ -44,6 +44,13 @@ __global__ void __launch_bounds__(NEVO_KC_THREADS) k_conv(NevoKConv a) {
     nevo_kc_out(a, blockIdx.x, blockIdx.y, threadIdx.x);
 }
 
+__global__ void __launch_bounds__(NEVO_KC_THREADS) k_conv_rows(NevoKConv a) {
+    extern __shared__ __align__(16) float sm[];
+    nevo_kc_load(a, blockIdx.x, threadIdx.x, sm);
+    __syncthreads();
+    nevo_kc_items(a, blockIdx.x, threadIdx.x, sm);
+}
+
 __global__ void k_norm(const float *obs, const float *mean, const float *std, int n, int dim, float *x, int xs) {
     nevo_kn_elem(obs, mean, std, n, dim, x, xs, blockIdx.x, threadIdx.x);
 }
@@ -451,9 +458,14 @@ static void run_layers(Work *w, const NevoPolicy *p, const NevoRows *r, int n, i
         int ys = last ? p->n_out : w->width;
         if (L->kind == NEVO_LAYER_CONV) {
             NevoKConv a = {r->data, r->stride, w->d_idx, X, xs, L->in_w, L->in_c, L->out_h, L->out_w, L->out_c,
-                           L->kernel, L->stride, L->w_off, L->b_off, (int)L->act, Y, ys};
-            unsigned ob = (unsigned)((L->out_dim + NEVO_KC_THREADS - 1) / NEVO_KC_THREADS);
-            k_conv<<<dim3((unsigned)n, ob), NEVO_KC_THREADS, 0, s>>>(a);
+                           L->kernel, L->stride, L->w_off, L->b_off, (int)L->act, Y, ys, L->in_h};
+            size_t smem = nevo_kc_smem_bytes(a);
+            if (smem <= NEVO_KC_SMEM_MAX) {
+                k_conv_rows<<<(unsigned)n, NEVO_KC_THREADS, smem, s>>>(a);
+            } else {
+                unsigned ob = (unsigned)((L->out_dim + NEVO_KC_THREADS - 1) / NEVO_KC_THREADS);
+                k_conv<<<dim3((unsigned)n, ob), NEVO_KC_THREADS, 0, s>>>(a);
+            }
         } else {
             NEVO_ASSERT(L->kind == NEVO_LAYER_DENSE);
             int vec = L->out_dim % 4 == 0 && L->w_off % 4 == 0 && r->stride % 4 == 0 && (uintptr_t)r->data % 16 == 0;

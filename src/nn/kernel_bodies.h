@@ -213,9 +213,16 @@ static __device__ __forceinline__ void nevo_kd_block(NevoKDense a) {
 #endif
 
 /* ---- convolution: one "valid" conv layer, HWC ---------------------------------------
- * Grid (n, ceil(out_h out_w out_c / NEVO_KC_THREADS)); block NEVO_KC_THREADS threads, one
- * output (oy, ox, f) each, its window summed in (ky, kx, c) order. */
+ * Every output (oy, ox, f) sums its window in (ky, kx, c) order. Two kernels:
+ *   block per row (in use): grid n, block NEVO_KC_THREADS; phase 1 (nevo_kc_load) copies
+ *     the row's image and the layer's weights and biases to shared memory, phase 2
+ *     (nevo_kc_items) gives a thread a (pixel, 4 filters) item, one 16-byte weight read
+ *     per 4 FMAs: 3-5x the other on an H100 (dev/cuda/NOTES.md);
+ *   thread per output (nevo_kc_out), for a layer whose image and weights pass the
+ *     48 KB of shared memory a block gets: grid (n, ceil(out_h out_w out_c /
+ *     NEVO_KC_THREADS)), inputs and weights from L1. */
 #define NEVO_KC_THREADS 128
+#define NEVO_KC_SMEM_MAX (48 * 1024)
 
 typedef struct NevoKConv {
     const float *params;
@@ -228,6 +235,7 @@ typedef struct NevoKConv {
     int act;
     float *Y;
     int ys;
+    int in_h;
 } NevoKConv;
 
 NEVO_HD void nevo_kc_out(NevoKConv a, int row, int oblock, int t) {
@@ -247,6 +255,68 @@ NEVO_HD void nevo_kc_out(NevoKConv a, int row, int oblock, int t) {
             }
         }
     a.Y[(size_t)row * a.ys + (size_t)o] = nevo_k_act(a.act, acc);
+}
+
+/* shared memory of the block-per-row kernel: the image (padded to 16 bytes, so the
+ * weights' 16-byte reads are aligned), W (k, k, in_c, out_c), b */
+NEVO_HD size_t nevo_kc_img_floats(NevoKConv a) {
+    return ((size_t)a.in_h * (size_t)a.in_w * (size_t)a.in_c + 3) & ~(size_t)3;
+}
+NEVO_HD size_t nevo_kc_w_floats(NevoKConv a) {
+    return (size_t)a.kernel * (size_t)a.kernel * (size_t)a.in_c * (size_t)a.out_c;
+}
+NEVO_HD size_t nevo_kc_smem_bytes(NevoKConv a) {
+    return sizeof(float) * (nevo_kc_img_floats(a) + nevo_kc_w_floats(a) + (size_t)a.out_c);
+}
+
+NEVO_HD void nevo_kc_load(NevoKConv a, int row, int t, float *sm) {
+    size_t img = (size_t)a.in_h * (size_t)a.in_w * (size_t)a.in_c, wf = nevo_kc_w_floats(a);
+    float *Ws = sm + nevo_kc_img_floats(a), *bs = Ws + wf;
+    const float *theta = a.params + (size_t)a.which[row] * a.stride, *x = a.X + (size_t)row * a.xs;
+    for (size_t e = (size_t)t; e < img; e += NEVO_KC_THREADS) sm[e] = x[e];
+    for (size_t e = (size_t)t; e < wf; e += NEVO_KC_THREADS) Ws[e] = theta[a.w_off + e];
+    for (int e = t; e < a.out_c; e += NEVO_KC_THREADS) bs[e] = theta[a.b_off + (size_t)e];
+}
+
+/* weights f0..f0+3 of one (ky, kx, c): one 16-byte read where out_c is a multiple of 4
+ * (vec), else the nf < 4 that exist and zeros */
+NEVO_HD void nevo_kc_w4(const float *w, int nf, int vec, float *v) {
+#ifdef __CUDA_ARCH__
+    if (vec) {
+        float4 q = *(const float4 *)w;
+        v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+        return;
+    }
+#else
+    (void)vec;
+#endif
+    NEVO_UNROLL for (int q = 0; q < 4; q++) v[q] = q < nf ? w[q] : 0.0f;
+}
+
+NEVO_HD void nevo_kc_items(NevoKConv a, int row, int t, const float *sm) {
+    int F = a.out_c, C = a.in_c, K = a.kernel, quads = (F + 3) / 4, items = a.out_h * a.out_w * quads;
+    int vec = (F & 3) == 0;
+    const float *Ws = sm + nevo_kc_img_floats(a), *bs = Ws + nevo_kc_w_floats(a);
+    for (int it = t; it < items; it += NEVO_KC_THREADS) {
+        int f0 = (it % quads) * 4, px = it / quads, ox = px % a.out_w, oy = px / a.out_w;
+        int nf = F - f0 < 4 ? F - f0 : 4;
+        float acc[4], w[4];
+        NEVO_UNROLL for (int q = 0; q < 4; q++) acc[q] = q < nf ? bs[f0 + q] : 0.0f;
+        for (int ky = 0; ky < K; ky++)
+            for (int kx = 0; kx < K; kx++) {
+                const float *xp = sm + ((oy * a.step + ky) * a.in_w + (ox * a.step + kx)) * C;
+                const float *wp = Ws + (size_t)(ky * K + kx) * (size_t)C * (size_t)F + (size_t)f0;
+                for (int c = 0; c < C; c++) {
+                    float xv = xp[c];
+                    if (xv == 0.0f) continue;
+                    nevo_kc_w4(wp + (size_t)c * (size_t)F, nf, vec, w);
+                    NEVO_UNROLL for (int q = 0; q < 4; q++) acc[q] = fmaf(xv, w[q], acc[q]);
+                }
+            }
+        float *y = a.Y + (size_t)row * a.ys + (size_t)px * (size_t)F + (size_t)f0;
+        NEVO_UNROLL for (int q = 0; q < 4; q++)
+            if (q < nf) y[q] = nevo_k_act(a.act, acc[q]);
+    }
 }
 
 /* ---- observation normalisation: clip((x - mean) / std, +-5), as the policy does ------
