@@ -340,6 +340,60 @@ TEST(cuda_forward_matches_cpu_backend) {
     nevo_backend_free(gpu);
 }
 
+/* nevo_rows_write on each backend there is: new parameters into the same rows, in place,
+ * seen by the next forward (on the CPU both a view, which is its host memory, and rows
+ * of its own; on a GPU, copies). */
+TEST(backend_rows_write_in_place) {
+    NevoEnv *env;
+    NevoPolicy *p = shape_policy(NET_MINATAR, &env);
+    int nets = 3, n = 40;
+    size_t stride = (p->nparams + 15) & ~(size_t)15, no = (size_t)n * (size_t)p->n_out;
+    float *a = random_params(p, nets, stride, 91), *b = random_params(p, nets, stride, 92);
+    float *host = nevo_alloc(sizeof(float) * stride * (size_t)nets);
+    float *mixed = nevo_alloc(sizeof(float) * stride * (size_t)nets), *back = nevo_alloc(sizeof(float) * stride);
+    memcpy(mixed, a, sizeof(float) * stride);
+    memcpy(mixed + stride, b + stride, sizeof(float) * stride * (size_t)(nets - 1));
+    float *obs = random_obs(p, n, 93), *want = nevo_alloc(sizeof(float) * no), *got = nevo_alloc(sizeof(float) * no);
+    int *which = nevo_alloc(sizeof(int) * (size_t)n);
+    make_which(n, nets, 94, which);
+    float *scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(p, n));
+    for (int k = 0; k < 2; k++) {
+        NevoBackend *be = NULL;
+        NevoError err = {0};
+        if (k == 0) CHECK(nevo_backend_new("cpu", &be, &err) == NEVO_OK);
+        if (k == 1 && !(be = cuda_or_skip())) break;
+        NevoWorkspace *w = nevo_workspace_new(be, p, n);
+        /* rows from host memory, the memory rewritten, then written to the rows */
+        memcpy(host, a, sizeof(float) * stride * (size_t)nets);
+        NevoRows *r = nevo_rows_host(be, host, stride, nets);
+        memcpy(host, b, sizeof(float) * stride * (size_t)nets);
+        nevo_rows_write(r, 0, nets, stride, host);
+        nevo_policy_forward(p, b, stride, which, obs, n, want, scratch);
+        memset(got, 0xff, sizeof(float) * no);
+        nevo_backend_forward(be, p, r, which, obs, n, NULL, got, w);
+        check_same(want, got, no, k ? "cuda, rows from host memory" : "cpu, a view");
+        nevo_rows_free(r);
+        /* rows of the backend's own: all of them, then rows 1 .. nets - 1 again */
+        r = nevo_rows_new(be, stride, nets);
+        nevo_rows_write(r, 0, nets, stride, a);
+        nevo_rows_write(r, 1, nets - 1, stride, b + stride);
+        for (int i = 0; i < nets; i++) {
+            nevo_rows_read(r, i, 1, stride, back);
+            CHECK(memcmp(back, mixed + (size_t)i * stride, sizeof(float) * stride) == 0);
+        }
+        nevo_policy_forward(p, mixed, stride, which, obs, n, want, scratch);
+        memset(got, 0xff, sizeof(float) * no);
+        nevo_backend_forward(be, p, r, which, obs, n, NULL, got, w);
+        check_same(want, got, no, k ? "cuda, its own rows" : "cpu, its own rows");
+        nevo_rows_free(r);
+        nevo_workspace_free(w);
+        nevo_backend_free(be);
+    }
+    free(a), free(b), free(host), free(mixed), free(back), free(obs), free(want), free(got), free(which), free(scratch);
+    nevo_policy_free(p);
+    nevo_env_free(env);
+}
+
 TEST(cuda_builds_match_cpu) {
     NevoBackend *gpu = cuda_or_skip();
     if (!gpu) return;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # V-trace on MinAtar Breakout with its acting forward on the cpu and the cuda backend,
-# 32 and 256 envs, sync (the same bits on both) and async, on all the machine's cores:
+# sync (the same bits on both) and async, on all the machine's cores:
 # step 5 of dev/cuda/device_run.sh, or alone: `dev/cuda/stage.sh` here, then
 # `BIN=.devrun bash dev/cuda/vtrace_run.sh` on the GPU machine.
 set -u
@@ -18,21 +18,23 @@ r=m[-1]["mean_fitness"]
 print(f"{f/t:.4g} frames/s over {len(m)-1} generations, return {r}")' "$1" 2>&1 | tail -1; }
 # a run's metrics but its timings (wall_s, frames_per_s, updates_per_s)
 vstrip() { sed -E 's/"(wall_s|frames_per_s|updates_per_s)": [0-9.e+-]*,//g' "$1"; }
-# the config's 32 envs, then 256 (an 8x larger acting batch); sync on a fixed frame
-# budget, async on a fixed wall budget
-for spec in "sync 32 max_frames=320000" "sync 256 max_frames=1280000" "async 32 max_wall_s=15" \
-            "async 256 max_wall_s=15 rl.queue=512"; do
+# the config's 32 envs, then 256 (an 8x larger acting batch); then 32 with unrolls of 80,
+# a quarter of the updates a frame (does the cuda backend's cost go with the updates or
+# with the steps?); sync on a fixed frame budget, async on a fixed wall budget
+for spec in "sync 32 max_frames=320000" "sync 256 max_frames=1280000" "sync 32 max_frames=320000 rl.unroll=80" \
+            "async 32 max_wall_s=15" "async 256 max_wall_s=15 rl.queue=512"; do
     set -- $spec
+    key=$(echo "$spec" | tr ' =' '__')
     for be in cpu cuda; do
-        d=$RUNS/vt_$1_$2_$be
+        d=$RUNS/vt_${key}_$be
         timeout 60 "$BIN/nevo" train configs/minatar_breakout_vtrace.json rl.mode=$1 rl.envs=$2 $3 ${4:-} \
             eval_episodes=10 --backend $be --threads "$T" --out "$d" --quiet > "$d.log" 2>&1
-        echo "vtrace $1 $2 envs $be: $(vrate "$d/metrics.jsonl")"
+        echo "vtrace $1, $2 envs${4:+, $4}, $be: $(vrate "$d/metrics.jsonl")"
     done
     [ "$1" = sync ] || continue
-    if cmp -s <(vstrip "$RUNS/vt_$1_$2_cpu/metrics.jsonl") <(vstrip "$RUNS/vt_$1_$2_cuda/metrics.jsonl"); then
-        echo "   sync, $2 envs: metrics (all but timings) identical on cpu and cuda"
+    if cmp -s <(vstrip "$RUNS/vt_${key}_cpu/metrics.jsonl") <(vstrip "$RUNS/vt_${key}_cuda/metrics.jsonl"); then
+        echo "   metrics (all but timings) identical on cpu and cuda"
     else
-        echo "   sync, $2 envs: metrics DIFFER between cpu and cuda"
+        echo "   metrics DIFFER between cpu and cuda"
     fi
 done

@@ -49,6 +49,12 @@ void nevo_rows_build_pair(NevoRows *r, int row_plus, int row_minus, const NevoTa
 /* The rows' floats copied to host memory (rows x row_floats, packed): for tests and
  * checks; waits for the builds and forwards issued before. */
 void nevo_rows_read(const NevoRows *r, int row0, int rows, size_t row_floats, float *host);
+/* Host floats (rows x row_floats, packed) into rows row0 .. row0 + rows - 1, in place:
+ * new parameters for the same rows without a new allocation (an actor-learner's each
+ * update). A view is its host memory already, so the only write it takes is from that
+ * memory, and there is nothing to copy. No build or forward of these rows may be in
+ * flight (a forward is done when nevo_backend_forward returns). */
+void nevo_rows_write(NevoRows *r, int row0, int rows, size_t row_floats, const float *host);
 
 NevoWorkspace *nevo_workspace_new(NevoBackend *b, const NevoPolicy *p, int max_rows);
 void nevo_workspace_free(NevoWorkspace *w);

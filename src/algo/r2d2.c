@@ -486,8 +486,11 @@ static NevoStatus update(R2 *v, NevoError *err) {
 /* One learner step: rl.period actor steps of every env, their sequences into replay,
  * one update once replay holds rl.replay_start. */
 static NevoStatus learner_step(R2 *v, NevoError *err) {
-    nevo_rows_free(v->rows); /* this step's parameters (on the CPU a view, no copy) */
-    v->rows = nevo_rows_host(v->backend, v->theta, v->np, 1);
+    /* this step's parameters: on the CPU a view of theta, on a device written in place */
+    if (v->rows)
+        nevo_rows_write(v->rows, 0, 1, v->np, v->theta);
+    else
+        v->rows = nevo_rows_host(v->backend, v->theta, v->np, 1);
     for (int k = 0; k < v->P; k++) {
         act_step(v);
         for (int e = 0; e < v->E; e++)

@@ -160,8 +160,10 @@ static void *server_main(void *arg) {
         if (s->pub_version != s->inf_version || !s->rows) { /* the new parameters onto the backend */
             memcpy(s->inf, s->pub, sizeof(float) * s->np);
             s->inf_version = s->pub_version;
-            nevo_rows_free(s->rows);
-            s->rows = nevo_rows_host(s->backend, s->inf, s->np, 1);
+            if (s->rows) /* in place: on the CPU a view of inf, on a device a copy */
+                nevo_rows_write(s->rows, 0, 1, s->np, s->inf);
+            else
+                s->rows = nevo_rows_host(s->backend, s->inf, s->np, 1);
         }
         int take[4096], n_take = 0, rows = 0;
         for (int k = 0; k < s->N; k++) {

@@ -270,8 +270,11 @@ static NevoStatus apply_update(VT *v, NevoError *err) {
 /* One learner step of sync mode: T rollout steps of every env, then the update. */
 static NevoStatus sync_step(VT *v, NevoError *err) {
     NevoPool *pool = v->base.pool;
-    nevo_rows_free(v->rows); /* this update's parameters (on the CPU a view, no copy) */
-    v->rows = nevo_rows_host(v->backend, v->theta, v->np, 1);
+    /* this update's parameters: on the CPU a view of theta, on a device written in place */
+    if (v->rows)
+        nevo_rows_write(v->rows, 0, 1, v->np, v->theta);
+    else
+        v->rows = nevo_rows_host(v->backend, v->theta, v->np, 1);
     for (v->t = 0; v->t < v->T; v->t++) {
         nevo_pool_run(pool, (v->E + v->fwd_rows - 1) / v->fwd_rows, forward_item, v);
         nevo_pool_run(pool, v->E, step_item, v);

@@ -94,6 +94,15 @@ void nevo_rows_read(const NevoRows *r, int row0, int rows, size_t row_floats, fl
     r->backend->ops->rows_read(r->backend->ctx, r, row0, rows, row_floats, host);
 }
 
+void nevo_rows_write(NevoRows *r, int row0, int rows, size_t row_floats, const float *host) {
+    NEVO_ASSERT(row0 >= 0 && rows >= 0 && row0 + rows <= r->rows && row_floats <= r->stride);
+    if (r->view) { /* the rows are that memory */
+        NEVO_ASSERT(host == r->data + (size_t)row0 * r->stride && (rows <= 1 || row_floats == r->stride));
+        return;
+    }
+    r->backend->ops->rows_write(r->backend->ctx, r, row0, rows, row_floats, host);
+}
+
 NevoWorkspace *nevo_workspace_new(NevoBackend *b, const NevoPolicy *p, int max_rows) {
     NevoWorkspace *w = nevo_alloc(sizeof *w);
     w->backend = b;

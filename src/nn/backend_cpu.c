@@ -33,6 +33,12 @@ static void cpu_rows_read(void *ctx, const NevoRows *r, int row0, int rows, size
         memcpy(host + (size_t)i * row_floats, r->data + (size_t)(row0 + i) * r->stride, sizeof(float) * row_floats);
 }
 
+static void cpu_rows_write(void *ctx, NevoRows *r, int row0, int rows, size_t row_floats, const float *host) {
+    (void)ctx;
+    for (int i = 0; i < rows; i++)
+        memcpy(r->data + (size_t)(row0 + i) * r->stride, host + (size_t)i * row_floats, sizeof(float) * row_floats);
+}
+
 /* builds read the set's own floats: the bases' rows here are views of them */
 static void cpu_build(void *ctx, NevoRows *r, int row, const NevoTaskSet *ts, const NevoRows *bases,
                       const NevoPolicy *p, int net, int stream) {
@@ -82,6 +88,7 @@ const NevoBackendOps nevo_backend_cpu_ops = {
     .rows_alloc = cpu_rows_alloc,
     .rows_free = cpu_rows_free,
     .rows_read = cpu_rows_read,
+    .rows_write = cpu_rows_write,
     .build = cpu_build,
     .build_pair = cpu_build_pair,
     .workspace_new = cpu_workspace_new,

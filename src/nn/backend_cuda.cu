@@ -366,6 +366,18 @@ static void rows_read(void *ctx, const NevoRows *r, int row0, int rows, size_t r
     CK(cudaStreamDestroy(s));
 }
 
+/* In place, from pageable or pinned memory (cudaMemcpy2D returns with the host floats
+ * read); a build still queued on these rows would land after it, so none may be. */
+static void rows_write(void *ctx, NevoRows *r, int row0, int rows, size_t row_floats, const float *host) {
+    (void)ctx;
+    RowsPriv *q = (RowsPriv *)r->priv;
+    pthread_mutex_lock(&q->mu);
+    NEVO_ASSERT(q->n == 0);
+    pthread_mutex_unlock(&q->mu);
+    CK(cudaMemcpy2D(r->data + (size_t)row0 * r->stride, sizeof(float) * r->stride, host, sizeof(float) * row_floats,
+                    sizeof(float) * row_floats, (size_t)rows, cudaMemcpyHostToDevice));
+}
+
 /* ---- the forward ---------------------------------------------------------------------- */
 
 typedef struct Work {
@@ -549,6 +561,7 @@ extern "C" const NevoBackendOps nevo_backend_cuda_ops = {
     rows_alloc,
     rows_free,
     rows_read,
+    rows_write,
     cuda_build,
     cuda_build_pair,
     cuda_workspace_new,

@@ -16,6 +16,8 @@ typedef struct NevoBackendOps {
     void (*rows_free)(void *ctx, NevoRows *r);
     /* rows row0 .. row0 + rows - 1, their first row_floats floats each, into host (packed) */
     void (*rows_read)(void *ctx, const NevoRows *r, int row0, int rows, size_t row_floats, float *host);
+    /* host (packed) into those rows, of rows that are not a view (nevo_rows_write) */
+    void (*rows_write)(void *ctx, NevoRows *r, int row0, int rows, size_t row_floats, const float *host);
     /* bases: the set's bases on this backend (nevo_rows_host of ts->bases), or NULL
      * where the set has none in floats */
     void (*build)(void *ctx, NevoRows *r, int row, const NevoTaskSet *ts, const NevoRows *bases,
