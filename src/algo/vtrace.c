@@ -276,7 +276,10 @@ static NevoStatus sync_step(VT *v, NevoError *err) {
     else
         v->rows = nevo_rows_host(v->backend, v->theta, v->np, 1);
     for (v->t = 0; v->t < v->T; v->t++) {
-        nevo_pool_run(pool, (v->E + v->fwd_rows - 1) / v->fwd_rows, forward_item, v);
+        if (v->fwd_rows >= v->E) /* one call: a device's */
+            forward_item(v, 0, 0);
+        else
+            nevo_pool_run(pool, (v->E + v->fwd_rows - 1) / v->fwd_rows, forward_item, v);
         nevo_pool_run(pool, v->E, step_item, v);
         for (int e = 0; e < v->E; e++) /* in env order: the generation's returns are ordered */
             if (v->done[e]) nevo_rl_gen_episode(&v->gen, v->done_ret[e]);
@@ -531,7 +534,8 @@ NevoStatus nevo_vtrace_new(const NevoAlgo *base, int variant, NevoAlgo **out, Ne
     v->nets0 = nevo_alloc(sizeof(int) * E);
     v->fwd_rows = strcmp(nevo_backend_name(v->backend), "cpu") == 0 ? 16 : v->E;
     v->ws = nevo_alloc(sizeof(NevoWorkspace *) * (size_t)v->workers);
-    for (int w = 0; w < v->workers; w++) v->ws[w] = nevo_workspace_new(v->backend, p, v->fwd_rows);
+    for (int w = 0; w < (v->fwd_rows >= v->E ? 1 : v->workers); w++) /* one a worker that forwards */
+        v->ws[w] = nevo_workspace_new(v->backend, p, v->fwd_rows);
     nevo_actor_envs_init(&v->envs, v->env, v->E, cfg->seed, v->obs);
     *out = &v->base;
     return NEVO_OK;

@@ -366,16 +366,24 @@ static void rows_read(void *ctx, const NevoRows *r, int row0, int rows, size_t r
     CK(cudaStreamDestroy(s));
 }
 
-/* In place, from pageable or pinned memory (cudaMemcpy2D returns with the host floats
- * read); a build still queued on these rows would land after it, so none may be. */
+/* In place, after the builds flushed on these rows (a build still queued would land
+ * after the write, so none may be), on a stream of its own that is synchronised before
+ * returning: the forwards' streams do not wait for stream 0, and a copy from pageable
+ * memory may still be in flight when the call returns. */
 static void rows_write(void *ctx, NevoRows *r, int row0, int rows, size_t row_floats, const float *host) {
     (void)ctx;
     RowsPriv *q = (RowsPriv *)r->priv;
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     pthread_mutex_lock(&q->mu);
     NEVO_ASSERT(q->n == 0);
+    if (q->flushed) CK(cudaStreamWaitEvent(s, q->built, 0));
     pthread_mutex_unlock(&q->mu);
-    CK(cudaMemcpy2D(r->data + (size_t)row0 * r->stride, sizeof(float) * r->stride, host, sizeof(float) * row_floats,
-                    sizeof(float) * row_floats, (size_t)rows, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy2DAsync(r->data + (size_t)row0 * r->stride, sizeof(float) * r->stride, host,
+                         sizeof(float) * row_floats, sizeof(float) * row_floats, (size_t)rows, cudaMemcpyHostToDevice,
+                         s));
+    CK(cudaStreamSynchronize(s));
+    CK(cudaStreamDestroy(s));
 }
 
 /* ---- the forward ---------------------------------------------------------------------- */
