@@ -107,7 +107,7 @@ static void make_which(int n, int nets, uint64_t seed, int *which) {
  * CPU: each grid block by block, each phase by every thread of the block before the
  * next phase. */
 static void emulate_forward(const NevoPolicy *p, const float *params, size_t stride, const int *which,
-                            const float *obs, int n, float *out, size_t conv_smem_max) {
+                            const float *obs, int n, float *out, size_t conv_smem_max, int dense1) {
     int width = p->max_width > p->obs_dim ? p->max_width : p->obs_dim;
     float *A = nevo_alloc(sizeof(float) * (size_t)n * (size_t)width);
     float *B = nevo_alloc(sizeof(float) * (size_t)n * (size_t)width);
@@ -147,6 +147,23 @@ static void emulate_forward(const NevoPolicy *p, const float *params, size_t str
                     for (int b = 0; b < ob; b++)
                         for (int t = 0; t < NEVO_KC_THREADS; t++) nevo_kc_out(a, row, b, t);
             }
+        } else if (dense1) { /* one row a network */
+            NevoKDense a = {params, stride, which, runs, X, xs, L->in_dim, L->out_dim,
+                            L->w_off, L->b_off, (int)L->act, 0, Y, ys};
+            int cb = (L->out_dim + NEVO_KD_COLS - 1) / NEVO_KD_COLS;
+            NevoKD1Tile *tile1 = nevo_alloc(sizeof *tile1);
+            for (int row = 0; row < n; row++)
+                for (int b = 0; b < cb; b++) {
+                    for (int t = 0; t < NEVO_KD_THREADS; t++) nevo_kd1_init(a, row, b, t, acc[t]);
+                    for (int k0 = 0; k0 < L->in_dim; k0 += NEVO_KD1_KC) {
+                        memset(tile1, 0xff, sizeof *tile1); /* a place the list did not write shows */
+                        for (int t = 0; t < NEVO_KD_THREADS; t++) nevo_kd1_load(a, row, t, k0, tile1);
+                        for (int t = 0; t < NEVO_KD_THREADS; t++) nevo_kd1_list(t, tile1);
+                        for (int t = 0; t < NEVO_KD_THREADS; t++) nevo_kd1_accum(a, row, b, t, k0, tile1, acc[t]);
+                    }
+                    for (int t = 0; t < NEVO_KD_THREADS; t++) nevo_kd1_store(a, row, b, t, acc[t]);
+                }
+            free(tile1);
         } else {
             NevoKDense a = {params, stride, which, runs, X, xs, L->in_dim, L->out_dim,
                             L->w_off, L->b_off, (int)L->act, 0, Y, ys};
@@ -191,13 +208,14 @@ TEST(cuda_kernel_bodies_forward_match_cpu) {
         float *got = nevo_alloc(sizeof(float) * (size_t)n * (size_t)p->n_out);
         float *scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(p, n));
         nevo_policy_forward(p, params, stride, which, obs, n, want, scratch);
-        /* both conv kernels: the backend's choice (the 48 KB limit) and, with no shared
-         * memory allowed, the thread-per-output one */
-        for (int k = 0; k < 2; k++) {
+        /* the kernels in use (the conv by the backend's 48 KB rule, the dense by runs);
+         * the thread-per-output conv (no shared memory allowed); the one-row dense */
+        for (int k = 0; k < 3; k++) {
             memset(got, 0xff, sizeof(float) * (size_t)n * (size_t)p->n_out); /* NaN: unwritten shows */
-            emulate_forward(p, params, stride, which, obs, n, got, k ? 0 : NEVO_KC_SMEM_MAX);
+            emulate_forward(p, params, stride, which, obs, n, got, k == 1 ? 0 : NEVO_KC_SMEM_MAX, k == 2);
             char what[64];
-            snprintf(what, sizeof what, "shape %d, %s conv", shape, k ? "thread-per-output" : "block-per-row");
+            snprintf(what, sizeof what, "shape %d, %s", shape,
+                     k == 0 ? "kernels in use" : k == 1 ? "thread-per-output conv" : "one-row dense");
             check_same(want, got, (size_t)n * (size_t)p->n_out, what);
         }
         free(params), free(obs), free(which), free(want), free(got), free(scratch);

@@ -31,11 +31,14 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,
 log "cpus: $THREADS ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2))"
 
 log "1. parity tests"
-"$BIN/nevo_tests" cuda 2>&1 | tee "$OUT/tests.txt" | tail -12 | tee -a "$OUT/summary.txt"
+"$BIN/nevo_tests" cuda backend_rows_write 2>&1 | tee "$OUT/tests.txt" | tail -12 | tee -a "$OUT/summary.txt"
 
-log "2. nevo bench --only gpu"
-"$BIN/nevo" bench --only gpu --json > "$OUT/bench_gpu.jsonl" 2>> "$OUT/summary.txt"
-python3 - "$OUT/bench_gpu.jsonl" <<'PY' | tee -a "$OUT/summary.txt"
+# then with the runs dense kernel for one-row calls too (NEVO_CUDA_DENSE1=0): the B = 1
+# rows against the one-row kernel
+for dense1 in 1 0; do
+    log "2. nevo bench --only gpu, NEVO_CUDA_DENSE1=$dense1"
+    NEVO_CUDA_DENSE1=$dense1 "$BIN/nevo" bench --only gpu --json > "$OUT/bench_gpu_d$dense1.jsonl" 2>> "$OUT/summary.txt"
+    python3 - "$OUT/bench_gpu_d$dense1.jsonl" <<'PY' | tee -a "$OUT/summary.txt"
 import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
@@ -43,6 +46,7 @@ for line in open(sys.argv[1]):
     extra = {k: r[k] for k in ("fraction_of_fma_peak", "fraction_of_copy_bandwidth", "gflops") if k in r}
     print(f'{r["name"]:<62} {r["value"]:10.4g} {r["unit"]:<8} {extra}')
 PY
+done
 
 log "2b. kernel variants against the kernels in use (dev/cuda/variants.cu)"
 if nvcc -std=c++17 -O2 -arch=sm_90 --fmad=false -prec-div=true -Isrc -Iinclude dev/cuda/variants.cu \
@@ -70,11 +74,12 @@ for spec in "breakout 8192 $GENS" "freeway 4096 3"; do
     set -- $spec
     env=$1 pop=$2 gens=$3
     log "3. GA on minatar/$env, population $pop, $gens generations, $THREADS threads"
-    for be in cpu cuda; do
+    for be in cpu cuda cuda_runs; do # cuda_runs: NEVO_CUDA_DENSE1=0
         d="$RUNS/ga_${env}_$be"
         rm -rf "$d"
-        timeout 200 "$BIN/nevo" train configs/minatar_breakout_ga_gpu.json env=minatar/$env population=$pop \
-            generations=$gens eval_episodes=10 --backend $be --threads "$THREADS" --out "$d" --quiet > "$d.log" 2>&1
+        NEVO_CUDA_DENSE1=$([ $be = cuda_runs ] && echo 0 || echo 1) timeout 200 "$BIN/nevo" train \
+            configs/minatar_breakout_ga_gpu.json env=minatar/$env population=$pop generations=$gens eval_episodes=10 \
+            --backend ${be%_runs} --threads "$THREADS" --out "$d" --quiet > "$d.log" 2>&1
         echo "$be: $(rate "$d/metrics.jsonl" $pop)" | tee -a "$OUT/summary.txt"
     done
     strip() { sed 's/"wall_s": [0-9.e+-]*,//' "$1"; }

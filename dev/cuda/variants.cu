@@ -11,6 +11,9 @@
  *   dense v3   the same sums, the weights staged through shared memory by cp.async, two
  *              tiles of 32 inputs in flight per warp (16 KB each), so the loads of the next
  *              tile overlap the FMAs of this one
+ *   dense r1   one row a network (the GA's and ES's shape): only the nonzero inputs'
+ *              weight rows read, 8 loads a lane in flight (each row reads its network
+ *              again, so it is for B = 1; timed at every B as a check)
  *   conv v1    a thread per output, inputs and weights from L1 (the backend's fallback
  *              for a layer too large for a block's shared memory)
  *   conv v2    the kernel in use: a block per row with its image and the layer's weights
@@ -36,6 +39,9 @@
 /* ---- dense ---------------------------------------------------------------------------- */
 
 __global__ void __launch_bounds__(NEVO_KD_THREADS) dense_v2(NevoKDense a) { nevo_kd_block(a); }
+
+/* one row a network, only the nonzero inputs' weight rows read (kernel_bodies.h) */
+__global__ void __launch_bounds__(NEVO_KD_THREADS) dense_r1(NevoKDense a) { nevo_kd1_block(a); }
 
 #define V3_KT 32 /* inputs per staged weight tile: 32 x 128 floats, 16 KB */
 
@@ -157,11 +163,15 @@ static double time_ms(Launch f, void *ctx) {
 
 typedef struct DenseCtx {
     NevoKDense a;
-    int n_runs;
+    int n_runs, n;
 } DenseCtx;
 static void launch_dense_v2(void *c) {
     DenseCtx *d = (DenseCtx *)c;
     dense_v2<<<dim3(d->n_runs, (d->a.out + NEVO_KD_COLS - 1) / NEVO_KD_COLS), NEVO_KD_THREADS>>>(d->a);
+}
+static void launch_dense_r1(void *c) {
+    DenseCtx *d = (DenseCtx *)c;
+    dense_r1<<<dim3(d->n, (d->a.out + NEVO_KD_COLS - 1) / NEVO_KD_COLS), NEVO_KD_THREADS>>>(d->a);
 }
 static void launch_dense_v3(void *c) {
     DenseCtx *d = (DenseCtx *)c;
@@ -220,7 +230,7 @@ int main(void) {
         CK(cudaMalloc((void **)&y1, sizeof(float) * ny));
         CK(cudaMalloc((void **)&y2, sizeof(float) * ny));
 
-        DenseCtx d = {{dparams, dstride, dwhich, druns, dx, IN, IN, OUT, 0, (size_t)IN * OUT, 1, 1, y1, OUT}, m};
+        DenseCtx d = {{dparams, dstride, dwhich, druns, dx, IN, IN, OUT, 0, (size_t)IN * OUT, 1, 1, y1, OUT}, m, n};
         CK(cudaMemset(y1, 0xff, sizeof(float) * ny));
         CK(cudaMemset(y2, 0xff, sizeof(float) * ny));
         double t2 = time_ms(launch_dense_v2, &d);
@@ -229,6 +239,10 @@ int main(void) {
         int ok = same_bits(y1, y2, (size_t)n * OUT);
         printf("%-10s %4d %10.4f %12.2f %s\n", "dense v2", B, t2, n / t2 * 1e-3, "-");
         printf("%-10s %4d %10.4f %12.2f %s\n", "dense v3", B, t3, n / t3 * 1e-3, ok ? "same" : "DIFFER");
+        CK(cudaMemset(y2, 0xff, sizeof(float) * ny));
+        double t4 = time_ms(launch_dense_r1, &d);
+        ok = same_bits(y1, y2, (size_t)n * OUT);
+        printf("%-10s %4d %10.4f %12.2f %s\n", "dense r1", B, t4, n / t4 * 1e-3, ok ? "same" : "DIFFER");
 
         ConvCtx c = {{cparams, cstride, dwhich, dimg, H * Wd * C, Wd, C, OH, OW, F, K, 1, 0, cw, 1, y1, OH * OW * F, H}, n};
         CK(cudaMemset(y1, 0xff, sizeof(float) * ny));

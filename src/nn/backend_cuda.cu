@@ -40,6 +40,8 @@ extern "C" {
 
 __global__ void __launch_bounds__(NEVO_KD_THREADS) k_dense(NevoKDense a) { nevo_kd_block(a); }
 
+__global__ void __launch_bounds__(NEVO_KD_THREADS) k_dense1(NevoKDense a) { nevo_kd1_block(a); }
+
 __global__ void __launch_bounds__(NEVO_KC_THREADS) k_conv(NevoKConv a) {
     nevo_kc_out(a, blockIdx.x, blockIdx.y, threadIdx.x);
 }
@@ -60,6 +62,17 @@ __global__ void k_build(const NevoKBuild *e, size_t n) {
 }
 
 /* ---- context, rows and queued builds ------------------------------------------------ */
+
+/* An integer setting from the environment (the tuning knobs below), dflt where unset. */
+static int env_int(const char *name, int dflt, int lo, int hi) {
+    const char *v = getenv(name);
+    if (!v || !*v) return dflt;
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (*end || x < lo || x > hi)
+        nevo_fatal(__FILE__, __LINE__, "%s=%s: expected a whole number from %d to %d", name, v, lo, hi);
+    return (int)x;
+}
 
 typedef struct Pending {
     NevoKBuild e;
@@ -397,6 +410,8 @@ typedef struct Work {
     float *d_out;         /* (max_rows, n_out) */
     float *d_a, *d_b;     /* (max_rows, width) activations, layer to layer */
     Entries builds;
+    int dense1;           /* a call whose rows are each their own network runs the one-row
+                             dense kernel (NEVO_CUDA_DENSE1=0: the runs kernel) */
 } Work;
 
 static void *cuda_workspace_new(void *ctx, const NevoPolicy *p, int max_rows) {
@@ -406,6 +421,7 @@ static void *cuda_workspace_new(void *ctx, const NevoPolicy *p, int max_rows) {
     w->obs_dim = p->obs_dim;
     w->width = p->max_width > p->obs_dim ? p->max_width : p->obs_dim;
     w->n_out = p->n_out;
+    w->dense1 = env_int("NEVO_CUDA_DENSE1", 1, 0, 1);
     size_t R = (size_t)w->max_rows;
     size_t obs_f = R * (size_t)w->obs_dim + 2 * (size_t)w->obs_dim, idx_n = 2 * R + 1;
     CK(cudaStreamCreateWithFlags(&w->s, cudaStreamNonBlocking));
@@ -492,7 +508,10 @@ static void run_layers(Work *w, const NevoPolicy *p, const NevoRows *r, int n, i
             NevoKDense a = {r->data, r->stride, w->d_idx, w->d_idx + R, X, xs, L->in_dim, L->out_dim,
                             L->w_off, L->b_off, (int)L->act, vec, Y, ys};
             unsigned cb = (unsigned)((L->out_dim + NEVO_KD_COLS - 1) / NEVO_KD_COLS);
-            k_dense<<<dim3((unsigned)n_runs, cb), NEVO_KD_THREADS, 0, s>>>(a);
+            if (n_runs == n && w->dense1) /* every row its own network: only nonzero inputs' weights */
+                k_dense1<<<dim3((unsigned)n, cb), NEVO_KD_THREADS, 0, s>>>(a);
+            else
+                k_dense<<<dim3((unsigned)n_runs, cb), NEVO_KD_THREADS, 0, s>>>(a);
         }
         CK_LAUNCH();
         X = Y;
@@ -545,16 +564,6 @@ static size_t cuda_cache_bytes(void *ctx) { return (size_t)((Cuda *)ctx)->prop.l
  * and a population of thousands still gives every env thread a batch. The best of the
  * H100 sweep in dev/cuda/NOTES.md; NEVO_CUDA_SLOTS and NEVO_CUDA_FORWARD_THREADS
  * override them. */
-static int env_int(const char *name, int dflt, int lo, int hi) {
-    const char *v = getenv(name);
-    if (!v || !*v) return dflt;
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (*end || x < lo || x > hi)
-        nevo_fatal(__FILE__, __LINE__, "%s=%s: expected a whole number from %d to %d", name, v, lo, hi);
-    return (int)x;
-}
-
 static void cuda_batching(void *ctx, const NevoPolicy *p, int *slots, int *fwd_threads) {
     (void)ctx;
     (void)p;

@@ -213,6 +213,108 @@ static __device__ __forceinline__ void nevo_kd_block(NevoKDense a) {
 }
 #endif
 
+/* ---- dense, one row a network (the GA's and ES's shape) ------------------------------
+ * Grid (n, ceil(out / NEVO_KD_COLS)); a block is one warp and one row, with the row's
+ * own network (which[row]); lane t owns outputs j0 .. j0 + 3 as above. Per tile of
+ * NEVO_KD1_KC inputs: phase 1 loads the row's inputs, phase 2 lists the nonzero ones in
+ * ascending order, phase 3 reads only their weight rows, NEVO_KD1_FLIGHT 16-byte loads
+ * a lane in flight before their FMAs. So a zero input costs no weight bytes (ReLU
+ * layers' inputs are about half zeros), and the sums are nevo_kd_accum's for a run of
+ * one row: the bias, then one FMA per nonzero input, ascending. */
+#define NEVO_KD1_KC 256
+#define NEVO_KD1_FLIGHT 8
+
+typedef struct NevoKD1Tile {
+    float x[NEVO_KD1_KC];
+    int idx[NEVO_KD1_KC]; /* the nonzero inputs' places in x, ascending */
+    int cnt;
+} NevoKD1Tile;
+
+/* phase 0: acc[q] = the bias of output j0 + q */
+NEVO_HD void nevo_kd1_init(NevoKDense a, int row, int cblock, int t, float *acc) {
+    int j0 = cblock * NEVO_KD_COLS + t * NEVO_KD_NJ;
+    if (j0 >= a.out) return;
+    const float *b = a.params + (size_t)a.which[row] * a.stride + a.b_off + (size_t)j0;
+    NEVO_UNROLL
+    for (int q = 0; q < NEVO_KD_NJ; q++) acc[q] = j0 + q < a.out ? b[q] : 0.0f;
+}
+
+/* phase 1 (per tile k0) */
+NEVO_HD void nevo_kd1_load(NevoKDense a, int row, int t, int k0, NevoKD1Tile *tile) {
+    for (int e = t; e < NEVO_KD1_KC; e += NEVO_KD_THREADS)
+        tile->x[e] = k0 + e < a.in ? a.X[(size_t)row * a.xs + (size_t)(k0 + e)] : 0.0f;
+}
+
+/* phase 2: the list, by the warp's votes on the device and by lane 0 here (the same
+ * list: a nonzero input's place is the count of nonzero inputs before it) */
+NEVO_HD void nevo_kd1_list(int t, NevoKD1Tile *tile) {
+#ifdef __CUDA_ARCH__
+    int m = 0;
+    for (int base = 0; base < NEVO_KD1_KC; base += NEVO_KD_THREADS) {
+        float v = tile->x[base + t];
+        unsigned nz = __ballot_sync(0xffffffffu, v != 0.0f);
+        if (v != 0.0f) tile->idx[m + __popc(nz & ((1u << t) - 1u))] = base + t;
+        m += __popc(nz);
+    }
+    if (t == 0) tile->cnt = m;
+#else
+    if (t != 0) return;
+    int m = 0;
+    for (int e = 0; e < NEVO_KD1_KC; e++)
+        if (tile->x[e] != 0.0f) tile->idx[m++] = e;
+    tile->cnt = m;
+#endif
+}
+
+/* phase 3 (per tile k0) */
+NEVO_HD void nevo_kd1_accum(NevoKDense a, int row, int cblock, int t, int k0, const NevoKD1Tile *tile,
+                            float *acc) {
+    int j0 = cblock * NEVO_KD_COLS + t * NEVO_KD_NJ;
+    if (j0 >= a.out) return;
+    int valid = a.out - j0, cnt = tile->cnt;
+    const float *W = a.params + (size_t)a.which[row] * a.stride + a.w_off + (size_t)k0 * a.out + j0;
+    for (int u = 0; u < cnt; u += NEVO_KD1_FLIGHT) {
+        float w[NEVO_KD1_FLIGHT][NEVO_KD_NJ];
+        NEVO_UNROLL
+        for (int f = 0; f < NEVO_KD1_FLIGHT; f++)
+            if (u + f < cnt) nevo_kd_weights(W + (size_t)tile->idx[u + f] * a.out, a.vec, valid, w[f]);
+        NEVO_UNROLL
+        for (int f = 0; f < NEVO_KD1_FLIGHT; f++)
+            if (u + f < cnt) {
+                float xv = tile->x[tile->idx[u + f]];
+                NEVO_UNROLL
+                for (int q = 0; q < NEVO_KD_NJ; q++) acc[q] = fmaf(xv, w[f][q], acc[q]);
+            }
+    }
+}
+
+/* phase 4 */
+NEVO_HD void nevo_kd1_store(NevoKDense a, int row, int cblock, int t, const float *acc) {
+    int j0 = cblock * NEVO_KD_COLS + t * NEVO_KD_NJ;
+    if (j0 >= a.out) return;
+    NEVO_UNROLL
+    for (int q = 0; q < NEVO_KD_NJ; q++)
+        if (j0 + q < a.out) a.Y[(size_t)row * a.ys + (size_t)(j0 + q)] = nevo_k_act(a.act, acc[q]);
+}
+
+#ifdef __CUDACC__
+static __device__ __forceinline__ void nevo_kd1_block(NevoKDense a) {
+    __shared__ NevoKD1Tile tile;
+    float acc[NEVO_KD_NJ];
+    int row = blockIdx.x, cb = blockIdx.y, t = threadIdx.x;
+    nevo_kd1_init(a, row, cb, t, acc);
+    for (int k0 = 0; k0 < a.in; k0 += NEVO_KD1_KC) {
+        nevo_kd1_load(a, row, t, k0, &tile);
+        __syncthreads();
+        nevo_kd1_list(t, &tile);
+        __syncthreads();
+        nevo_kd1_accum(a, row, cb, t, k0, &tile, acc);
+        __syncthreads();
+    }
+    nevo_kd1_store(a, row, cb, t, acc);
+}
+#endif
+
 /* ---- convolution: one "valid" conv layer, HWC ---------------------------------------
  * Every output (oy, ox, f) sums its window in (ky, kx, c) order. Two kernels:
  *   block per row (in use): grid n, block NEVO_KC_THREADS; phase 1 (nevo_kc_load) copies
