@@ -146,7 +146,8 @@ NEVO_HD void nevo_kd_load(NevoKDense a, int run, int t, int k0, float *tile) {
     }
 }
 
-/* NEVO_KD_NJ weights of one input row from w (those past the layer's outputs 0) */
+/* NEVO_KD_NJ weights of one input row from w (those past the layer's outputs 0): one
+ * 16-byte read where w is on 16 bytes (vec) */
 NEVO_HD void nevo_kd_weights(const float *w, int vec, int valid, float *out) {
 #ifdef __CUDA_ARCH__
     if (vec) {
@@ -154,8 +155,9 @@ NEVO_HD void nevo_kd_weights(const float *w, int vec, int valid, float *out) {
         out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
         return;
     }
+#else
+    if (vec && ((uintptr_t)w & 15) != 0) abort(); /* the device's 16-byte read would fault */
 #endif
-    (void)vec;
     for (int q = 0; q < NEVO_KD_NJ; q++) out[q] = q < valid ? w[q] : 0.0f;
 }
 
@@ -381,21 +383,6 @@ NEVO_HD void nevo_kc_load(NevoKConv a, int row, int t, float *sm) {
     for (int e = t; e < a.out_c; e += NEVO_KC_THREADS) bs[e] = theta[a.b_off + (size_t)e];
 }
 
-/* weights f0..f0+3 of one (ky, kx, c): one 16-byte read where out_c is a multiple of 4
- * (vec), else the nf < 4 that exist and zeros */
-NEVO_HD void nevo_kc_w4(const float *w, int nf, int vec, float *v) {
-#ifdef __CUDA_ARCH__
-    if (vec) {
-        float4 q = *(const float4 *)w;
-        v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
-        return;
-    }
-#else
-    if (vec && ((uintptr_t)w & 15) != 0) abort(); /* the device's 16-byte read would fault */
-#endif
-    NEVO_UNROLL for (int q = 0; q < 4; q++) v[q] = q < nf ? w[q] : 0.0f;
-}
-
 NEVO_HD void nevo_kc_items(NevoKConv a, int row, int t, const float *sm) {
     int F = a.out_c, C = a.in_c, K = a.kernel, quads = (F + 3) / 4, items = a.out_h * a.out_w * quads;
     int vec = (F & 3) == 0;
@@ -412,7 +399,7 @@ NEVO_HD void nevo_kc_items(NevoKConv a, int row, int t, const float *sm) {
                 for (int c = 0; c < C; c++) {
                     float xv = xp[c];
                     if (xv == 0.0f) continue;
-                    nevo_kc_w4(wp + (size_t)c * (size_t)F, nf, vec, w);
+                    nevo_kd_weights(wp + (size_t)c * (size_t)F, vec, nf, w);
                     NEVO_UNROLL for (int q = 0; q < 4; q++) acc[q] = fmaf(xv, w[q], acc[q]);
                 }
             }
