@@ -25,7 +25,7 @@ static NevoEnv *open_env(const char *name) {
 }
 
 /* The three shapes the kernels must cover. */
-enum { NET_MINATAR, NET_MLP_NORM, NET_CONV_S2, N_SHAPES };
+enum { NET_MINATAR, NET_MLP_NORM, NET_CONV_S2, NET_CONV_BIG, N_SHAPES };
 
 static NevoPolicy *shape_policy(int shape, NevoEnv **env_out) {
     NevoPolicyConfig c;
@@ -42,6 +42,13 @@ static NevoPolicy *shape_policy(int shape, NevoEnv **env_out) {
         c.n_hidden = 2, c.hidden[0] = 70, c.hidden[1] = 150; /* widths off the kernels' tiles */
         strcpy(c.activation, "tanh");
         norm = 1;
+    } else if (shape == NET_CONV_BIG) { /* a conv layer past a block's 48 KB of shared
+                                           * memory (6x6x10x40 weights): the thread-per-output kernel */
+        env_name = "minatar/seaquest";
+        c.n_conv = c.n_conv_kernels = c.n_conv_strides = 1;
+        c.conv_filters[0] = 40, c.conv_kernels[0] = 6, c.conv_strides[0] = 1;
+        c.n_hidden = 1, c.hidden[0] = 16;
+        strcpy(c.activation, "relu");
     } else { /* conv 4x4 stride 2 then 2x2 with filters off the groups of 4, tanh */
         env_name = "minatar/space_invaders";
         c.n_conv = c.n_conv_kernels = c.n_conv_strides = 2;
@@ -208,6 +215,12 @@ TEST(cuda_kernel_bodies_forward_match_cpu) {
         float *got = nevo_alloc(sizeof(float) * (size_t)n * (size_t)p->n_out);
         float *scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(p, n));
         nevo_policy_forward(p, params, stride, which, obs, n, want, scratch);
+        if (shape == NET_CONV_BIG) { /* the shape is there for the fallback */
+            const NevoLayer *L = &p->layers[0];
+            NevoKConv a = {0};
+            a.in_h = L->in_h, a.in_w = L->in_w, a.in_c = L->in_c, a.out_c = L->out_c, a.kernel = L->kernel;
+            CHECK(L->kind == NEVO_LAYER_CONV && nevo_kc_smem_bytes(a) > NEVO_KC_SMEM_MAX);
+        }
         /* the kernels in use (the conv by the backend's 48 KB rule, the dense by runs);
          * the thread-per-output conv (no shared memory allowed); the one-row dense */
         for (int k = 0; k < 3; k++) {
