@@ -110,6 +110,26 @@ static void make_which(int n, int nets, uint64_t seed, int *which) {
     }
 }
 
+/* The one-row dense kernel (k_dense1) over rows 0 .. n - 1, its grid run on the CPU
+ * phase by phase. */
+static void emulate_kd1(NevoKDense a, int n) {
+    int cb = (a.out + NEVO_KD_COLS - 1) / NEVO_KD_COLS;
+    float acc[NEVO_KD_THREADS][NEVO_KD_NJ];
+    NevoKD1Tile *tile = nevo_alloc(sizeof *tile);
+    for (int row = 0; row < n; row++)
+        for (int b = 0; b < cb; b++) {
+            for (int t = 0; t < NEVO_KD_THREADS; t++) nevo_kd1_init(a, row, b, t, acc[t]);
+            for (int k0 = 0; k0 < a.in; k0 += NEVO_KD1_KC) {
+                memset(tile, 0xff, sizeof *tile); /* a place the list did not write shows */
+                for (int t = 0; t < NEVO_KD_THREADS; t++) nevo_kd1_load(a, row, t, k0, tile);
+                for (int t = 0; t < NEVO_KD_THREADS; t++) nevo_kd1_list(t, tile);
+                for (int t = 0; t < NEVO_KD_THREADS; t++) nevo_kd1_accum(a, row, b, t, k0, tile, acc[t]);
+            }
+            for (int t = 0; t < NEVO_KD_THREADS; t++) nevo_kd1_store(a, row, b, t, acc[t]);
+        }
+    free(tile);
+}
+
 /* The CUDA backend's forward (backend_cuda.cu: cuda_forward), its launches run on the
  * CPU: each grid block by block, each phase by every thread of the block before the
  * next phase. */
@@ -156,24 +176,11 @@ static void emulate_forward(const NevoPolicy *p, const float *params, size_t str
             }
         } else if (dense1) { /* one row a network */
             NevoKDense a = {params, stride, which, runs, X, xs, L->in_dim, L->out_dim,
-                            L->w_off, L->b_off, (int)L->act, 0, Y, ys};
-            int cb = (L->out_dim + NEVO_KD_COLS - 1) / NEVO_KD_COLS;
-            NevoKD1Tile *tile1 = nevo_alloc(sizeof *tile1);
-            for (int row = 0; row < n; row++)
-                for (int b = 0; b < cb; b++) {
-                    for (int t = 0; t < NEVO_KD_THREADS; t++) nevo_kd1_init(a, row, b, t, acc[t]);
-                    for (int k0 = 0; k0 < L->in_dim; k0 += NEVO_KD1_KC) {
-                        memset(tile1, 0xff, sizeof *tile1); /* a place the list did not write shows */
-                        for (int t = 0; t < NEVO_KD_THREADS; t++) nevo_kd1_load(a, row, t, k0, tile1);
-                        for (int t = 0; t < NEVO_KD_THREADS; t++) nevo_kd1_list(t, tile1);
-                        for (int t = 0; t < NEVO_KD_THREADS; t++) nevo_kd1_accum(a, row, b, t, k0, tile1, acc[t]);
-                    }
-                    for (int t = 0; t < NEVO_KD_THREADS; t++) nevo_kd1_store(a, row, b, t, acc[t]);
-                }
-            free(tile1);
+                            L->w_off, L->b_off, (int)L->act, 0, Y, ys, NULL};
+            emulate_kd1(a, n);
         } else {
             NevoKDense a = {params, stride, which, runs, X, xs, L->in_dim, L->out_dim,
-                            L->w_off, L->b_off, (int)L->act, 0, Y, ys};
+                            L->w_off, L->b_off, (int)L->act, 0, Y, ys, NULL};
             int cb = (L->out_dim + NEVO_KD_COLS - 1) / NEVO_KD_COLS;
             for (int run = 0; run < n_runs; run++)
                 for (int b = 0; b < cb; b++) {
@@ -235,6 +242,43 @@ TEST(cuda_kernel_bodies_forward_match_cpu) {
         nevo_policy_free(p);
         nevo_env_free(env);
     }
+}
+
+/* The one-row dense kernel reading its networks as recipes (base +- sigma eps, made
+ * weight by weight) gives the bits it gives on the same networks built by the builds'
+ * own rule (nevo_kb_elems): a layer of 300 inputs (a partial tile) and 70 outputs (a
+ * partial group of 4), 3 bases, networks of either sign and a base as it is. */
+TEST(cuda_kernel_bodies_recipe_dense_matches_built) {
+    enum { IN = 300, OUT = 70, BASES = 3, NETS = 7, N = 23 };
+    size_t np = (size_t)IN * OUT + OUT, stride = (np + 15) & ~(size_t)15;
+    NevoRng rng;
+    nevo_rng_init(&rng, 5, 0, 0, 0, 0);
+    float *bases = nevo_alloc(sizeof(float) * np * BASES), *eps = nevo_alloc(sizeof(float) * np * NETS);
+    for (size_t k = 0; k < np * BASES; k++) bases[k] = (float)(nevo_rng_uniform(&rng) - 0.5);
+    for (size_t k = 0; k < np * NETS; k++) eps[k] = (float)nevo_rng_normal(&rng);
+    NevoKRecipe rec[NETS];
+    float *built = nevo_alloc(sizeof(float) * stride * NETS);
+    for (int j = 0; j < NETS; j++) {
+        rec[j] = (NevoKRecipe){bases + np * (size_t)(j % BASES), j == NETS - 1 ? NULL : eps + np * (size_t)j,
+                               0.03f + 0.01f * (float)j, j % 2 ? -1 : 1};
+        NevoKBuild e = {rec[j].sign > 0 ? built + stride * (size_t)j : NULL,
+                        rec[j].sign > 0 ? NULL : built + stride * (size_t)j, rec[j].base, rec[j].eps, rec[j].sigma,
+                        0, NULL, 0, 0.0f};
+        for (int t = 0; t < NEVO_KB_THREADS; t++) nevo_kb_elems(&e, np, 0, 1, t);
+    }
+    float *x = nevo_alloc(sizeof(float) * N * IN);
+    for (int k = 0; k < N * IN; k++) x[k] = nevo_rng_uniform(&rng) < 0.5 ? 0.0f : (float)nevo_rng_uniform(&rng);
+    int which[N];
+    for (int i = 0; i < N; i++) which[i] = i % NETS;
+    float *want = nevo_alloc(sizeof(float) * N * OUT), *got = nevo_alloc(sizeof(float) * N * OUT);
+    memset(want, 0xff, sizeof(float) * N * OUT);
+    memset(got, 0xff, sizeof(float) * N * OUT);
+    NevoKDense a = {built, stride, which, NULL, x, IN, IN, OUT, 0, (size_t)IN * OUT, NEVO_ACT_RELU, 0, want, OUT, NULL};
+    emulate_kd1(a, N);
+    a.rec = rec, a.Y = got;
+    emulate_kd1(a, N);
+    check_same(want, got, (size_t)N * OUT, "recipes against built networks");
+    free(bases), free(eps), free(built), free(x), free(want), free(got);
 }
 
 /* A task set over 6 bases with every kind of recipe: GA children, an ES pair, a lone

@@ -14,6 +14,9 @@
  *   dense r1   one row a network (the GA's and ES's shape): only the nonzero inputs'
  *              weight rows read, 8 loads a lane in flight (each row reads its network
  *              again, so it is for B = 1; timed at every B as a check)
+ *   r1 recipe  dense r1 on GA children read as recipes (parent +- sigma times a slice of
+ *              the noise table, each weight made as it is read) against the same
+ *              children built (a section of its own, B = 1)
  *   conv v1    a thread per output, inputs and weights from L1 (the backend's fallback
  *              for a layer too large for a block's shared memory)
  *   conv v2    the kernel in use: a block per row with its image and the layer's weights
@@ -202,6 +205,59 @@ static int same_bits(const float *x, const float *y, size_t n) {
     return same;
 }
 
+/* The GA's shape at B = 1: P children of 20 parents, each parent + or - sigma times its
+ * slice of a 34 MB noise table (the size of nevo's), through the one-row dense kernel
+ * built (the children's rows materialised by the builds' rule, read from HBM) and as
+ * recipes (each weight made from the parent and the table as it is read: both fit L2). */
+static void ga_children(int P, int IN, int OUT) {
+    const int PARENTS = 20;
+    size_t np = (size_t)IN * OUT + OUT, stride = (np + 15) & ~(size_t)15, table = 8500000;
+    float *hpar = (float *)malloc(sizeof(float) * stride * PARENTS), *htab = (float *)malloc(sizeof(float) * table);
+    for (size_t i = 0; i < stride * PARENTS; i++) hpar[i] = (float)(uniform() - 0.5) * 0.1f;
+    for (size_t i = 0; i < table; i++) htab[i] = (float)(uniform() - 0.5) * 3.4f;
+    float *dpar = upload(hpar, stride * PARENTS), *dtab = upload(htab, table);
+    float *hbuilt = (float *)malloc(sizeof(float) * stride * P);
+    NevoKRecipe *hrec = (NevoKRecipe *)malloc(sizeof(NevoKRecipe) * P);
+    for (int j = 0; j < P; j++) {
+        size_t off = (size_t)(uniform() * (double)(table - np));
+        NevoKRecipe h = {hpar + stride * (size_t)(j % PARENTS), htab + off, 0.02f, j % 2 ? -1 : 1};
+        for (size_t k = 0; k < np; k++) hbuilt[stride * (size_t)j + k] = nevo_kr_weight(&h, k);
+        hrec[j] = (NevoKRecipe){dpar + stride * (size_t)(j % PARENTS), dtab + off, 0.02f, j % 2 ? -1 : 1};
+    }
+    float *dbuilt = upload(hbuilt, stride * P);
+    NevoKRecipe *drec;
+    CK(cudaMalloc((void **)&drec, sizeof(NevoKRecipe) * P));
+    CK(cudaMemcpy(drec, hrec, sizeof(NevoKRecipe) * P, cudaMemcpyHostToDevice));
+    int *which = (int *)malloc(sizeof(int) * P), *dwhich;
+    for (int i = 0; i < P; i++) which[i] = i;
+    CK(cudaMalloc((void **)&dwhich, sizeof(int) * P));
+    CK(cudaMemcpy(dwhich, which, sizeof(int) * P, cudaMemcpyHostToDevice));
+    float *hx = (float *)malloc(sizeof(float) * P * IN);
+    for (size_t i = 0; i < (size_t)P * IN; i++) hx[i] = uniform() < 0.5 ? 0.0f : (float)uniform();
+    float *dx = upload(hx, (size_t)P * IN), *y1, *y2;
+    CK(cudaMalloc((void **)&y1, sizeof(float) * P * OUT));
+    CK(cudaMalloc((void **)&y2, sizeof(float) * P * OUT));
+    CK(cudaMemset(y1, 0xff, sizeof(float) * P * OUT));
+    CK(cudaMemset(y2, 0xff, sizeof(float) * P * OUT));
+    DenseCtx d = {{dbuilt, stride, dwhich, NULL, dx, IN, IN, OUT, 0, (size_t)IN * OUT, 1, 1, y1, OUT, NULL}, P, P};
+    double tb = time_ms(launch_dense_r1, &d);
+    d.a.rec = drec, d.a.Y = y2;
+    double tr = time_ms(launch_dense_r1, &d);
+    int ok = same_bits(y1, y2, (size_t)P * OUT);
+    printf("GA children, %d of %d parents, B = 1:\n", P, PARENTS);
+    printf("%-10s %4d %10.4f %12.2f %s\n", "r1 built", 1, tb, P / tb * 1e-3, "-");
+    printf("%-10s %4d %10.4f %12.2f %s\n", "r1 recipe", 1, tr, P / tr * 1e-3, ok ? "same" : "DIFFER");
+    CK(cudaFree(dpar));
+    CK(cudaFree(dtab));
+    CK(cudaFree(dbuilt));
+    CK(cudaFree(drec));
+    CK(cudaFree(dwhich));
+    CK(cudaFree(dx));
+    CK(cudaFree(y1));
+    CK(cudaFree(y2));
+    free(hpar), free(htab), free(hbuilt), free(hrec), free(which), free(hx);
+}
+
 int main(void) {
     const int P = 1024, Bs[3] = {1, 16, 64}, IN = 1024, OUT = 128;
     const int H = 10, Wd = 10, C = 4, K = 3, F = 16, OH = 8, OW = 8;
@@ -230,7 +286,8 @@ int main(void) {
         CK(cudaMalloc((void **)&y1, sizeof(float) * ny));
         CK(cudaMalloc((void **)&y2, sizeof(float) * ny));
 
-        DenseCtx d = {{dparams, dstride, dwhich, druns, dx, IN, IN, OUT, 0, (size_t)IN * OUT, 1, 1, y1, OUT}, m, n};
+        DenseCtx d = {{dparams, dstride, dwhich, druns, dx, IN, IN, OUT, 0, (size_t)IN * OUT, 1, 1, y1, OUT, NULL}, m,
+                      n};
         CK(cudaMemset(y1, 0xff, sizeof(float) * ny));
         CK(cudaMemset(y2, 0xff, sizeof(float) * ny));
         double t2 = time_ms(launch_dense_v2, &d);
@@ -264,5 +321,6 @@ int main(void) {
     CK(cudaFree(dparams));
     CK(cudaFree(cparams));
     free(hd), free(hc);
+    ga_children(P, IN, OUT);
     return 0;
 }

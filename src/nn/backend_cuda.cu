@@ -506,7 +506,7 @@ static void run_layers(Work *w, const NevoPolicy *p, const NevoRows *r, int n, i
             NEVO_ASSERT(L->kind == NEVO_LAYER_DENSE);
             int vec = L->out_dim % 4 == 0 && L->w_off % 4 == 0 && r->stride % 4 == 0 && (uintptr_t)r->data % 16 == 0;
             NevoKDense a = {r->data, r->stride, w->d_idx, w->d_idx + R, X, xs, L->in_dim, L->out_dim,
-                            L->w_off, L->b_off, (int)L->act, vec, Y, ys};
+                            L->w_off, L->b_off, (int)L->act, vec, Y, ys, NULL};
             unsigned cb = (unsigned)((L->out_dim + NEVO_KD_COLS - 1) / NEVO_KD_COLS);
             if (n_runs == n && w->dense1) /* every row its own network: only nonzero inputs' weights */
                 k_dense1<<<dim3((unsigned)n, cb), NEVO_KD_THREADS, 0, s>>>(a);

@@ -94,6 +94,22 @@ NEVO_HD float nevo_k_act(int act, float y) {
  * phases take the arguments by value (a kernel's parameters, never copied to memory once
  * inlined). dev/cuda/NOTES.md has the variants measured. */
 #define NEVO_KD_ROWS 16
+
+/* A network as its recipe, each weight made as nevo_kb_elems builds it: base[k] + d or
+ * base[k] - d by sign, d = sigma eps[k] (eps a full noise slice; NULL: the base as it
+ * is). The one-row dense kernel can read a row's network this way, never built. */
+typedef struct NevoKRecipe {
+    const float *base, *eps;
+    float sigma;
+    int sign;
+} NevoKRecipe;
+
+NEVO_HD float nevo_kr_weight(const NevoKRecipe *r, size_t k) {
+    float th = r->base[k];
+    if (!r->eps) return th;
+    float d = r->sigma * r->eps[k];
+    return r->sign > 0 ? th + d : th - d;
+}
 #define NEVO_KD_NJ 4
 #define NEVO_KD_THREADS 32
 #define NEVO_KD_COLS (NEVO_KD_THREADS * NEVO_KD_NJ)
@@ -112,6 +128,8 @@ typedef struct NevoKDense {
                           * params all multiples of 4 floats) */
     float *Y;            /* (n, ys) */
     int ys;
+    const NevoKRecipe *rec; /* the one-row kernel: NULL, network which[i] is at params +
+                             * which[i] stride; else it is the recipe rec[which[i]] */
 } NevoKDense;
 
 /* The call's rows as runs of at most NEVO_KD_ROWS consecutive rows with one network:
@@ -236,6 +254,13 @@ typedef struct NevoKD1Tile {
 NEVO_HD void nevo_kd1_init(NevoKDense a, int row, int cblock, int t, float *acc) {
     int j0 = cblock * NEVO_KD_COLS + t * NEVO_KD_NJ;
     if (j0 >= a.out) return;
+    if (a.rec) {
+        const NevoKRecipe *r = &a.rec[a.which[row]];
+        NEVO_UNROLL
+        for (int q = 0; q < NEVO_KD_NJ; q++)
+            acc[q] = j0 + q < a.out ? nevo_kr_weight(r, a.b_off + (size_t)(j0 + q)) : 0.0f;
+        return;
+    }
     const float *b = a.params + (size_t)a.which[row] * a.stride + a.b_off + (size_t)j0;
     NEVO_UNROLL
     for (int q = 0; q < NEVO_KD_NJ; q++) acc[q] = j0 + q < a.out ? b[q] : 0.0f;
@@ -274,12 +299,22 @@ NEVO_HD void nevo_kd1_accum(NevoKDense a, int row, int cblock, int t, int k0, co
     int j0 = cblock * NEVO_KD_COLS + t * NEVO_KD_NJ;
     if (j0 >= a.out) return;
     int valid = a.out - j0, cnt = tile->cnt;
-    const float *W = a.params + (size_t)a.which[row] * a.stride + a.w_off + (size_t)k0 * a.out + j0;
+    const float *W = a.rec ? NULL : a.params + (size_t)a.which[row] * a.stride + a.w_off + (size_t)k0 * a.out + j0;
+    const NevoKRecipe *r = a.rec ? &a.rec[a.which[row]] : NULL;
+    size_t r0 = a.w_off + (size_t)k0 * (size_t)a.out + (size_t)j0; /* the recipe's index of W's tile */
     for (int u = 0; u < cnt; u += NEVO_KD1_FLIGHT) {
         float w[NEVO_KD1_FLIGHT][NEVO_KD_NJ];
         NEVO_UNROLL
-        for (int f = 0; f < NEVO_KD1_FLIGHT; f++)
-            if (u + f < cnt) nevo_kd_weights(W + (size_t)tile->idx[u + f] * a.out, a.vec, valid, w[f]);
+        for (int f = 0; f < NEVO_KD1_FLIGHT; f++) {
+            if (u + f >= cnt) continue;
+            if (!r) {
+                nevo_kd_weights(W + (size_t)tile->idx[u + f] * a.out, a.vec, valid, w[f]);
+                continue;
+            }
+            size_t k = r0 + (size_t)tile->idx[u + f] * (size_t)a.out;
+            NEVO_UNROLL
+            for (int q = 0; q < NEVO_KD_NJ; q++) w[f][q] = q < valid ? nevo_kr_weight(r, k + (size_t)q) : 0.0f;
+        }
         NEVO_UNROLL
         for (int f = 0; f < NEVO_KD1_FLIGHT; f++)
             if (u + f < cnt) {
