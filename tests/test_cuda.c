@@ -247,9 +247,10 @@ TEST(cuda_kernel_bodies_forward_match_cpu) {
 /* The one-row dense kernel reading its networks as recipes (base +- sigma eps, made
  * weight by weight) gives the bits it gives on the same networks built by the builds'
  * own rule (nevo_kb_elems): a layer of 300 inputs (a partial tile) and 70 outputs (a
- * partial group of 4), 3 bases, networks of either sign and a base as it is. */
+ * partial group of 4), 3 bases, full-rank networks of either sign, a base as it is, and
+ * low-rank networks of ranks 1 to 3. */
 TEST(cuda_kernel_bodies_recipe_dense_matches_built) {
-    enum { IN = 300, OUT = 70, BASES = 3, NETS = 7, N = 23 };
+    enum { IN = 300, OUT = 70, BASES = 3, FULL = 6, NETS = 10, N = 31 };
     size_t np = (size_t)IN * OUT + OUT, stride = (np + 15) & ~(size_t)15;
     NevoRng rng;
     nevo_rng_init(&rng, 5, 0, 0, 0, 0);
@@ -257,13 +258,21 @@ TEST(cuda_kernel_bodies_recipe_dense_matches_built) {
     for (size_t k = 0; k < np * BASES; k++) bases[k] = (float)(nevo_rng_uniform(&rng) - 0.5);
     for (size_t k = 0; k < np * NETS; k++) eps[k] = (float)nevo_rng_normal(&rng);
     NevoKRecipe rec[NETS];
+    NevoLRBlock blocks[3][2]; /* rank 1 .. 3: W (IN, OUT), then the bias */
     float *built = nevo_alloc(sizeof(float) * stride * NETS);
     for (int j = 0; j < NETS; j++) {
+        int rank = j >= FULL && j < NETS - 1 ? j - FULL + 1 : 0; /* the last: the base as it is */
+        NevoLRBlock *bl = rank ? blocks[rank - 1] : NULL;
+        if (bl) {
+            bl[0] = (NevoLRBlock){0, 0, IN, OUT};
+            bl[1] = (NevoLRBlock){(size_t)IN * OUT, (size_t)(IN + OUT) * (size_t)rank, 0, OUT};
+        }
         rec[j] = (NevoKRecipe){bases + np * (size_t)(j % BASES), j == NETS - 1 ? NULL : eps + np * (size_t)j,
-                               0.03f + 0.01f * (float)j, j % 2 ? -1 : 1};
-        NevoKBuild e = {rec[j].sign > 0 ? built + stride * (size_t)j : NULL,
-                        rec[j].sign > 0 ? NULL : built + stride * (size_t)j, rec[j].base, rec[j].eps, rec[j].sigma,
-                        0, NULL, 0, 0.0f};
+                               0.03f + 0.01f * (float)j, j % 2 ? -1 : 1, rank, bl, bl ? 2 : 0,
+                               rank ? (float)(1.0 / sqrt((double)rank)) : 0.0f};
+        int minus = rec[j].sign < 0 && rec[j].eps; /* a base as it is is built into plus */
+        NevoKBuild e = {minus ? NULL : built + stride * (size_t)j, minus ? built + stride * (size_t)j : NULL,
+                        rec[j].base, rec[j].eps, rec[j].sigma, rank, bl, bl ? 2 : 0, rec[j].c};
         for (int t = 0; t < NEVO_KB_THREADS; t++) nevo_kb_elems(&e, np, 0, 1, t);
     }
     float *x = nevo_alloc(sizeof(float) * N * IN);

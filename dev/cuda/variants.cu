@@ -17,12 +17,15 @@
  *   r1 recipe  dense r1 on GA children read as recipes (parent +- sigma times a slice of
  *              the noise table, each weight made as it is read) against the same
  *              children built (a section of its own, B = 1)
+ *   r1 rank    dense r1 on low-rank members around one mean (ranks 1, 2, 4) against one
+ *              shared network on the same rows (a section of its own, B = 1)
  *   conv v1    a thread per output, inputs and weights from L1 (the backend's fallback
  *              for a layer too large for a block's shared memory)
  *   conv v2    the kernel in use: a block per row with its image and the layer's weights
  *              in shared memory, a thread per pixel and 4 filters (one 16-byte shared read
  *              feeds 4 FMAs) */
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -220,9 +223,9 @@ static void ga_children(int P, int IN, int OUT) {
     NevoKRecipe *hrec = (NevoKRecipe *)malloc(sizeof(NevoKRecipe) * P);
     for (int j = 0; j < P; j++) {
         size_t off = (size_t)(uniform() * (double)(table - np));
-        NevoKRecipe h = {hpar + stride * (size_t)(j % PARENTS), htab + off, 0.02f, j % 2 ? -1 : 1};
+        NevoKRecipe h = {hpar + stride * (size_t)(j % PARENTS), htab + off, 0.02f, j % 2 ? -1 : 1, 0, NULL, 0, 0.0f};
         for (size_t k = 0; k < np; k++) hbuilt[stride * (size_t)j + k] = nevo_kr_weight(&h, k);
-        hrec[j] = (NevoKRecipe){dpar + stride * (size_t)(j % PARENTS), dtab + off, 0.02f, j % 2 ? -1 : 1};
+        hrec[j] = (NevoKRecipe){dpar + stride * (size_t)(j % PARENTS), dtab + off, 0.02f, j % 2 ? -1 : 1, 0, NULL, 0, 0.0f};
     }
     float *dbuilt = upload(hbuilt, stride * P);
     NevoKRecipe *drec;
@@ -256,6 +259,62 @@ static void ga_children(int P, int IN, int OUT) {
     CK(cudaFree(y1));
     CK(cudaFree(y2));
     free(hpar), free(htab), free(hbuilt), free(hrec), free(which), free(hx);
+}
+
+/* EGGROLL's question at B = 1: P members of rank r around one mean, each weight made
+ * from the mean and the member's compact slice (r + 1 FMAs, no member's floats in HBM),
+ * against one shared network on the same rows (the runs kernel, 16 rows a run, and the
+ * one-row kernel); the issue's target is 0.9 of the shared network. */
+static void lowrank_members(int P, int IN, int OUT) {
+    size_t np = (size_t)IN * OUT + OUT, stride = (np + 15) & ~(size_t)15, table = 8500000;
+    float *hmean = (float *)malloc(sizeof(float) * stride), *htab = (float *)malloc(sizeof(float) * table);
+    for (size_t i = 0; i < stride; i++) hmean[i] = (float)(uniform() - 0.5) * 0.1f;
+    for (size_t i = 0; i < table; i++) htab[i] = (float)(uniform() - 0.5) * 3.4f;
+    float *dmean = upload(hmean, stride), *dtab = upload(htab, table);
+    int *which = (int *)malloc(sizeof(int) * P), *zeros = (int *)calloc((size_t)P, sizeof(int));
+    int *runs = (int *)malloc(sizeof(int) * (P + 1)), *dwhich, *dzeros, *druns;
+    for (int i = 0; i < P; i++) which[i] = i;
+    int m = nevo_kd_runs(zeros, P, runs);
+    CK(cudaMalloc((void **)&dwhich, sizeof(int) * P));
+    CK(cudaMalloc((void **)&dzeros, sizeof(int) * P));
+    CK(cudaMalloc((void **)&druns, sizeof(int) * (m + 1)));
+    CK(cudaMemcpy(dwhich, which, sizeof(int) * P, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dzeros, zeros, sizeof(int) * P, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(druns, runs, sizeof(int) * (m + 1), cudaMemcpyHostToDevice));
+    float *hx = (float *)malloc(sizeof(float) * P * IN);
+    for (size_t i = 0; i < (size_t)P * IN; i++) hx[i] = uniform() < 0.5 ? 0.0f : (float)uniform();
+    float *dx = upload(hx, (size_t)P * IN), *y;
+    CK(cudaMalloc((void **)&y, sizeof(float) * P * OUT));
+    DenseCtx shared = {{dmean, stride, dzeros, druns, dx, IN, IN, OUT, 0, (size_t)IN * OUT, 1, 1, y, OUT, NULL}, m, P};
+    double ts = time_ms(launch_dense_v2, &shared), ts1 = time_ms(launch_dense_r1, &shared);
+    printf("low rank around one mean, %d members, B = 1 (shared network: runs %.4f ms, one-row %.4f ms):\n", P, ts,
+           ts1);
+    double best = ts < ts1 ? ts : ts1;
+    NevoKRecipe *hrec = (NevoKRecipe *)malloc(sizeof(NevoKRecipe) * P), *drec;
+    CK(cudaMalloc((void **)&drec, sizeof(NevoKRecipe) * P));
+    for (int rank = 1; rank <= 4; rank *= 2) {
+        NevoLRBlock hb[2] = {{0, 0, IN, OUT}, {(size_t)IN * OUT, (size_t)(IN + OUT) * (size_t)rank, 0, OUT}}, *db;
+        CK(cudaMalloc((void **)&db, sizeof hb));
+        CK(cudaMemcpy(db, hb, sizeof hb, cudaMemcpyHostToDevice));
+        size_t zf = (size_t)(IN + OUT) * (size_t)rank + (size_t)OUT;
+        for (int j = 0; j < P; j++)
+            hrec[j] = (NevoKRecipe){dmean, dtab + (size_t)(uniform() * (double)(table - zf)), 0.02f, j % 2 ? -1 : 1,
+                                    rank, db, 2, (float)(1.0 / sqrt((double)rank))};
+        CK(cudaMemcpy(drec, hrec, sizeof(NevoKRecipe) * P, cudaMemcpyHostToDevice));
+        DenseCtx d = {{dmean, stride, dwhich, NULL, dx, IN, IN, OUT, 0, (size_t)IN * OUT, 1, 1, y, OUT, drec}, P, P};
+        double t = time_ms(launch_dense_r1, &d);
+        printf("%-10s %4d %10.4f %12.2f %.2f of the shared network\n", "r1 rank", rank, t, P / t * 1e-3, best / t);
+        CK(cudaFree(db));
+    }
+    CK(cudaFree(dmean));
+    CK(cudaFree(dtab));
+    CK(cudaFree(dwhich));
+    CK(cudaFree(dzeros));
+    CK(cudaFree(druns));
+    CK(cudaFree(dx));
+    CK(cudaFree(y));
+    CK(cudaFree(drec));
+    free(hmean), free(htab), free(which), free(zeros), free(runs), free(hx), free(hrec);
 }
 
 int main(void) {
@@ -322,5 +381,6 @@ int main(void) {
     CK(cudaFree(cparams));
     free(hd), free(hc);
     ga_children(P, IN, OUT);
+    lowrank_members(P, IN, OUT);
     return 0;
 }

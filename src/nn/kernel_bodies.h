@@ -82,6 +82,40 @@ NEVO_HD float nevo_k_act(int act, float y) {
     return act == 0 ? nevo_tanh_body(y) : act == 1 ? (y < 0.0f ? 0.0f : y) : y;
 }
 
+/* ---- low-rank perturbations (params.h: nevo_lowrank_expand) --------------------------
+ * The parameter vector as blocks in layout order, each a matrix (rows, cols) whose
+ * compact noise is A (rows, rank) then B (cols, rank) at z_off, or a bias (rows 0) whose
+ * noise is its own floats at z_off. */
+typedef struct NevoLRBlock {
+    size_t off, z_off;
+    int rows, cols;
+} NevoLRBlock;
+
+/* eps of parameter k, which lies in block bl: a matrix element's fused sum of A[a][q]
+ * B[b][q] over q ascending from 0, times c = (float)(1 / sqrt(rank)); a bias's own float */
+NEVO_HD float nevo_lr_eps(const NevoLRBlock *bl, int rank, float c, const float *z, size_t k) {
+    size_t e = k - bl->off;
+    if (bl->rows == 0) return z[bl->z_off + e];
+    size_t cols = (size_t)bl->cols, R = (size_t)rank;
+    const float *a = z + bl->z_off + (e / cols) * R, *b = z + bl->z_off + (size_t)bl->rows * R + (e % cols) * R;
+    float s = 0.0f;
+    for (size_t q = 0; q < R; q++) s = fmaf(a[q], b[q], s);
+    return s * c;
+}
+
+/* the block holding parameter k (blocks ascending by off, covering 0 .. nparams - 1) */
+NEVO_HD const NevoLRBlock *nevo_lr_block(const NevoLRBlock *bl, int n, size_t k) {
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (bl[mid].off <= k)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return &bl[lo];
+}
+
 /* ---- dense: Y = act(b + X W) for runs of rows that share a network -------------------
  * Grid (n_runs, ceil(out / NEVO_KD_COLS)); a block is one warp and one run: up to
  * NEVO_KD_ROWS consecutive rows with one network (the host splits the call's rows into
@@ -96,19 +130,30 @@ NEVO_HD float nevo_k_act(int act, float y) {
 #define NEVO_KD_ROWS 16
 
 /* A network as its recipe, each weight made as nevo_kb_elems builds it: base[k] + d or
- * base[k] - d by sign, d = sigma eps[k] (eps a full noise slice; NULL: the base as it
- * is). The one-row dense kernel can read a row's network this way, never built. */
+ * base[k] - d by sign, d = sigma eps_k, eps_k the noise slice's float k or (rank > 0)
+ * nevo_lr_eps of the compact slice; eps NULL: the base as it is. The one-row dense
+ * kernel can read a row's network this way, never built. */
 typedef struct NevoKRecipe {
     const float *base, *eps;
     float sigma;
     int sign;
+    int rank;                  /* low rank: its rank, the policy's blocks and */
+    const NevoLRBlock *blocks;
+    int n_blocks;
+    float c;                   /* (float)(1 / sqrt(rank)) */
 } NevoKRecipe;
 
-NEVO_HD float nevo_kr_weight(const NevoKRecipe *r, size_t k) {
+/* weight k of the recipe, k in block bl (low rank; NULL otherwise) */
+NEVO_HD float nevo_kr_weight_in(const NevoKRecipe *r, const NevoLRBlock *bl, size_t k) {
     float th = r->base[k];
     if (!r->eps) return th;
-    float d = r->sigma * r->eps[k];
+    float ek = r->rank ? nevo_lr_eps(bl, r->rank, r->c, r->eps, k) : r->eps[k];
+    float d = r->sigma * ek;
     return r->sign > 0 ? th + d : th - d;
+}
+
+NEVO_HD float nevo_kr_weight(const NevoKRecipe *r, size_t k) {
+    return nevo_kr_weight_in(r, r->rank ? nevo_lr_block(r->blocks, r->n_blocks, k) : NULL, k);
 }
 #define NEVO_KD_NJ 4
 #define NEVO_KD_THREADS 32
@@ -301,6 +346,7 @@ NEVO_HD void nevo_kd1_accum(NevoKDense a, int row, int cblock, int t, int k0, co
     int valid = a.out - j0, cnt = tile->cnt;
     const float *W = a.rec ? NULL : a.params + (size_t)a.which[row] * a.stride + a.w_off + (size_t)k0 * a.out + j0;
     const NevoKRecipe *r = a.rec ? &a.rec[a.which[row]] : NULL;
+    const NevoLRBlock *bw = r && r->rank ? nevo_lr_block(r->blocks, r->n_blocks, a.w_off) : NULL; /* W's block */
     size_t r0 = a.w_off + (size_t)k0 * (size_t)a.out + (size_t)j0; /* the recipe's index of W's tile */
     for (int u = 0; u < cnt; u += NEVO_KD1_FLIGHT) {
         float w[NEVO_KD1_FLIGHT][NEVO_KD_NJ];
@@ -313,7 +359,7 @@ NEVO_HD void nevo_kd1_accum(NevoKDense a, int row, int cblock, int t, int k0, co
             }
             size_t k = r0 + (size_t)tile->idx[u + f] * (size_t)a.out;
             NEVO_UNROLL
-            for (int q = 0; q < NEVO_KD_NJ; q++) w[f][q] = q < valid ? nevo_kr_weight(r, k + (size_t)q) : 0.0f;
+            for (int q = 0; q < NEVO_KD_NJ; q++) w[f][q] = q < valid ? nevo_kr_weight_in(r, bw, k + (size_t)q) : 0.0f;
         }
         NEVO_UNROLL
         for (int f = 0; f < NEVO_KD1_FLIGHT; f++)
@@ -455,40 +501,6 @@ NEVO_HD void nevo_kn_elem(const float *obs, const float *mean, const float *std,
     int i = e / dim, k = e - i * dim;
     float v = (obs[e] - mean[k]) / std[k];
     x[(size_t)i * xs + k] = v < -5.0f ? -5.0f : v > 5.0f ? 5.0f : v;
-}
-
-/* ---- low-rank perturbations (params.h: nevo_lowrank_expand) --------------------------
- * The parameter vector as blocks in layout order, each a matrix (rows, cols) whose
- * compact noise is A (rows, rank) then B (cols, rank) at z_off, or a bias (rows 0) whose
- * noise is its own floats at z_off. */
-typedef struct NevoLRBlock {
-    size_t off, z_off;
-    int rows, cols;
-} NevoLRBlock;
-
-/* eps of parameter k, which lies in block bl: a matrix element's fused sum of A[a][q]
- * B[b][q] over q ascending from 0, times c = (float)(1 / sqrt(rank)); a bias's own float */
-NEVO_HD float nevo_lr_eps(const NevoLRBlock *bl, int rank, float c, const float *z, size_t k) {
-    size_t e = k - bl->off;
-    if (bl->rows == 0) return z[bl->z_off + e];
-    size_t cols = (size_t)bl->cols, R = (size_t)rank;
-    const float *a = z + bl->z_off + (e / cols) * R, *b = z + bl->z_off + (size_t)bl->rows * R + (e % cols) * R;
-    float s = 0.0f;
-    for (size_t q = 0; q < R; q++) s = fmaf(a[q], b[q], s);
-    return s * c;
-}
-
-/* the block holding parameter k (blocks ascending by off, covering 0 .. nparams - 1) */
-NEVO_HD const NevoLRBlock *nevo_lr_block(const NevoLRBlock *bl, int n, size_t k) {
-    int lo = 0, hi = n - 1;
-    while (lo < hi) {
-        int mid = (lo + hi + 1) / 2;
-        if (bl[mid].off <= k)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return &bl[lo];
 }
 
 /* ---- networks built on the device ----------------------------------------------------
