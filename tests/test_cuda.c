@@ -248,9 +248,10 @@ TEST(cuda_kernel_bodies_forward_match_cpu) {
  * weight by weight) gives the bits it gives on the same networks built by the builds'
  * own rule (nevo_kb_elems): a layer of 300 inputs (a partial tile) and 70 outputs (a
  * partial group of 4), 3 bases, full-rank networks of either sign, a base as it is, and
- * low-rank networks of ranks 1 to 3. */
+ * low-rank networks of ranks 1 to 3 (the layer's W one block: the kernel's own rows of A
+ * and B) and of rank 2 with W in two blocks (nevo_lr_eps element by element). */
 TEST(cuda_kernel_bodies_recipe_dense_matches_built) {
-    enum { IN = 300, OUT = 70, BASES = 3, FULL = 6, NETS = 10, N = 31 };
+    enum { IN = 300, OUT = 70, BASES = 3, FULL = 6, NETS = 11, N = 31 };
     size_t np = (size_t)IN * OUT + OUT, stride = (np + 15) & ~(size_t)15;
     NevoRng rng;
     nevo_rng_init(&rng, 5, 0, 0, 0, 0);
@@ -258,21 +259,26 @@ TEST(cuda_kernel_bodies_recipe_dense_matches_built) {
     for (size_t k = 0; k < np * BASES; k++) bases[k] = (float)(nevo_rng_uniform(&rng) - 0.5);
     for (size_t k = 0; k < np * NETS; k++) eps[k] = (float)nevo_rng_normal(&rng);
     NevoKRecipe rec[NETS];
-    NevoLRBlock blocks[3][2]; /* rank 1 .. 3: W (IN, OUT), then the bias */
+    NevoLRBlock blocks[3][2], split[3]; /* rank 1 .. 3: W (IN, OUT), then the bias; W's halves */
     float *built = nevo_alloc(sizeof(float) * stride * NETS);
     for (int j = 0; j < NETS; j++) {
-        int rank = j >= FULL && j < NETS - 1 ? j - FULL + 1 : 0; /* the last: the base as it is */
-        NevoLRBlock *bl = rank ? blocks[rank - 1] : NULL;
-        if (bl) {
+        int rank = j >= FULL && j < FULL + 3 ? j - FULL + 1 : j == FULL + 3 ? 2 : 0; /* the last: the base */
+        NevoLRBlock *bl = j == FULL + 3 ? split : rank ? blocks[rank - 1] : NULL;
+        int n_bl = j == FULL + 3 ? 3 : rank ? 2 : 0;
+        if (j == FULL + 3) {
+            split[0] = (NevoLRBlock){0, 0, IN / 2, OUT};
+            split[1] = (NevoLRBlock){(size_t)(IN / 2) * OUT, (size_t)(IN / 2 + OUT) * 2, IN / 2, OUT};
+            split[2] = (NevoLRBlock){(size_t)IN * OUT, (size_t)(IN + 2 * OUT) * 2, 0, OUT};
+        } else if (bl) {
             bl[0] = (NevoLRBlock){0, 0, IN, OUT};
             bl[1] = (NevoLRBlock){(size_t)IN * OUT, (size_t)(IN + OUT) * (size_t)rank, 0, OUT};
         }
         rec[j] = (NevoKRecipe){bases + np * (size_t)(j % BASES), j == NETS - 1 ? NULL : eps + np * (size_t)j,
-                               0.03f + 0.01f * (float)j, j % 2 ? -1 : 1, rank, bl, bl ? 2 : 0,
+                               0.03f + 0.01f * (float)j, j % 2 ? -1 : 1, rank, bl, n_bl,
                                rank ? (float)(1.0 / sqrt((double)rank)) : 0.0f};
         int minus = rec[j].sign < 0 && rec[j].eps; /* a base as it is is built into plus */
         NevoKBuild e = {minus ? NULL : built + stride * (size_t)j, minus ? built + stride * (size_t)j : NULL,
-                        rec[j].base, rec[j].eps, rec[j].sigma, rank, bl, bl ? 2 : 0, rec[j].c};
+                        rec[j].base, rec[j].eps, rec[j].sigma, rank, bl, n_bl, rec[j].c};
         for (int t = 0; t < NEVO_KB_THREADS; t++) nevo_kb_elems(&e, np, 0, 1, t);
     }
     float *x = nevo_alloc(sizeof(float) * N * IN);

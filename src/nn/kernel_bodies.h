@@ -155,6 +155,15 @@ NEVO_HD float nevo_kr_weight_in(const NevoKRecipe *r, const NevoLRBlock *bl, siz
 NEVO_HD float nevo_kr_weight(const NevoKRecipe *r, size_t k) {
     return nevo_kr_weight_in(r, r->rank ? nevo_lr_block(r->blocks, r->n_blocks, k) : NULL, k);
 }
+
+/* weight k of a low-rank recipe whose factor rows are known: a (the row's A) and b (the
+ * column's B), nevo_lr_eps's sum without its index arithmetic */
+NEVO_HD float nevo_kr_weight_ab(const NevoKRecipe *r, size_t k, const float *a, const float *b) {
+    float s = 0.0f;
+    for (int q = 0; q < r->rank; q++) s = fmaf(a[q], b[q], s);
+    float d = r->sigma * (s * r->c), th = r->base[k];
+    return r->sign > 0 ? th + d : th - d;
+}
 #define NEVO_KD_NJ 4
 #define NEVO_KD_THREADS 32
 #define NEVO_KD_COLS (NEVO_KD_THREADS * NEVO_KD_NJ)
@@ -346,7 +355,12 @@ NEVO_HD void nevo_kd1_accum(NevoKDense a, int row, int cblock, int t, int k0, co
     int valid = a.out - j0, cnt = tile->cnt;
     const float *W = a.rec ? NULL : a.params + (size_t)a.which[row] * a.stride + a.w_off + (size_t)k0 * a.out + j0;
     const NevoKRecipe *r = a.rec ? &a.rec[a.which[row]] : NULL;
-    const NevoLRBlock *bw = r && r->rank ? nevo_lr_block(r->blocks, r->n_blocks, a.w_off) : NULL; /* W's block */
+    const NevoLRBlock *bw = r && r->rank ? nevo_lr_block(r->blocks, r->n_blocks, a.w_off) : NULL; /* W's first */
+    const float *ab = NULL, *bb = NULL; /* W one block: A's first row and this lane's first row of B */
+    if (bw && r->eps && bw->off == a.w_off && bw->rows == a.in && bw->cols == a.out) {
+        ab = r->eps + bw->z_off;
+        bb = ab + (size_t)bw->rows * (size_t)r->rank + (size_t)j0 * (size_t)r->rank;
+    }
     size_t r0 = a.w_off + (size_t)k0 * (size_t)a.out + (size_t)j0; /* the recipe's index of W's tile */
     for (int u = 0; u < cnt; u += NEVO_KD1_FLIGHT) {
         float w[NEVO_KD1_FLIGHT][NEVO_KD_NJ];
@@ -358,8 +372,16 @@ NEVO_HD void nevo_kd1_accum(NevoKDense a, int row, int cblock, int t, int k0, co
                 continue;
             }
             size_t k = r0 + (size_t)tile->idx[u + f] * (size_t)a.out;
-            NEVO_UNROLL
-            for (int q = 0; q < NEVO_KD_NJ; q++) w[f][q] = q < valid ? nevo_kr_weight_in(r, bw, k + (size_t)q) : 0.0f;
+            if (ab) { /* W's block is this layer's (in, out): A's row is the input, B's the output */
+                const float *ar = ab + (size_t)(k0 + tile->idx[u + f]) * (size_t)r->rank;
+                NEVO_UNROLL
+                for (int q = 0; q < NEVO_KD_NJ; q++)
+                    w[f][q] = q < valid ? nevo_kr_weight_ab(r, k + (size_t)q, ar, bb + (size_t)q * (size_t)r->rank)
+                                        : 0.0f;
+                continue;
+            }
+            NEVO_UNROLL /* full rank, or W in several blocks: each weight's own block */
+            for (int q = 0; q < NEVO_KD_NJ; q++) w[f][q] = q < valid ? nevo_kr_weight(r, k + (size_t)q) : 0.0f;
         }
         NEVO_UNROLL
         for (int f = 0; f < NEVO_KD1_FLIGHT; f++)
