@@ -25,6 +25,7 @@
  *              in shared memory, a thread per pixel and 4 filters (one 16-byte shared read
  *              feeds 4 FMAs) */
 #include <cuda_runtime.h>
+#include <initializer_list>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -198,6 +199,11 @@ static void launch_conv_v2(void *c) {
     conv_v2<<<d->n, NEVO_KC_THREADS, nevo_kc_smem_bytes(d->a)>>>(d->a);
 }
 
+/* cudaFree of each */
+static void dfree(std::initializer_list<const void *> ps) {
+    for (const void *q : ps) CK(cudaFree((void *)q));
+}
+
 /* 1 if the two device arrays hold the same bits */
 static int same_bits(const float *x, const float *y, size_t n) {
     float *hx = (float *)malloc(sizeof(float) * n), *hy = (float *)malloc(sizeof(float) * n);
@@ -250,14 +256,7 @@ static void ga_children(int P, int IN, int OUT) {
     printf("GA children, %d of %d parents, B = 1:\n", P, PARENTS);
     printf("%-10s %4d %10.4f %12.2f %s\n", "r1 built", 1, tb, P / tb * 1e-3, "-");
     printf("%-10s %4d %10.4f %12.2f %s\n", "r1 recipe", 1, tr, P / tr * 1e-3, ok ? "same" : "DIFFER");
-    CK(cudaFree(dpar));
-    CK(cudaFree(dtab));
-    CK(cudaFree(dbuilt));
-    CK(cudaFree(drec));
-    CK(cudaFree(dwhich));
-    CK(cudaFree(dx));
-    CK(cudaFree(y1));
-    CK(cudaFree(y2));
+    dfree({dpar, dtab, dbuilt, drec, dwhich, dx, y1, y2});
     free(hpar), free(htab), free(hbuilt), free(hrec), free(which), free(hx);
 }
 
@@ -306,14 +305,7 @@ static void lowrank_members(int P, int IN, int OUT) {
         printf("%-10s %4d %10.4f %12.2f %.2f of the shared network\n", "r1 rank", rank, t, P / t * 1e-3, best / t);
         CK(cudaFree(db));
     }
-    CK(cudaFree(dmean));
-    CK(cudaFree(dtab));
-    CK(cudaFree(dwhich));
-    CK(cudaFree(dzeros));
-    CK(cudaFree(druns));
-    CK(cudaFree(dx));
-    CK(cudaFree(y));
-    CK(cudaFree(drec));
+    dfree({dmean, dtab, dwhich, dzeros, druns, dx, y, drec});
     free(hmean), free(htab), free(which), free(zeros), free(runs), free(hx), free(hrec);
 }
 
@@ -369,16 +361,10 @@ int main(void) {
         ok = same_bits(y1, y2, (size_t)n * OH * OW * F);
         printf("%-10s %4d %10.4f %12.2f %s\n", "conv v1", B, c1, n / c1 * 1e-3, "-");
         printf("%-10s %4d %10.4f %12.2f %s\n", "conv v2", B, c2, n / c2 * 1e-3, ok ? "same" : "DIFFER");
-        CK(cudaFree(dwhich));
-        CK(cudaFree(druns));
-        CK(cudaFree(dx));
-        CK(cudaFree(dimg));
-        CK(cudaFree(y1));
-        CK(cudaFree(y2));
+        dfree({dwhich, druns, dx, dimg, y1, y2});
         free(which), free(runs), free(hx), free(himg);
     }
-    CK(cudaFree(dparams));
-    CK(cudaFree(cparams));
+    dfree({dparams, cparams});
     free(hd), free(hc);
     ga_children(P, IN, OUT);
     lowrank_members(P, IN, OUT);
