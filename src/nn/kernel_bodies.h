@@ -116,6 +116,40 @@ NEVO_HD const NevoLRBlock *nevo_lr_block(const NevoLRBlock *bl, int n, size_t k)
     return &bl[lo];
 }
 
+/* ---- recipes: networks read as they are made, never built ---------------------------
+ * A network as its recipe, each weight made as nevo_kb_elems builds it: base[k] + d or
+ * base[k] - d by sign, d = sigma eps_k, eps_k the noise slice's float k or (rank > 0)
+ * nevo_lr_eps of the compact slice; eps NULL: the base as it is. The one-row dense
+ * kernel can read a row's network this way. */
+typedef struct NevoKRecipe {
+    const float *base, *eps;
+    float sigma;
+    int sign;
+    int rank;                  /* low rank: its rank, the policy's blocks and */
+    const NevoLRBlock *blocks;
+    int n_blocks;
+    float c;                   /* (float)(1 / sqrt(rank)) */
+} NevoKRecipe;
+
+/* weight k of the recipe */
+NEVO_HD float nevo_kr_weight(const NevoKRecipe *r, size_t k) {
+    float th = r->base[k];
+    if (!r->eps) return th;
+    float ek = r->rank ? nevo_lr_eps(nevo_lr_block(r->blocks, r->n_blocks, k), r->rank, r->c, r->eps, k)
+                       : r->eps[k];
+    float d = r->sigma * ek;
+    return r->sign > 0 ? th + d : th - d;
+}
+
+/* weight k of a low-rank recipe whose factor rows are known: a (the row's A) and b (the
+ * column's B), nevo_lr_eps's sum without its index arithmetic */
+NEVO_HD float nevo_kr_weight_ab(const NevoKRecipe *r, size_t k, const float *a, const float *b) {
+    float s = 0.0f;
+    for (int q = 0; q < r->rank; q++) s = fmaf(a[q], b[q], s);
+    float d = r->sigma * (s * r->c), th = r->base[k];
+    return r->sign > 0 ? th + d : th - d;
+}
+
 /* ---- dense: Y = act(b + X W) for runs of rows that share a network -------------------
  * Grid (n_runs, ceil(out / NEVO_KD_COLS)); a block is one warp and one run: up to
  * NEVO_KD_ROWS consecutive rows with one network (the host splits the call's rows into
@@ -129,41 +163,6 @@ NEVO_HD const NevoLRBlock *nevo_lr_block(const NevoLRBlock *bl, int n, size_t k)
  * inlined). dev/cuda/NOTES.md has the variants measured. */
 #define NEVO_KD_ROWS 16
 
-/* A network as its recipe, each weight made as nevo_kb_elems builds it: base[k] + d or
- * base[k] - d by sign, d = sigma eps_k, eps_k the noise slice's float k or (rank > 0)
- * nevo_lr_eps of the compact slice; eps NULL: the base as it is. The one-row dense
- * kernel can read a row's network this way, never built. */
-typedef struct NevoKRecipe {
-    const float *base, *eps;
-    float sigma;
-    int sign;
-    int rank;                  /* low rank: its rank, the policy's blocks and */
-    const NevoLRBlock *blocks;
-    int n_blocks;
-    float c;                   /* (float)(1 / sqrt(rank)) */
-} NevoKRecipe;
-
-/* weight k of the recipe, k in block bl (low rank; NULL otherwise) */
-NEVO_HD float nevo_kr_weight_in(const NevoKRecipe *r, const NevoLRBlock *bl, size_t k) {
-    float th = r->base[k];
-    if (!r->eps) return th;
-    float ek = r->rank ? nevo_lr_eps(bl, r->rank, r->c, r->eps, k) : r->eps[k];
-    float d = r->sigma * ek;
-    return r->sign > 0 ? th + d : th - d;
-}
-
-NEVO_HD float nevo_kr_weight(const NevoKRecipe *r, size_t k) {
-    return nevo_kr_weight_in(r, r->rank ? nevo_lr_block(r->blocks, r->n_blocks, k) : NULL, k);
-}
-
-/* weight k of a low-rank recipe whose factor rows are known: a (the row's A) and b (the
- * column's B), nevo_lr_eps's sum without its index arithmetic */
-NEVO_HD float nevo_kr_weight_ab(const NevoKRecipe *r, size_t k, const float *a, const float *b) {
-    float s = 0.0f;
-    for (int q = 0; q < r->rank; q++) s = fmaf(a[q], b[q], s);
-    float d = r->sigma * (s * r->c), th = r->base[k];
-    return r->sign > 0 ? th + d : th - d;
-}
 #define NEVO_KD_NJ 4
 #define NEVO_KD_THREADS 32
 #define NEVO_KD_COLS (NEVO_KD_THREADS * NEVO_KD_NJ)
