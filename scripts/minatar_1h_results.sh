@@ -54,7 +54,7 @@ field() { grep -o "\"$1\": [-0-9.e+]*" "$2" | head -1 | awk '{print $2}'; }
 echo "| game | DQN at 5M | AC(lambda) at 5M | $algo, 1 h, mean of seeds | seeds | frames per run | wall s per run |"
 echo "|---|---|---|---|---|---|---|"
 for g in $games; do
-    rets="" runs=() sum=0 n=0 frames="" walls=""
+    rets="" runs=() sum=0 n=0 frames="" walls="" done_seeds=""
     for seed in $seeds; do
         s=$arch/${g}_${algo}_s$seed/summary.json
         [ -f "$s" ] || continue
@@ -65,10 +65,12 @@ for g in $games; do
         frames="$frames${frames:+, }$(awk -v f="$(field frames "$s")" 'BEGIN { printf "%.0fM", f / 1e6 }')"
         walls="$walls${walls:+, }$(awk -v w="$(field wall_s "$s")" 'BEGIN { printf "%.0f", w }')"
         runs+=("$arch/${g}_${algo}_s$seed=$algo")
+        done_seeds="$done_seeds${done_seeds:+, }$seed"
     done
     [ "$n" -gt 0 ] || continue
     echo "| $g | ${DQN[$g]} | ${AC[$g]} | $(awk -v a="$sum" -v n="$n" 'BEGIN { printf "%.2f", a / n }') | $rets | $frames | $walls |"
     "$nevo" plot curves "${runs[@]}" --x wall_s --y elite_validation_mean --smooth 10 \
         --ref "DQN at 5M=${DQN[$g]}" --ref "AC(0.8) at 5M=${AC[$g]}" \
-        --title "$algo on MinAtar $g, one hour on 2 cores ($n seed$([ "$n" = 1 ] || echo s))" --out "docs/img/minatar_1h_$g.png" >/dev/null
+        --title "$algo on MinAtar $g, one hour on 2 cores (seed$([ "$n" = 1 ] || echo s) $done_seeds)" \
+        --out "docs/img/minatar_1h_$g.png" >/dev/null
 done
