@@ -91,6 +91,14 @@ typedef struct NevoLRBlock {
     int rows, cols;
 } NevoLRBlock;
 
+/* a matrix element's eps from its row of A and its row of B: their fused sum over q
+ * ascending from 0, times c */
+NEVO_HD float nevo_lr_ab(const float *a, const float *b, int rank, float c) {
+    float s = 0.0f;
+    for (int q = 0; q < rank; q++) s = fmaf(a[q], b[q], s);
+    return s * c;
+}
+
 /* eps of parameter k, which lies in block bl: a matrix element's fused sum of A[a][q]
  * B[b][q] over q ascending from 0, times c = (float)(1 / sqrt(rank)); a bias's own float */
 NEVO_HD float nevo_lr_eps(const NevoLRBlock *bl, int rank, float c, const float *z, size_t k) {
@@ -98,9 +106,7 @@ NEVO_HD float nevo_lr_eps(const NevoLRBlock *bl, int rank, float c, const float 
     if (bl->rows == 0) return z[bl->z_off + e];
     size_t cols = (size_t)bl->cols, R = (size_t)rank;
     const float *a = z + bl->z_off + (e / cols) * R, *b = z + bl->z_off + (size_t)bl->rows * R + (e % cols) * R;
-    float s = 0.0f;
-    for (size_t q = 0; q < R; q++) s = fmaf(a[q], b[q], s);
-    return s * c;
+    return nevo_lr_ab(a, b, rank, c);
 }
 
 /* the block holding parameter k (blocks ascending by off, covering 0 .. nparams - 1) */
@@ -131,23 +137,24 @@ typedef struct NevoKRecipe {
     float c;                   /* (float)(1 / sqrt(rank)) */
 } NevoKRecipe;
 
-/* weight k of the recipe */
-NEVO_HD float nevo_kr_weight(const NevoKRecipe *r, size_t k) {
-    float th = r->base[k];
-    if (!r->eps) return th;
-    float ek = r->rank ? nevo_lr_eps(nevo_lr_block(r->blocks, r->n_blocks, k), r->rank, r->c, r->eps, k)
-                       : r->eps[k];
-    float d = r->sigma * ek;
+/* weight k of the recipe, its eps given */
+NEVO_HD float nevo_kr_made(const NevoKRecipe *r, size_t k, float ek) {
+    float th = r->base[k], d = r->sigma * ek;
     return r->sign > 0 ? th + d : th - d;
 }
 
+/* weight k of the recipe */
+NEVO_HD float nevo_kr_weight(const NevoKRecipe *r, size_t k) {
+    if (!r->eps) return r->base[k];
+    return nevo_kr_made(r, k, r->rank ? nevo_lr_eps(nevo_lr_block(r->blocks, r->n_blocks, k), r->rank, r->c,
+                                                    r->eps, k)
+                                      : r->eps[k]);
+}
+
 /* weight k of a low-rank recipe whose factor rows are known: a (the row's A) and b (the
- * column's B), nevo_lr_eps's sum without its index arithmetic */
+ * column's B), nevo_lr_eps without its index arithmetic */
 NEVO_HD float nevo_kr_weight_ab(const NevoKRecipe *r, size_t k, const float *a, const float *b) {
-    float s = 0.0f;
-    for (int q = 0; q < r->rank; q++) s = fmaf(a[q], b[q], s);
-    float d = r->sigma * (s * r->c), th = r->base[k];
-    return r->sign > 0 ? th + d : th - d;
+    return nevo_kr_made(r, k, nevo_lr_ab(a, b, r->rank, r->c));
 }
 
 /* ---- dense: Y = act(b + X W) for runs of rows that share a network -------------------
