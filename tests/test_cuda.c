@@ -110,36 +110,40 @@ static void make_which(int n, int nets, uint64_t seed, int *which) {
     }
 }
 
-/* The one-row dense kernel (k_dense1) over rows 0 .. n - 1, its grid run on the CPU
- * phase by phase. */
-static void emulate_kd1(NevoKDense a, int n) {
+/* The listed-inputs dense kernel (k_dense_l) over runs 0 .. n_runs - 1 (a.runs, of at
+ * most `rows` rows; a.runs NULL: one row each), its grid run on the CPU phase by phase. */
+static void emulate_kd1(NevoKDense a, int n_runs, int rows) {
     int cb = (a.out + NEVO_KD_COLS - 1) / NEVO_KD_COLS;
-    float acc[NEVO_KD_THREADS][NEVO_KD_NJ];
-    NevoKD1Tile *tile = nevo_alloc(sizeof *tile);
-    for (int row = 0; row < n; row++)
+    float acc[NEVO_KD_THREADS][NEVO_KD1_ROWS * NEVO_KD_NJ];
+    float *x = nevo_alloc(sizeof(float) * NEVO_KD1_KC * (size_t)rows);
+    int idx[NEVO_KD1_KC + 1];
+    for (int run = 0; run < n_runs; run++)
         for (int b = 0; b < cb; b++) {
-            for (int t = 0; t < NEVO_KD_THREADS; t++) nevo_kd1_init(a, row, b, t, acc[t]);
+            for (int t = 0; t < NEVO_KD_THREADS; t++) nevo_kd1_init(a, run, b, t, rows, acc[t]);
             for (int k0 = 0; k0 < a.in; k0 += NEVO_KD1_KC) {
-                memset(tile, 0xff, sizeof *tile); /* a place the list did not write shows */
-                for (int t = 0; t < NEVO_KD_THREADS; t++) nevo_kd1_load(a, row, t, k0, tile);
-                for (int t = 0; t < NEVO_KD_THREADS; t++) nevo_kd1_list(t, tile);
-                for (int t = 0; t < NEVO_KD_THREADS; t++) nevo_kd1_accum(a, row, b, t, k0, tile, acc[t]);
+                memset(x, 0xff, sizeof(float) * NEVO_KD1_KC * (size_t)rows); /* unwritten shows */
+                memset(idx, 0xff, sizeof idx);
+                for (int t = 0; t < NEVO_KD_THREADS; t++) nevo_kd1_load(a, run, t, k0, rows, x);
+                for (int t = 0; t < NEVO_KD_THREADS; t++) nevo_kd1_list(t, rows, x, idx);
+                for (int t = 0; t < NEVO_KD_THREADS; t++) nevo_kd1_accum(a, run, b, t, k0, rows, x, idx, acc[t]);
             }
-            for (int t = 0; t < NEVO_KD_THREADS; t++) nevo_kd1_store(a, row, b, t, acc[t]);
+            for (int t = 0; t < NEVO_KD_THREADS; t++) nevo_kd1_store(a, run, b, t, rows, acc[t]);
         }
-    free(tile);
+    free(x);
 }
 
 /* The CUDA backend's forward (backend_cuda.cu: cuda_forward), its launches run on the
  * CPU: each grid block by block, each phase by every thread of the block before the
  * next phase. */
 static void emulate_forward(const NevoPolicy *p, const float *params, size_t stride, const int *which,
-                            const float *obs, int n, float *out, size_t conv_smem_max, int dense1) {
+                            const float *obs, int n, float *out, size_t conv_smem_max, int dense_rows,
+                            int min_runs) {
     int width = p->max_width > p->obs_dim ? p->max_width : p->obs_dim;
     float *A = nevo_alloc(sizeof(float) * (size_t)n * (size_t)width);
     float *B = nevo_alloc(sizeof(float) * (size_t)n * (size_t)width);
     int *runs = nevo_alloc(sizeof(int) * (size_t)(n + 1));
-    int n_runs = nevo_kd_runs(which, n, runs);
+    int rows = 0, n_runs = dense_rows ? nevo_kd1_runs(which, n, dense_rows, min_runs, runs, &rows)
+                                      : nevo_kd_runs(which, n, NEVO_KD_ROWS, runs);
     const float *X = obs;
     int xs = p->obs_dim;
     if (p->obs_norm) {
@@ -174,10 +178,10 @@ static void emulate_forward(const NevoPolicy *p, const float *params, size_t str
                     for (int b = 0; b < ob; b++)
                         for (int t = 0; t < NEVO_KC_THREADS; t++) nevo_kc_out(a, row, b, t);
             }
-        } else if (dense1) { /* one row a network */
+        } else if (dense_rows) { /* the listed-inputs kernel, as the backend picks its rows */
             NevoKDense a = {params, stride, which, runs, X, xs, L->in_dim, L->out_dim,
                             L->w_off, L->b_off, (int)L->act, 0, Y, ys, NULL};
-            emulate_kd1(a, n);
+            emulate_kd1(a, n_runs, rows);
         } else {
             NevoKDense a = {params, stride, which, runs, X, xs, L->in_dim, L->out_dim,
                             L->w_off, L->b_off, (int)L->act, 0, Y, ys, NULL};
@@ -228,14 +232,27 @@ TEST(cuda_kernel_bodies_forward_match_cpu) {
             a.in_h = L->in_h, a.in_w = L->in_w, a.in_c = L->in_c, a.out_c = L->out_c, a.kernel = L->kernel;
             CHECK(L->kind == NEVO_LAYER_CONV && nevo_kc_smem_bytes(a) > NEVO_KC_SMEM_MAX);
         }
-        /* the kernels in use (the conv by the backend's 48 KB rule, the dense by runs);
-         * the thread-per-output conv (no shared memory allowed); the one-row dense */
-        for (int k = 0; k < 3; k++) {
+        /* the kernels in use (the conv by the backend's 48 KB rule, the dense listed with
+         * the backend's default rows); the thread-per-output conv (no shared memory
+         * allowed); the runs dense kernel; the listed dense with each other run length;
+         * runs of 8 halved to fit a least count of runs: to 1 (n runs), and to 4 or 2
+         * (one run more than runs of 8 make). min_runs 0 (no halving) but there: the
+         * backend's 2 a multiprocessor would halve these 150 rows to runs of one. */
+        int *runs8 = nevo_alloc(sizeof(int) * (size_t)(n + 1));
+        int m8 = nevo_kd_runs(which, n, NEVO_KD1_ROWS, runs8);
+        free(runs8);
+        const int rows[8] = {NEVO_KD1_ROWS_DEFAULT, NEVO_KD1_ROWS_DEFAULT, 0, 1, 2, 4, NEVO_KD1_ROWS, NEVO_KD1_ROWS};
+        const int least[8] = {0, 0, 0, 0, 0, 0, n, m8 + 1};
+        for (int k = 0; k < 8; k++) {
             memset(got, 0xff, sizeof(float) * (size_t)n * (size_t)p->n_out); /* NaN: unwritten shows */
-            emulate_forward(p, params, stride, which, obs, n, got, k == 1 ? 0 : NEVO_KC_SMEM_MAX, k == 2);
+            emulate_forward(p, params, stride, which, obs, n, got, k == 1 ? 0 : NEVO_KC_SMEM_MAX, rows[k],
+                            least[k]);
             char what[64];
-            snprintf(what, sizeof what, "shape %d, %s", shape,
-                     k == 0 ? "kernels in use" : k == 1 ? "thread-per-output conv" : "one-row dense");
+            const char *kind = k == 0   ? "kernels in use"
+                               : k == 1 ? "thread-per-output conv"
+                               : k >= 6 ? "runs halved"
+                                        : "dense variant";
+            snprintf(what, sizeof what, "shape %d, %s, dense rows %d", shape, kind, rows[k]);
             check_same(want, got, (size_t)n * (size_t)p->n_out, what);
         }
         free(params), free(obs), free(which), free(want), free(got), free(scratch);
@@ -244,7 +261,7 @@ TEST(cuda_kernel_bodies_forward_match_cpu) {
     }
 }
 
-/* The one-row dense kernel reading its networks as recipes (base +- sigma eps, made
+/* The listed-inputs dense kernel reading its networks as recipes (base +- sigma eps, made
  * weight by weight) gives the bits it gives on the same networks built by the builds'
  * own rule (nevo_kb_elems): a layer of 300 inputs (a partial tile) and 70 outputs (a
  * partial group of 4), 3 bases, full-rank networks of either sign, a base as it is, and
@@ -289,10 +306,21 @@ TEST(cuda_kernel_bodies_recipe_dense_matches_built) {
     memset(want, 0xff, sizeof(float) * N * OUT);
     memset(got, 0xff, sizeof(float) * N * OUT);
     NevoKDense a = {built, stride, which, NULL, x, IN, IN, OUT, 0, (size_t)IN * OUT, NEVO_ACT_RELU, 0, want, OUT, NULL};
-    emulate_kd1(a, N);
+    emulate_kd1(a, N, 1);
     a.rec = rec, a.Y = got;
-    emulate_kd1(a, N);
-    check_same(want, got, (size_t)N * OUT, "recipes against built networks");
+    emulate_kd1(a, N, 1);
+    check_same(want, got, (size_t)N * OUT, "recipes against built networks, a row a network");
+    /* runs of up to 4 rows a network (the networks in turn, 2 or 3 rows each) */
+    int runs[N + 1];
+    for (int i = 0; i < N; i++) which[i] = i * NETS / N;
+    int n_runs = nevo_kd_runs(which, N, 4, runs);
+    a.runs = runs, a.rec = NULL, a.Y = want;
+    memset(want, 0xff, sizeof(float) * N * OUT);
+    emulate_kd1(a, n_runs, 4);
+    a.rec = rec, a.Y = got;
+    memset(got, 0xff, sizeof(float) * N * OUT);
+    emulate_kd1(a, n_runs, 4);
+    check_same(want, got, (size_t)N * OUT, "recipes against built networks, runs of rows");
     free(bases), free(eps), free(built), free(x), free(want), free(got);
 }
 
@@ -409,20 +437,47 @@ TEST(cuda_forward_matches_cpu_backend) {
         make_which(n, nets, 70 + (uint64_t)shape, which);
         size_t no = (size_t)n * (size_t)p->n_out;
         float *want = nevo_alloc(sizeof(float) * no), *got = nevo_alloc(sizeof(float) * no);
+        int *apart = nevo_alloc(sizeof(int) * (size_t)n); /* no two rows in a row share one */
+        for (int i = 0; i < n; i++) apart[i] = i % nets;
+        float *want1 = nevo_alloc(sizeof(float) * no);
         NevoRows *rc = nevo_rows_host(cpu, params, stride, nets), *rg = nevo_rows_host(gpu, params, stride, nets);
-        NevoWorkspace *wc = nevo_workspace_new(cpu, p, n), *wg = nevo_workspace_new(gpu, p, n);
+        NevoWorkspace *wc = nevo_workspace_new(cpu, p, n);
         nevo_backend_forward(cpu, p, rc, which, obs, n, NULL, want, wc);
-        for (int rep = 0; rep < 2; rep++) { /* the same bits every time, and at every row count */
-            int m = rep ? 1 + n / 3 : n;
-            memset(got, 0xff, sizeof(float) * no);
-            nevo_backend_forward(gpu, p, rg, which, obs, m, NULL, got, wg);
-            char what[64];
-            snprintf(what, sizeof what, "shape %d, %d rows", shape, m);
-            check_same(want, got, (size_t)m * (size_t)p->n_out, what);
+        nevo_backend_forward(cpu, p, rc, apart, obs, n, NULL, want1, wc);
+        /* every dense kernel the backend can pick (NEVO_CUDA_DENSE_ROWS, with no halving
+         * of runs, then runs of 8 halved as far as they go: NEVO_CUDA_MIN_RUNS; read by a
+         * new workspace; the caller's settings restored after) */
+        const char *names[2] = {"NEVO_CUDA_DENSE_ROWS", "NEVO_CUDA_MIN_RUNS"};
+        char *saved[2];
+        for (int e = 0; e < 2; e++) saved[e] = getenv(names[e]) ? strdup(getenv(names[e])) : NULL;
+        const int rows_set[6] = {0, 1, 2, 4, 8, 8}, least_set[6] = {0, 0, 0, 0, 0, 1 << 30};
+        for (int c = 0; c < 6; c++) {
+            int rows = rows_set[c];
+            char v[16];
+            snprintf(v, sizeof v, "%d", rows);
+            setenv("NEVO_CUDA_DENSE_ROWS", v, 1);
+            snprintf(v, sizeof v, "%d", least_set[c]);
+            setenv("NEVO_CUDA_MIN_RUNS", v, 1);
+            NevoWorkspace *wg = nevo_workspace_new(gpu, p, n);
+            for (int rep = 0; rep < 3; rep++) { /* the same bits every time, at every row count */
+                int m = rep == 1 ? 1 + n / 3 : n;
+                memset(got, 0xff, sizeof(float) * no);
+                nevo_backend_forward(gpu, p, rg, rep == 2 ? apart : which, obs, m, NULL, got, wg);
+                char what[128];
+                snprintf(what, sizeof what, "shape %d, dense rows %d, least runs %d, %d rows%s", shape, rows,
+                         least_set[c], m, rep == 2 ? ", a network each" : "");
+                check_same(rep == 2 ? want1 : want, got, (size_t)m * (size_t)p->n_out, what);
+            }
+            nevo_workspace_free(wg);
         }
-        nevo_workspace_free(wc), nevo_workspace_free(wg);
+        for (int e = 0; e < 2; e++) {
+            if (saved[e]) setenv(names[e], saved[e], 1);
+            else unsetenv(names[e]);
+            free(saved[e]);
+        }
+        nevo_workspace_free(wc);
         nevo_rows_free(rc), nevo_rows_free(rg);
-        free(params), free(obs), free(which), free(want), free(got);
+        free(params), free(obs), free(which), free(apart), free(want), free(want1), free(got);
         nevo_policy_free(p);
         nevo_env_free(env);
     }

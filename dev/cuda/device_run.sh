@@ -11,6 +11,9 @@
 #   5. SEED RL's V-trace on MinAtar Breakout with its acting forward on cpu and cuda;
 # and between 2 and 3 the kernel variants of dev/cuda/variants.cu, checked against the
 # kernels in use and timed beside them.
+# Knobs: GENS (Breakout's generations), SWEEP=0 (no slots sweep), DENSE_ROWS (the
+# NEVO_CUDA_DENSE_ROWS values step 2 times, default "8 4 0"), GA_RUNS= (no GA run with
+# the runs dense kernel), VT_SPECS (step 5's specs, vtrace_run.sh).
 # Results go to $OUT (default dev/cuda/out). Binaries come from BIN (default build-cuda;
 # `dev/cuda/stage.sh` stages a CUDA=1 build with its shared libraries in .devrun/ for a
 # machine without the Debian packages).
@@ -21,7 +24,7 @@ RUNS=${RUNS:-$(mktemp -d)} # run directories (the device tool brings back 8 file
 BIN=${BIN:-build-cuda}
 mkdir -p "$OUT"
 [ -d "$BIN/lib" ] && export LD_LIBRARY_PATH="$BIN/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
+log() { echo "== [${SECONDS}s] $*" | tee -a "$OUT/summary.txt"; }
 THREADS=$(nproc)
 GENS=${GENS:-12}
 SWEEP=${SWEEP:-1} # 0: no sweep of the cuda backend's slots and forward threads
@@ -33,12 +36,12 @@ log "cpus: $THREADS ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2))"
 log "1. parity tests"
 "$BIN/nevo_tests" cuda backend_rows_write 2>&1 | tee "$OUT/tests.txt" | tail -12 | tee -a "$OUT/summary.txt"
 
-# then with the runs dense kernel for one-row calls too (NEVO_CUDA_DENSE1=0): the B = 1
-# rows against the one-row kernel
-for dense1 in 1 0; do
-    log "2. nevo bench --only gpu, NEVO_CUDA_DENSE1=$dense1"
-    NEVO_CUDA_DENSE1=$dense1 "$BIN/nevo" bench --only gpu --json > "$OUT/bench_gpu_d$dense1.jsonl" 2>> "$OUT/summary.txt"
-    python3 - "$OUT/bench_gpu_d$dense1.jsonl" <<'PY' | tee -a "$OUT/summary.txt"
+# the default dense kernel, then each other NEVO_CUDA_DENSE_ROWS of DENSE_ROWS (0: the
+# runs kernel for every call, the one-row calls too)
+for rows in ${DENSE_ROWS:-8 4 0}; do
+    log "2. nevo bench --only gpu, NEVO_CUDA_DENSE_ROWS=$rows"
+    NEVO_CUDA_DENSE_ROWS=$rows "$BIN/nevo" bench --only gpu --json > "$OUT/bench_gpu_r$rows.jsonl" 2>> "$OUT/summary.txt"
+    python3 - "$OUT/bench_gpu_r$rows.jsonl" <<'PY' | tee -a "$OUT/summary.txt"
 import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
@@ -74,10 +77,10 @@ for spec in "breakout 8192 $GENS" "freeway 4096 3"; do
     set -- $spec
     env=$1 pop=$2 gens=$3
     log "3. GA on minatar/$env, population $pop, $gens generations, $THREADS threads"
-    for be in cpu cuda cuda_runs; do # cuda_runs: NEVO_CUDA_DENSE1=0
+    for be in cpu cuda ${GA_RUNS-cuda_runs}; do # cuda_runs: NEVO_CUDA_DENSE_ROWS=0
         d="$RUNS/ga_${env}_$be"
         rm -rf "$d"
-        NEVO_CUDA_DENSE1=$([ $be = cuda_runs ] && echo 0 || echo 1) timeout 200 "$BIN/nevo" train \
+        NEVO_CUDA_DENSE_ROWS=$([ $be = cuda_runs ] && echo 0 || echo "${NEVO_CUDA_DENSE_ROWS:-}") timeout 200 "$BIN/nevo" train \
             configs/minatar_breakout_ga_gpu.json env=minatar/$env population=$pop generations=$gens eval_episodes=10 \
             --backend ${be%_runs} --threads "$THREADS" --out "$d" --quiet > "$d.log" 2>&1
         echo "$be: $(rate "$d/metrics.jsonl" $pop)" | tee -a "$OUT/summary.txt"
@@ -90,7 +93,7 @@ for spec in "breakout 8192 $GENS" "freeway 4096 3"; do
     fi
 done
 log "4. compute-sanitizer memcheck, forward parity and rows written in place"
-timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/nevo_tests" cuda_forward backend_rows_write > "$OUT/memcheck.txt" 2>&1
+timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/nevo_tests" cuda_forward backend_rows_write > "$OUT/memcheck.txt" 2>&1
 echo "memcheck exit $?: $(grep -c 'Invalid\|ERROR SUMMARY' "$OUT/memcheck.txt") lines; $(grep 'ERROR SUMMARY' "$OUT/memcheck.txt")" | tee -a "$OUT/summary.txt"
 log "5. V-trace on minatar/breakout, acting forward on cpu and cuda, $THREADS threads"
 BIN=$BIN bash dev/cuda/vtrace_run.sh 2>&1 | tee -a "$OUT/summary.txt"
@@ -105,8 +108,9 @@ BIN=$BIN bash dev/cuda/vtrace_run.sh 2>&1 | tee -a "$OUT/summary.txt"
     echo "freeway cuda population 2048, slots $1, forward threads $2: $(rate "$d/metrics.jsonl" 2048)" | tee -a "$OUT/summary.txt"
 done
 
-log "SASS of the dense kernel: 16-byte loads, FMAs, local memory"
-cuobjdump -sass "$BIN/nevo" 2>/dev/null | awk '/Function : /{p=0} /Function : _Z7k_dense/{p=1} p' > "$RUNS/dense.sass"
+log "SASS of the dense kernel of runs of 8 (k_dense_l<8>): 16-byte loads, FMAs, local memory"
+cuobjdump -sass "$BIN/nevo" 2>/dev/null | awk '/Function : /{p=0} /Function : _Z9k_dense_lILi8EEv10NevoKDense/{p=1} p' \
+    > "$RUNS/dense.sass"
 echo "LDG.E.128 $(grep -c 'LDG.E.128' "$RUNS/dense.sass"), FFMA $(grep -c FFMA "$RUNS/dense.sass"), LDS $(grep -c 'LDS' "$RUNS/dense.sass"), LDL/STL $(grep -c 'LDL\|STL' "$RUNS/dense.sass")" | tee -a "$OUT/summary.txt"
 
 log "done"

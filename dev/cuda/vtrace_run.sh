@@ -21,8 +21,12 @@ vstrip() { sed -E 's/"(wall_s|frames_per_s|updates_per_s)": [0-9.e+-]*,//g' "$1"
 # the config's 32 envs, then 256 (an 8x larger acting batch); then 32 with unrolls of 80,
 # a quarter of the updates a frame (does the cuda backend's cost go with the updates or
 # with the steps?); sync on a fixed frame budget, async on a fixed wall budget
-for spec in "sync 32 max_frames=320000" "sync 256 max_frames=1280000" "sync 32 max_frames=640000 rl.unroll=80" \
-            "async 32 max_wall_s=15" "async 256 max_wall_s=15 rl.queue=512"; do
+# (VT_SPECS: the specs' numbers in that list, e.g. "1 2 5")
+specs=("sync 32 max_frames=320000" "sync 256 max_frames=1280000" "sync 32 max_frames=640000 rl.unroll=80"
+       "async 32 max_wall_s=15" "async 256 max_wall_s=15 rl.queue=512")
+for i in ${VT_SPECS:-1 2 3 4 5}; do
+    [[ $i =~ ^[1-5]$ ]] || { echo "VT_SPECS: $i is not a spec's number (1-5)"; continue; }
+    spec=${specs[$((i - 1))]}
     set -- $spec
     key=$(echo "$spec" | tr ' =' '__')
     for be in cpu cuda; do

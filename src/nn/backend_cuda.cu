@@ -40,7 +40,9 @@ extern "C" {
 
 __global__ void __launch_bounds__(NEVO_KD_THREADS) k_dense(NevoKDense a) { nevo_kd_block(a); }
 
-__global__ void __launch_bounds__(NEVO_KD_THREADS) k_dense1(NevoKDense a) { nevo_kd1_block(a); }
+template <int ROWS> __global__ void __launch_bounds__(NEVO_KD_THREADS) k_dense_l(NevoKDense a) {
+    nevo_kd1_block<ROWS>(a);
+}
 
 __global__ void __launch_bounds__(NEVO_KC_THREADS) k_conv(NevoKConv a) {
     nevo_kc_out(a, blockIdx.x, blockIdx.y, threadIdx.x);
@@ -410,8 +412,10 @@ typedef struct Work {
     float *d_out;         /* (max_rows, n_out) */
     float *d_a, *d_b;     /* (max_rows, width) activations, layer to layer */
     Entries builds;
-    int dense1;           /* a call whose rows are each their own network runs the one-row
-                             dense kernel (NEVO_CUDA_DENSE1=0: the runs kernel) */
+    int dense_rows;       /* the listed-inputs dense kernel's most rows a run (1, 2, 4 or
+                             8; a call of one row a network runs 1); 0: the runs kernel */
+    int min_runs;         /* runs halved while fewer (nevo_kd1_runs): 2 a multiprocessor */
+    int call_rows;        /* this call's most rows a run (nevo_kd1_runs) */
 } Work;
 
 static void *cuda_workspace_new(void *ctx, const NevoPolicy *p, int max_rows) {
@@ -421,7 +425,13 @@ static void *cuda_workspace_new(void *ctx, const NevoPolicy *p, int max_rows) {
     w->obs_dim = p->obs_dim;
     w->width = p->max_width > p->obs_dim ? p->max_width : p->obs_dim;
     w->n_out = p->n_out;
-    w->dense1 = env_int("NEVO_CUDA_DENSE1", 1, 0, 1);
+    w->dense_rows = env_int("NEVO_CUDA_DENSE_ROWS", NEVO_KD1_ROWS_DEFAULT, 0, NEVO_KD1_ROWS);
+    int dev, sms;
+    CK(cudaGetDevice(&dev));
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    w->min_runs = env_int("NEVO_CUDA_MIN_RUNS", 2 * sms, 0, 1 << 30);
+    if (w->dense_rows & (w->dense_rows - 1))
+        nevo_fatal(__FILE__, __LINE__, "NEVO_CUDA_DENSE_ROWS must be 0, 1, 2, 4 or 8, not %d", w->dense_rows);
     size_t R = (size_t)w->max_rows;
     size_t obs_f = R * (size_t)w->obs_dim + 2 * (size_t)w->obs_dim, idx_n = 2 * R + 1;
     CK(cudaStreamCreateWithFlags(&w->s, cudaStreamNonBlocking));
@@ -464,7 +474,8 @@ static int stage_inputs(Work *w, const NevoPolicy *p, const int *which, const fl
         memcpy(h_mean + D, p->obs_std, sizeof(float) * D);
     }
     memcpy(w->h_idx, which, sizeof(int) * (size_t)n);
-    int n_runs = nevo_kd_runs(which, n, w->h_idx + R);
+    int n_runs = w->dense_rows ? nevo_kd1_runs(which, n, w->dense_rows, w->min_runs, w->h_idx + R, &w->call_rows)
+                               : nevo_kd_runs(which, n, NEVO_KD_ROWS, w->h_idx + R);
     /* straight from the caller's memory: pinned where the evaluator took its batches'
      * buffers from nevo_backend_host_alloc, so the copy is one DMA */
     CK(cudaMemcpyAsync(w->d_obs, obs, sizeof(float) * (size_t)n * D, cudaMemcpyHostToDevice, s));
@@ -508,10 +519,14 @@ static void run_layers(Work *w, const NevoPolicy *p, const NevoRows *r, int n, i
             NevoKDense a = {r->data, r->stride, w->d_idx, w->d_idx + R, X, xs, L->in_dim, L->out_dim,
                             L->w_off, L->b_off, (int)L->act, vec, Y, ys, NULL};
             unsigned cb = (unsigned)((L->out_dim + NEVO_KD_COLS - 1) / NEVO_KD_COLS);
-            if (n_runs == n && w->dense1) /* every row its own network: only nonzero inputs' weights */
-                k_dense1<<<dim3((unsigned)n, cb), NEVO_KD_THREADS, 0, s>>>(a);
-            else
-                k_dense<<<dim3((unsigned)n_runs, cb), NEVO_KD_THREADS, 0, s>>>(a);
+            dim3 grid((unsigned)n_runs, cb);
+            switch (w->dense_rows ? w->call_rows : 0) {
+            case 0: k_dense<<<grid, NEVO_KD_THREADS, 0, s>>>(a); break;
+            case 1: k_dense_l<1><<<grid, NEVO_KD_THREADS, 0, s>>>(a); break;
+            case 2: k_dense_l<2><<<grid, NEVO_KD_THREADS, 0, s>>>(a); break;
+            case 4: k_dense_l<4><<<grid, NEVO_KD_THREADS, 0, s>>>(a); break;
+            default: k_dense_l<8><<<grid, NEVO_KD_THREADS, 0, s>>>(a); break;
+            }
         }
         CK_LAUNCH();
         X = Y;

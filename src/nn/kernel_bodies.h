@@ -125,8 +125,8 @@ NEVO_HD const NevoLRBlock *nevo_lr_block(const NevoLRBlock *bl, int n, size_t k)
 /* ---- recipes: networks read as they are made, never built ---------------------------
  * A network as its recipe, each weight made as nevo_kb_elems builds it: base[k] + d or
  * base[k] - d by sign, d = sigma eps_k, eps_k the noise slice's float k or (rank > 0)
- * nevo_lr_eps of the compact slice; eps NULL: the base as it is. The one-row dense
- * kernel can read a row's network this way. */
+ * nevo_lr_eps of the compact slice; eps NULL: the base as it is. The listed-inputs
+ * dense kernel can read a run's network this way. */
 typedef struct NevoKRecipe {
     const float *base, *eps;
     float sigma;
@@ -188,16 +188,16 @@ typedef struct NevoKDense {
                           * params all multiples of 4 floats) */
     float *Y;            /* (n, ys) */
     int ys;
-    const NevoKRecipe *rec; /* the one-row kernel: NULL, network which[i] is at params +
+    const NevoKRecipe *rec; /* the listed kernel: NULL, network which[i] is at params +
                              * which[i] stride; else it is the recipe rec[which[i]] */
 } NevoKDense;
 
-/* The call's rows as runs of at most NEVO_KD_ROWS consecutive rows with one network:
+/* The call's rows as runs of at most max_rows consecutive rows with one network:
  * runs[u] is run u's first row, runs[n_runs] = n (room for n + 1); returns n_runs. */
-NEVO_HD int nevo_kd_runs(const int *which, int n, int *runs) {
+NEVO_HD int nevo_kd_runs(const int *which, int n, int max_rows, int *runs) {
     int m = 0;
     for (int i = 0; i < n; i++)
-        if (i == 0 || which[i] != which[i - 1] || i - runs[m - 1] == NEVO_KD_ROWS) runs[m++] = i;
+        if (i == 0 || which[i] != which[i - 1] || i - runs[m - 1] == max_rows) runs[m++] = i;
     runs[m] = n;
     return m;
 }
@@ -293,74 +293,116 @@ static __device__ __forceinline__ void nevo_kd_block(NevoKDense a) {
 }
 #endif
 
-/* ---- dense, one row a network (the GA's and ES's shape) ------------------------------
- * Grid (n, ceil(out / NEVO_KD_COLS)); a block is one warp and one row, with the row's
- * own network (which[row]); lane t owns outputs j0 .. j0 + 3 as above. Per tile of
- * NEVO_KD1_KC inputs: phase 1 loads the row's inputs, phase 2 lists the nonzero ones in
- * ascending order, phase 3 reads only their weight rows, NEVO_KD1_FLIGHT 16-byte loads
- * a lane in flight before their FMAs. So a zero input costs no weight bytes (ReLU
- * layers' inputs are about half zeros), and the sums are nevo_kd_accum's for a run of
- * one row: the bias, then one FMA per nonzero input, ascending. */
+/* ---- dense, inputs listed: runs of up to NEVO_KD1_ROWS rows -------------------------
+ * Grid (n_runs, ceil(out / NEVO_KD_COLS)); a block is one warp and one run of up to
+ * `rows` consecutive rows with one network (a.runs, split by nevo_kd1_runs below;
+ * a.runs NULL: run u is row u alone); lane t owns outputs j0 .. j0 + 3 as above. Per tile
+ * of NEVO_KD1_KC inputs: phase 1 loads the run's inputs, phase 2 lists the inputs that
+ * are nonzero in some row, ascending, phase 3 reads only their weight rows,
+ * NEVO_KD1_FLIGHT 16-byte loads a lane in flight, and each weight feeds an FMA in every
+ * row whose input is nonzero. So an input zero in all rows costs no weight bytes (ReLU
+ * layers' inputs are about half zeros), a weight read serves the run's rows, and the sums
+ * are nevo_kd_accum's: the bias, then one FMA per nonzero input, ascending. `rows` is a
+ * constant of each kernel (1 for calls of one row a network, the GA's and ES's shape). */
 #define NEVO_KD1_KC 256
 #define NEVO_KD1_FLIGHT 8
+#define NEVO_KD1_ROWS 8 /* the most rows a run; acc holds NEVO_KD1_ROWS x NEVO_KD_NJ */
+#define NEVO_KD1_ROWS_DEFAULT 8 /* the backend's (NEVO_CUDA_DENSE_ROWS to change) */
 
-typedef struct NevoKD1Tile {
-    float x[NEVO_KD1_KC];
-    int idx[NEVO_KD1_KC]; /* the nonzero inputs' places in x, ascending */
-    int cnt;
-} NevoKD1Tile;
-
-/* phase 0: acc[q] = the bias of output j0 + q */
-NEVO_HD void nevo_kd1_init(NevoKDense a, int row, int cblock, int t, float *acc) {
-    int j0 = cblock * NEVO_KD_COLS + t * NEVO_KD_NJ;
-    if (j0 >= a.out) return;
-    if (a.rec) {
-        const NevoKRecipe *r = &a.rec[a.which[row]];
-        NEVO_UNROLL
-        for (int q = 0; q < NEVO_KD_NJ; q++)
-            acc[q] = j0 + q < a.out ? nevo_kr_weight(r, a.b_off + (size_t)(j0 + q)) : 0.0f;
-        return;
+/* The call's runs for the listed kernel: of up to max_rows rows, halved while they make
+ * fewer than min_runs blocks (few rows of one network then get more warps reading its
+ * weights, each warp's loads in flight being what bounds such a call; the sums do not
+ * depend on the runs). *rows: the kernel's most rows a run, 1 where every run is one. */
+NEVO_HD int nevo_kd1_runs(const int *which, int n, int max_rows, int min_runs, int *runs, int *rows) {
+    int r = max_rows, m = nevo_kd_runs(which, n, r, runs);
+    while (r > 1 && m < min_runs) {
+        r /= 2;
+        m = nevo_kd_runs(which, n, r, runs);
     }
-    const float *b = a.params + (size_t)a.which[row] * a.stride + a.b_off + (size_t)j0;
-    NEVO_UNROLL
-    for (int q = 0; q < NEVO_KD_NJ; q++) acc[q] = j0 + q < a.out ? b[q] : 0.0f;
+    *rows = m == n ? 1 : r;
+    return m;
 }
 
-/* phase 1 (per tile k0) */
-NEVO_HD void nevo_kd1_load(NevoKDense a, int row, int t, int k0, NevoKD1Tile *tile) {
-    for (int e = t; e < NEVO_KD1_KC; e += NEVO_KD_THREADS)
-        tile->x[e] = k0 + e < a.in ? a.X[(size_t)row * a.xs + (size_t)(k0 + e)] : 0.0f;
+/* The shared tile: x (rows, NEVO_KD1_KC) inputs row-major; idx[0 .. cnt - 1] the listed
+ * inputs' places in a row, ascending, and idx[NEVO_KD1_KC] = cnt. */
+
+/* run's first row in *row0; returns its count of rows */
+NEVO_HD int nevo_kd1_run(NevoKDense a, int run, int *row0) {
+    if (!a.runs) {
+        *row0 = run;
+        return 1;
+    }
+    *row0 = a.runs[run];
+    return a.runs[run + 1] - *row0;
+}
+
+/* phase 0: acc[r NJ + q] = the bias of output j0 + q, every row r < rows */
+NEVO_HD void nevo_kd1_init(NevoKDense a, int run, int cblock, int t, int rows, float *acc) {
+    int j0 = cblock * NEVO_KD_COLS + t * NEVO_KD_NJ, row0;
+    if (j0 >= a.out) return;
+    nevo_kd1_run(a, run, &row0);
+    float b[NEVO_KD_NJ];
+    if (a.rec) {
+        const NevoKRecipe *r = &a.rec[a.which[row0]];
+        NEVO_UNROLL
+        for (int q = 0; q < NEVO_KD_NJ; q++)
+            b[q] = j0 + q < a.out ? nevo_kr_weight(r, a.b_off + (size_t)(j0 + q)) : 0.0f;
+    } else {
+        const float *bp = a.params + (size_t)a.which[row0] * a.stride + a.b_off + (size_t)j0;
+        NEVO_UNROLL
+        for (int q = 0; q < NEVO_KD_NJ; q++) b[q] = j0 + q < a.out ? bp[q] : 0.0f;
+    }
+    NEVO_UNROLL
+    for (int r = 0; r < NEVO_KD1_ROWS; r++) {
+        if (r >= rows) break;
+        NEVO_UNROLL
+        for (int q = 0; q < NEVO_KD_NJ; q++) acc[r * NEVO_KD_NJ + q] = b[q];
+    }
+}
+
+/* phase 1 (per tile k0): the rows past the run's count load zeros */
+NEVO_HD void nevo_kd1_load(NevoKDense a, int run, int t, int k0, int rows, float *x) {
+    int row0, cnt = nevo_kd1_run(a, run, &row0);
+    for (int e = t; e < NEVO_KD1_KC * rows; e += NEVO_KD_THREADS) {
+        int r = e / NEVO_KD1_KC, k = k0 + e - r * NEVO_KD1_KC;
+        x[e] = r < cnt && k < a.in ? a.X[(size_t)(row0 + r) * a.xs + (size_t)k] : 0.0f;
+    }
 }
 
 /* phase 2: the list, by the warp's votes on the device and by lane 0 here (the same
- * list: a nonzero input's place is the count of nonzero inputs before it) */
-NEVO_HD void nevo_kd1_list(int t, NevoKD1Tile *tile) {
+ * list: a listed input's place is the count of listed inputs before it) */
+NEVO_HD void nevo_kd1_list(int t, int rows, const float *x, int *idx) {
 #ifdef __CUDA_ARCH__
     int m = 0;
     for (int base = 0; base < NEVO_KD1_KC; base += NEVO_KD_THREADS) {
-        float v = tile->x[base + t];
-        unsigned nz = __ballot_sync(0xffffffffu, v != 0.0f);
-        if (v != 0.0f) tile->idx[m + __popc(nz & ((1u << t) - 1u))] = base + t;
-        m += __popc(nz);
+        int e = base + t, nz = 0;
+        for (int r = 0; r < rows; r++) nz |= x[r * NEVO_KD1_KC + e] != 0.0f;
+        unsigned vote = __ballot_sync(0xffffffffu, nz);
+        if (nz) idx[m + __popc(vote & ((1u << t) - 1u))] = e;
+        m += __popc(vote);
     }
-    if (t == 0) tile->cnt = m;
+    if (t == 0) idx[NEVO_KD1_KC] = m;
 #else
     if (t != 0) return;
     int m = 0;
-    for (int e = 0; e < NEVO_KD1_KC; e++)
-        if (tile->x[e] != 0.0f) tile->idx[m++] = e;
-    tile->cnt = m;
+    for (int e = 0; e < NEVO_KD1_KC; e++) {
+        int nz = 0;
+        for (int r = 0; r < rows; r++) nz |= x[r * NEVO_KD1_KC + e] != 0.0f;
+        if (nz) idx[m++] = e;
+    }
+    idx[NEVO_KD1_KC] = m;
 #endif
 }
 
 /* phase 3 (per tile k0) */
-NEVO_HD void nevo_kd1_accum(NevoKDense a, int row, int cblock, int t, int k0, const NevoKD1Tile *tile,
-                            float *acc) {
-    int j0 = cblock * NEVO_KD_COLS + t * NEVO_KD_NJ;
+NEVO_HD void nevo_kd1_accum(NevoKDense a, int run, int cblock, int t, int k0, int rows, const float *x,
+                            const int *idx, float *acc) {
+    int j0 = cblock * NEVO_KD_COLS + t * NEVO_KD_NJ, row0;
     if (j0 >= a.out) return;
-    int valid = a.out - j0, cnt = tile->cnt;
-    const float *W = a.rec ? NULL : a.params + (size_t)a.which[row] * a.stride + a.w_off + (size_t)k0 * a.out + j0;
-    const NevoKRecipe *r = a.rec ? &a.rec[a.which[row]] : NULL;
+    nevo_kd1_run(a, run, &row0);
+    int valid = a.out - j0, cnt = idx[NEVO_KD1_KC];
+    const float *W = a.rec ? NULL : a.params + (size_t)a.which[row0] * a.stride + a.w_off + (size_t)k0 * a.out + j0;
+    const NevoKRecipe *r = a.rec ? &a.rec[a.which[row0]] : NULL;
     const NevoLRBlock *bw = r && r->rank ? nevo_lr_block(r->blocks, r->n_blocks, a.w_off) : NULL; /* W's first */
     const float *ab = NULL, *bb = NULL; /* W one block: A's first row and this lane's first row of B */
     if (bw && r->eps && bw->off == a.w_off && bw->rows == a.in && bw->cols == a.out) {
@@ -374,12 +416,12 @@ NEVO_HD void nevo_kd1_accum(NevoKDense a, int row, int cblock, int t, int k0, co
         for (int f = 0; f < NEVO_KD1_FLIGHT; f++) {
             if (u + f >= cnt) continue;
             if (!r) {
-                nevo_kd_weights(W + (size_t)tile->idx[u + f] * a.out, a.vec, valid, w[f]);
+                nevo_kd_weights(W + (size_t)idx[u + f] * a.out, a.vec, valid, w[f]);
                 continue;
             }
-            size_t k = r0 + (size_t)tile->idx[u + f] * (size_t)a.out;
+            size_t k = r0 + (size_t)idx[u + f] * (size_t)a.out;
             if (ab) { /* W's block is this layer's (in, out): A's row is the input, B's the output */
-                const float *ar = ab + (size_t)(k0 + tile->idx[u + f]) * (size_t)r->rank;
+                const float *ar = ab + (size_t)(k0 + idx[u + f]) * (size_t)r->rank;
                 NEVO_UNROLL
                 for (int q = 0; q < NEVO_KD_NJ; q++)
                     w[f][q] = q < valid ? nevo_kr_weight_ab(r, k + (size_t)q, ar, bb + (size_t)q * (size_t)r->rank)
@@ -390,39 +432,56 @@ NEVO_HD void nevo_kd1_accum(NevoKDense a, int row, int cblock, int t, int k0, co
             for (int q = 0; q < NEVO_KD_NJ; q++) w[f][q] = q < valid ? nevo_kr_weight(r, k + (size_t)q) : 0.0f;
         }
         NEVO_UNROLL
-        for (int f = 0; f < NEVO_KD1_FLIGHT; f++)
-            if (u + f < cnt) {
-                float xv = tile->x[tile->idx[u + f]];
+        for (int f = 0; f < NEVO_KD1_FLIGHT; f++) {
+            if (u + f >= cnt) break;
+            NEVO_UNROLL
+            for (int rr = 0; rr < NEVO_KD1_ROWS; rr++) {
+                if (rr >= rows) break;
+                float xv = x[rr * NEVO_KD1_KC + idx[u + f]];
+                if (rows > 1 && xv == 0.0f) continue; /* zero inputs skipped, row by row (a
+                                                         run of one lists only nonzero ones) */
                 NEVO_UNROLL
-                for (int q = 0; q < NEVO_KD_NJ; q++) acc[q] = fmaf(xv, w[f][q], acc[q]);
+                for (int q = 0; q < NEVO_KD_NJ; q++)
+                    acc[rr * NEVO_KD_NJ + q] = fmaf(xv, w[f][q], acc[rr * NEVO_KD_NJ + q]);
             }
+        }
     }
 }
 
 /* phase 4 */
-NEVO_HD void nevo_kd1_store(NevoKDense a, int row, int cblock, int t, const float *acc) {
-    int j0 = cblock * NEVO_KD_COLS + t * NEVO_KD_NJ;
+NEVO_HD void nevo_kd1_store(NevoKDense a, int run, int cblock, int t, int rows, const float *acc) {
+    int j0 = cblock * NEVO_KD_COLS + t * NEVO_KD_NJ, row0;
     if (j0 >= a.out) return;
+    int cnt = nevo_kd1_run(a, run, &row0);
     NEVO_UNROLL
-    for (int q = 0; q < NEVO_KD_NJ; q++)
-        if (j0 + q < a.out) a.Y[(size_t)row * a.ys + (size_t)(j0 + q)] = nevo_k_act(a.act, acc[q]);
+    for (int r = 0; r < NEVO_KD1_ROWS; r++) {
+        if (r >= rows || r >= cnt) break;
+        NEVO_UNROLL
+        for (int q = 0; q < NEVO_KD_NJ; q++)
+            if (j0 + q < a.out)
+                a.Y[(size_t)(row0 + r) * a.ys + (size_t)(j0 + q)] = nevo_k_act(a.act, acc[r * NEVO_KD_NJ + q]);
+    }
 }
 
 #ifdef __CUDACC__
-static __device__ __forceinline__ void nevo_kd1_block(NevoKDense a) {
-    __shared__ NevoKD1Tile tile;
-    float acc[NEVO_KD_NJ];
-    int row = blockIdx.x, cb = blockIdx.y, t = threadIdx.x;
-    nevo_kd1_init(a, row, cb, t, acc);
+extern "C++" { /* the header may be included inside extern "C" */
+template <int ROWS> static __device__ __forceinline__ void nevo_kd1_block(NevoKDense a) {
+    static_assert(ROWS >= 1 && ROWS <= NEVO_KD1_ROWS, "a run's rows");
+    __shared__ float x[ROWS * NEVO_KD1_KC];
+    __shared__ int idx[NEVO_KD1_KC + 1];
+    float acc[ROWS * NEVO_KD_NJ];
+    int run = blockIdx.x, cb = blockIdx.y, t = threadIdx.x;
+    nevo_kd1_init(a, run, cb, t, ROWS, acc);
     for (int k0 = 0; k0 < a.in; k0 += NEVO_KD1_KC) {
-        nevo_kd1_load(a, row, t, k0, &tile);
+        nevo_kd1_load(a, run, t, k0, ROWS, x);
         __syncthreads();
-        nevo_kd1_list(t, &tile);
+        nevo_kd1_list(t, ROWS, x, idx);
         __syncthreads();
-        nevo_kd1_accum(a, row, cb, t, k0, &tile, acc);
+        nevo_kd1_accum(a, run, cb, t, k0, ROWS, x, idx, acc);
         __syncthreads();
     }
-    nevo_kd1_store(a, row, cb, t, acc);
+    nevo_kd1_store(a, run, cb, t, ROWS, acc);
+}
 }
 #endif
 
