@@ -235,22 +235,23 @@ TEST(cuda_kernel_bodies_forward_match_cpu) {
         /* the kernels in use (the conv by the backend's 48 KB rule, the dense listed with
          * the backend's default rows); the thread-per-output conv (no shared memory
          * allowed); the runs dense kernel; the listed dense with each other run length;
-         * runs of 8 halved to fit a least count of runs: to 1 (n runs), and to 4 or 2
-         * (one run more than runs of 8 make). min_runs 0 (no halving) but there: the
-         * backend's 2 a multiprocessor would halve these 150 rows to runs of one. */
-        int *runs8 = nevo_alloc(sizeof(int) * (size_t)(n + 1));
-        int m8 = nevo_kd_runs(which, n, NEVO_KD1_ROWS, runs8);
-        free(runs8);
-        const int rows[8] = {NEVO_KD1_ROWS_DEFAULT, NEVO_KD1_ROWS_DEFAULT, 0, 1, 2, 4, NEVO_KD1_ROWS, NEVO_KD1_ROWS};
-        const int least[8] = {0, 0, 0, 0, 0, 0, n, m8 + 1};
-        for (int k = 0; k < 8; k++) {
+         * runs of 16 halved to fit a least count of runs: to 1 (n runs), and to 8 or
+         * fewer (one run more than runs of 16 make). min_runs 0 (no halving) but there:
+         * the backend's 2 a multiprocessor would halve these 150 rows to runs of one. */
+        int *runs16 = nevo_alloc(sizeof(int) * (size_t)(n + 1));
+        int m16 = nevo_kd_runs(which, n, NEVO_KD1_ROWS, runs16);
+        free(runs16);
+        const int rows[9] = {NEVO_KD1_ROWS_DEFAULT, NEVO_KD1_ROWS_DEFAULT, 0, 1, 2, 4, 8, NEVO_KD1_ROWS,
+                             NEVO_KD1_ROWS};
+        const int least[9] = {0, 0, 0, 0, 0, 0, 0, n, m16 + 1};
+        for (int k = 0; k < 9; k++) {
             memset(got, 0xff, sizeof(float) * (size_t)n * (size_t)p->n_out); /* NaN: unwritten shows */
             emulate_forward(p, params, stride, which, obs, n, got, k == 1 ? 0 : NEVO_KC_SMEM_MAX, rows[k],
                             least[k]);
             char what[64];
             const char *kind = k == 0   ? "kernels in use"
                                : k == 1 ? "thread-per-output conv"
-                               : k >= 6 ? "runs halved"
+                               : k >= 7 ? "runs halved"
                                         : "dense variant";
             snprintf(what, sizeof what, "shape %d, %s, dense rows %d", shape, kind, rows[k]);
             check_same(want, got, (size_t)n * (size_t)p->n_out, what);
@@ -450,8 +451,8 @@ TEST(cuda_forward_matches_cpu_backend) {
         const char *names[2] = {"NEVO_CUDA_DENSE_ROWS", "NEVO_CUDA_MIN_RUNS"};
         char *saved[2];
         for (int e = 0; e < 2; e++) saved[e] = getenv(names[e]) ? strdup(getenv(names[e])) : NULL;
-        const int rows_set[6] = {0, 1, 2, 4, 8, 8}, least_set[6] = {0, 0, 0, 0, 0, 1 << 30};
-        for (int c = 0; c < 6; c++) {
+        const int rows_set[7] = {0, 1, 2, 4, 8, 16, 16}, least_set[7] = {0, 0, 0, 0, 0, 0, 1 << 30};
+        for (int c = 0; c < 7; c++) {
             int rows = rows_set[c];
             char v[16];
             snprintf(v, sizeof v, "%d", rows);

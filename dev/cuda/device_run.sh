@@ -12,7 +12,7 @@
 # and between 2 and 3 the kernel variants of dev/cuda/variants.cu, checked against the
 # kernels in use and timed beside them.
 # Knobs: GENS (Breakout's generations), SWEEP=0 (no slots sweep), DENSE_ROWS (the
-# NEVO_CUDA_DENSE_ROWS values step 2 times, default "8 4 0"), GA_RUNS= (no GA run with
+# NEVO_CUDA_DENSE_ROWS values step 2 times, default "8 16 0"), GA_RUNS= (no GA run with
 # the runs dense kernel), VT_SPECS (step 5's specs, vtrace_run.sh).
 # Results go to $OUT (default dev/cuda/out). Binaries come from BIN (default build-cuda;
 # `dev/cuda/stage.sh` stages a CUDA=1 build with its shared libraries in .devrun/ for a
@@ -38,7 +38,7 @@ log "1. parity tests"
 
 # the default dense kernel, then each other NEVO_CUDA_DENSE_ROWS of DENSE_ROWS (0: the
 # runs kernel for every call, the one-row calls too)
-for rows in ${DENSE_ROWS:-8 4 0}; do
+for rows in ${DENSE_ROWS:-8 16 0}; do
     log "2. nevo bench --only gpu, NEVO_CUDA_DENSE_ROWS=$rows"
     NEVO_CUDA_DENSE_ROWS=$rows "$BIN/nevo" bench --only gpu --json > "$OUT/bench_gpu_r$rows.jsonl" 2>> "$OUT/summary.txt"
     python3 - "$OUT/bench_gpu_r$rows.jsonl" <<'PY' | tee -a "$OUT/summary.txt"

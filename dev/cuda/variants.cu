@@ -14,7 +14,7 @@
  *   dense r1   a row a block (the GA's and ES's shape): only the nonzero inputs'
  *              weight rows read, 8 loads a lane in flight (each row reads its network
  *              again)
- *   dense lR   the same over runs of up to R = 2, 4, 8 rows of one network: the inputs
+ *   dense lR   the same over runs of up to R = 2, 4, 8, 16 rows of one network: the inputs
  *              nonzero in some row listed, each weight read once for the run's rows
  *   r1 recipe  dense r1 on GA children read as recipes (parent +- sigma times a slice of
  *              the noise table, each weight made as it is read) against the same
@@ -205,7 +205,8 @@ static void launch_dense_l(void *c) {
     switch (d->rows) {
     case 2: dense_l<2><<<g, NEVO_KD_THREADS>>>(d->a); break;
     case 4: dense_l<4><<<g, NEVO_KD_THREADS>>>(d->a); break;
-    default: dense_l<8><<<g, NEVO_KD_THREADS>>>(d->a); break;
+    case 8: dense_l<8><<<g, NEVO_KD_THREADS>>>(d->a); break;
+    default: dense_l<16><<<g, NEVO_KD_THREADS>>>(d->a); break;
     }
 }
 static void launch_dense_v3(void *c) {

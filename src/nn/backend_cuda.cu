@@ -412,8 +412,8 @@ typedef struct Work {
     float *d_out;         /* (max_rows, n_out) */
     float *d_a, *d_b;     /* (max_rows, width) activations, layer to layer */
     Entries builds;
-    int dense_rows;       /* the listed-inputs dense kernel's most rows a run (1, 2, 4 or
-                             8; a call of one row a network runs 1); 0: the runs kernel */
+    int dense_rows;       /* the listed-inputs dense kernel's most rows a run (1, 2, 4, 8
+                             or 16; a call of one row a network runs 1); 0: the runs kernel */
     int min_runs;         /* runs halved while fewer (nevo_kd1_runs): 2 a multiprocessor */
     int call_rows;        /* this call's most rows a run (nevo_kd1_runs) */
 } Work;
@@ -431,7 +431,7 @@ static void *cuda_workspace_new(void *ctx, const NevoPolicy *p, int max_rows) {
     CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     w->min_runs = env_int("NEVO_CUDA_MIN_RUNS", 2 * sms, 0, 1 << 30);
     if (w->dense_rows & (w->dense_rows - 1))
-        nevo_fatal(__FILE__, __LINE__, "NEVO_CUDA_DENSE_ROWS must be 0, 1, 2, 4 or 8, not %d", w->dense_rows);
+        nevo_fatal(__FILE__, __LINE__, "NEVO_CUDA_DENSE_ROWS must be 0, 1, 2, 4, 8 or 16, not %d", w->dense_rows);
     size_t R = (size_t)w->max_rows;
     size_t obs_f = R * (size_t)w->obs_dim + 2 * (size_t)w->obs_dim, idx_n = 2 * R + 1;
     CK(cudaStreamCreateWithFlags(&w->s, cudaStreamNonBlocking));
@@ -525,7 +525,8 @@ static void run_layers(Work *w, const NevoPolicy *p, const NevoRows *r, int n, i
             case 1: k_dense_l<1><<<grid, NEVO_KD_THREADS, 0, s>>>(a); break;
             case 2: k_dense_l<2><<<grid, NEVO_KD_THREADS, 0, s>>>(a); break;
             case 4: k_dense_l<4><<<grid, NEVO_KD_THREADS, 0, s>>>(a); break;
-            default: k_dense_l<8><<<grid, NEVO_KD_THREADS, 0, s>>>(a); break;
+            case 8: k_dense_l<8><<<grid, NEVO_KD_THREADS, 0, s>>>(a); break;
+            default: k_dense_l<16><<<grid, NEVO_KD_THREADS, 0, s>>>(a); break;
             }
         }
         CK_LAUNCH();

@@ -306,7 +306,7 @@ static __device__ __forceinline__ void nevo_kd_block(NevoKDense a) {
  * constant of each kernel (1 for calls of one row a network, the GA's and ES's shape). */
 #define NEVO_KD1_KC 256
 #define NEVO_KD1_FLIGHT 8
-#define NEVO_KD1_ROWS 8 /* the most rows a run; acc holds NEVO_KD1_ROWS x NEVO_KD_NJ */
+#define NEVO_KD1_ROWS 16 /* the most rows a run: a lane's sums are rows x NEVO_KD_NJ */
 #define NEVO_KD1_ROWS_DEFAULT 8 /* the backend's (NEVO_CUDA_DENSE_ROWS to change) */
 
 /* The call's runs for the listed kernel: of up to max_rows rows, halved while they make
