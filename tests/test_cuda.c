@@ -446,7 +446,7 @@ TEST(cuda_forward_matches_cpu_backend) {
         nevo_backend_forward(cpu, p, rc, which, obs, n, NULL, want, wc);
         nevo_backend_forward(cpu, p, rc, apart, obs, n, NULL, want1, wc);
         /* every dense kernel the backend can pick (NEVO_CUDA_DENSE_ROWS, with no halving
-         * of runs, then runs of 8 halved as far as they go: NEVO_CUDA_MIN_RUNS; read by a
+         * of runs, then runs of 16 halved as far as they go: NEVO_CUDA_MIN_RUNS; read by a
          * new workspace; the caller's settings restored after) */
         const char *names[2] = {"NEVO_CUDA_DENSE_ROWS", "NEVO_CUDA_MIN_RUNS"};
         char *saved[2];

@@ -415,7 +415,7 @@ typedef struct Work {
     int dense_rows;       /* the listed-inputs dense kernel's most rows a run (1, 2, 4, 8
                              or 16; a call of one row a network runs 1); 0: the runs kernel */
     int min_runs;         /* runs halved while fewer (nevo_kd1_runs): 2 a multiprocessor */
-    int call_rows;        /* this call's most rows a run (nevo_kd1_runs) */
+    int call_rows;        /* this call's most rows a run (nevo_kd1_runs); 0: the runs kernel */
 } Work;
 
 static void *cuda_workspace_new(void *ctx, const NevoPolicy *p, int max_rows) {
@@ -474,6 +474,7 @@ static int stage_inputs(Work *w, const NevoPolicy *p, const int *which, const fl
         memcpy(h_mean + D, p->obs_std, sizeof(float) * D);
     }
     memcpy(w->h_idx, which, sizeof(int) * (size_t)n);
+    w->call_rows = 0;
     int n_runs = w->dense_rows ? nevo_kd1_runs(which, n, w->dense_rows, w->min_runs, w->h_idx + R, &w->call_rows)
                                : nevo_kd_runs(which, n, NEVO_KD_ROWS, w->h_idx + R);
     /* straight from the caller's memory: pinned where the evaluator took its batches'
@@ -520,7 +521,7 @@ static void run_layers(Work *w, const NevoPolicy *p, const NevoRows *r, int n, i
                             L->w_off, L->b_off, (int)L->act, vec, Y, ys, NULL};
             unsigned cb = (unsigned)((L->out_dim + NEVO_KD_COLS - 1) / NEVO_KD_COLS);
             dim3 grid((unsigned)n_runs, cb);
-            switch (w->dense_rows ? w->call_rows : 0) {
+            switch (w->call_rows) {
             case 0: k_dense<<<grid, NEVO_KD_THREADS, 0, s>>>(a); break;
             case 1: k_dense_l<1><<<grid, NEVO_KD_THREADS, 0, s>>>(a); break;
             case 2: k_dense_l<2><<<grid, NEVO_KD_THREADS, 0, s>>>(a); break;

@@ -169,7 +169,6 @@ NEVO_HD float nevo_kr_weight_ab(const NevoKRecipe *r, size_t k, const float *a, 
  * phases take the arguments by value (a kernel's parameters, never copied to memory once
  * inlined). dev/cuda/NOTES.md has the variants measured. */
 #define NEVO_KD_ROWS 16
-
 #define NEVO_KD_NJ 4
 #define NEVO_KD_THREADS 32
 #define NEVO_KD_COLS (NEVO_KD_THREADS * NEVO_KD_NJ)
