@@ -2,7 +2,8 @@
 # Low-rank ES (es.rank, EGGROLL) against full-rank ES on the shipped MinAtar and MuJoCo
 # ES configs, at the configs' own budgets: each config at es.rank = 0 (full rank) and
 # each rank given, seeds 1..N, one thread per run (the table in docs/RESULTS.md,
-# "Low-rank ES"). Prints one line per run and a mean per config and rank.
+# "Low-rank ES"). Prints one line per run and a mean per config and rank. A rank
+# written with an f (1f) runs its members through the factored forward (es.factored).
 #   scripts/lowrank_results.sh [SEEDS] [RANKS] [CONFIG ...]
 # Defaults: 2 seeds, ranks "1", configs minatar_breakout_es, mujoco_halfcheetah_es,
 # mujoco_hopper_es. Runs go to runs/lowrank/<config>-r<rank>-s<seed>; NEVO (default
@@ -24,7 +25,8 @@ for cfg in "${CONFIGS[@]}"; do
     for seed in $(seq 1 "$SEEDS"); do
       out=runs/lowrank/$name-r$rank-s$seed
       rm -rf "$out"
-      line=$("$NEVO" train "$cfg" seed="$seed" es.rank="$rank" --threads 1 --out "$out" --quiet | tail -1)
+      line=$("$NEVO" train "$cfg" seed="$seed" es.rank="${rank%f}" es.factored="$([ "${rank%f}" = "$rank" ] &&
+             echo false || echo true)" --threads 1 --out "$out" --quiet | tail -1)
       ret=$(printf '%s' "$line" | sed -n 's/.*"eval_return_mean": \([-0-9.e+]*\).*/\1/p')
       frames=$(printf '%s' "$line" | sed -n 's/.*"frames": \([0-9]*\).*/\1/p')
       wall=$(printf '%s' "$line" | sed -n 's/.*"wall_s": \([0-9.]*\).*/\1/p')

@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef void (*TestFn)(void);
 void test_register(const char *name, const char *file, TestFn fn);
@@ -54,6 +55,10 @@ void test_runs_same_across_threads_and_resume(const char *train_args, long long 
     do {                                                                  \
         if (!(cond)) test_fail(__FILE__, __LINE__, __VA_ARGS__);          \
     } while (0)
+
+/* an error message holds the text that names the problem */
+#define CHECK_CONTAINS(msg, sub) \
+    CHECK_MSG(strstr((msg), (sub)) != NULL, "message \"%s\" lacks \"%s\"", (msg), (sub))
 
 #define CHECK_NEAR(a, b, tol)                                                              \
     do {                                                                                   \

@@ -638,6 +638,17 @@ TEST(algo_es_lowrank_solves_cartpole) {
     CHECK_MSG(s.eval.return_mean >= 475.0, "rank-1 ES mean return %.2f < 475", s.eval.return_mean);
 }
 
+/* The same members through EGGROLL's factored forward solve it too (the same networks,
+ * summed in another order: a run of its own, not the built one's bits). */
+TEST(algo_es_factored_solves_cartpole) {
+    NevoConfig cfg;
+    load(&cfg, "configs/cartpole_es.json");
+    cfg.es.rank = 1;
+    cfg.es.factored = 1;
+    NevoTrainSummary s = train(&cfg, "es-factored");
+    CHECK_MSG(s.eval.return_mean >= 475.0, "factored rank-1 ES mean return %.2f < 475", s.eval.return_mean);
+}
+
 /* Mean return of a uniform-random policy over the same evaluation episodes. */
 static double random_policy_mean(const char *env_name, int episodes, uint64_t seed) {
     NevoEnv *env;

@@ -28,9 +28,6 @@ static const char *write_tmp(const char *name, const char *text) {
     return path;
 }
 
-#define CHECK_CONTAINS(msg, sub) \
-    CHECK_MSG(strstr((msg), (sub)) != NULL, "message \"%s\" lacks \"%s\"", (msg), (sub))
-
 /* Applies text on top of defaults; expects failure with NEVO_ERR_INVALID and returns the
  * message (static buffer). */
 static const char *apply_fails(const char *text) {
@@ -390,6 +387,17 @@ TEST(config_cross_checks) {
     CHECK_CONTAINS(err.msg, "needs a behaviour characterisation");
     spec.bc_dim = 2;
     CHECK(nevo_algo_check(&c, &spec, &err) == NEVO_OK);
+    /* the factored forward runs low-rank members of a feed-forward policy on the CPU */
+    nevo_config_defaults(&c);
+    override_ok(&c, "algo=es");
+    override_ok(&c, "es.factored=true");
+    CHECK(nevo_algo_check(&c, NULL, &err) == NEVO_ERR_INVALID);
+    CHECK_CONTAINS(err.msg, "es.factored runs low-rank members: set es.rank");
+    override_ok(&c, "es.rank=2");
+    CHECK(nevo_algo_check(&c, NULL, &err) == NEVO_OK);
+    override_ok(&c, "policy.lstm=8");
+    CHECK(nevo_algo_check(&c, NULL, &err) == NEVO_ERR_INVALID);
+    CHECK_CONTAINS(err.msg, "feed-forward policy");
 }
 
 /* The schema printout names every key with its default. */

@@ -135,9 +135,32 @@ static void emulate_kd1(NevoKDense a, int n_runs, int rows) {
 /* The CUDA backend's forward (backend_cuda.cu: cuda_forward), its launches run on the
  * CPU: each grid block by block, each phase by every thread of the block before the
  * next phase. */
+/* f: the factored forward's members (NULL: none), whose corrections follow each
+ * layer's base kernel (run without its activation), as cuda_forward_factored runs them */
+static void emulate_factor(NevoKFactor *f, const NevoPolicy *p, int l, const float *X, int xs, float *Y, int ys,
+                           int n) {
+    NevoLRBlock bl[NEVO_LOWRANK_BLOCKS];
+    nevo_lowrank_blocks(p, f->rank, bl);
+    const NevoLayer *L = &p->layers[l];
+    const int conv[6] = {L->in_w, L->in_c, L->out_h, L->out_w, L->kernel, L->stride};
+    nevo_kf_layer(f, bl[2 * l], bl[2 * l + 1], (int)L->act, conv, X, xs, Y, ys);
+    float part[16 * NEVO_LOWRANK_MAX], u[NEVO_LOWRANK_MAX];
+    for (int row = 0; row < n; row++) {
+        if (L->kind == NEVO_LAYER_CONV) {
+            for (int t = 0; t < NEVO_KF_THREADS; t++) nevo_kf_conv_u(*f, row, t);
+            for (int t = 0; t < NEVO_KF_THREADS; t++) nevo_kf_conv_apply(*f, row, t);
+        } else {
+            memset(part, 0xff, sizeof part);
+            for (int t = 0; t < NEVO_KF_THREADS; t++) nevo_kf_dot(*f, row, t, part);
+            for (int t = 0; t < NEVO_KF_THREADS; t++) nevo_kf_tree(*f, t, part, u);
+            for (int t = 0; t < NEVO_KF_THREADS; t++) nevo_kf_apply(*f, row, t, u);
+        }
+    }
+}
+
 static void emulate_forward(const NevoPolicy *p, const float *params, size_t stride, const int *which,
                             const float *obs, int n, float *out, size_t conv_smem_max, int dense_rows,
-                            int min_runs) {
+                            int min_runs, NevoKFactor *f) {
     int width = p->max_width > p->obs_dim ? p->max_width : p->obs_dim;
     float *A = nevo_alloc(sizeof(float) * (size_t)n * (size_t)width);
     float *B = nevo_alloc(sizeof(float) * (size_t)n * (size_t)width);
@@ -161,9 +184,10 @@ static void emulate_forward(const NevoPolicy *p, const float *params, size_t str
         int last = l == p->n_layers - 1;
         float *Y = last ? out : X == A ? B : A;
         int ys = last ? p->n_out : width;
+        int act = f ? (int)NEVO_ACT_NONE : (int)L->act;
         if (L->kind == NEVO_LAYER_CONV) {
             NevoKConv a = {params, stride, which, X, xs, L->in_w, L->in_c, L->out_h, L->out_w, L->out_c,
-                           L->kernel, L->stride, L->w_off, L->b_off, (int)L->act, Y, ys, L->in_h};
+                           L->kernel, L->stride, L->w_off, L->b_off, act, Y, ys, L->in_h};
             if (nevo_kc_smem_bytes(a) <= conv_smem_max) { /* the block-per-row kernel */
                 float *sm = nevo_alloc_aligned(nevo_kc_smem_bytes(a));
                 for (int row = 0; row < n; row++) {
@@ -180,11 +204,11 @@ static void emulate_forward(const NevoPolicy *p, const float *params, size_t str
             }
         } else if (dense_rows) { /* the listed-inputs kernel, as the backend picks its rows */
             NevoKDense a = {params, stride, which, runs, X, xs, L->in_dim, L->out_dim,
-                            L->w_off, L->b_off, (int)L->act, 0, Y, ys, NULL};
+                            L->w_off, L->b_off, act, 0, Y, ys, NULL};
             emulate_kd1(a, n_runs, rows);
         } else {
             NevoKDense a = {params, stride, which, runs, X, xs, L->in_dim, L->out_dim,
-                            L->w_off, L->b_off, (int)L->act, 0, Y, ys, NULL};
+                            L->w_off, L->b_off, act, 0, Y, ys, NULL};
             int cb = (L->out_dim + NEVO_KD_COLS - 1) / NEVO_KD_COLS;
             for (int run = 0; run < n_runs; run++)
                 for (int b = 0; b < cb; b++) {
@@ -196,6 +220,7 @@ static void emulate_forward(const NevoPolicy *p, const float *params, size_t str
                     for (int t = 0; t < NEVO_KD_THREADS; t++) nevo_kd_store(a, run, b, t, acc[t]);
                 }
         }
+        if (f) emulate_factor(f, p, l, X, xs, Y, ys, n);
         X = Y;
         xs = ys;
     }
@@ -247,7 +272,7 @@ TEST(cuda_kernel_bodies_forward_match_cpu) {
         for (int k = 0; k < 9; k++) {
             memset(got, 0xff, sizeof(float) * (size_t)n * (size_t)p->n_out); /* NaN: unwritten shows */
             emulate_forward(p, params, stride, which, obs, n, got, k == 1 ? 0 : NEVO_KC_SMEM_MAX, rows[k],
-                            least[k]);
+                            least[k], NULL);
             char what[64];
             const char *kind = k == 0   ? "kernels in use"
                                : k == 1 ? "thread-per-output conv"
@@ -257,6 +282,63 @@ TEST(cuda_kernel_bodies_forward_match_cpu) {
             check_same(want, got, (size_t)n * (size_t)p->n_out, what);
         }
         free(params), free(obs), free(which), free(want), free(got), free(scratch);
+        nevo_policy_free(p);
+        nevo_env_free(env);
+    }
+}
+
+/* Members (P of them over 2 bases, ranks 1, 3 and 64) of every shape, from random
+ * compact slices: the factored kernels' bodies read each slice where the noise table
+ * holds it and give nevo_policy_forward_factored's bits, with the base kernels as the
+ * backend picks them (the dense listed in runs of the default and of 1, the runs kernel). */
+TEST(cuda_kernel_bodies_factored_match_cpu) {
+    for (int shape = 0; shape < N_SHAPES; shape++) {
+        NevoEnv *env;
+        NevoPolicy *p = shape_policy(shape, &env);
+        enum { P = 7, N = 60 };
+        size_t stride = (p->nparams + 15) & ~(size_t)15;
+        float *bases = random_params(p, 2, stride, 80 + (uint64_t)shape);
+        float *obs = random_obs(p, N, 81 + (uint64_t)shape);
+        int base[N], member[N];
+        for (int i = 0; i < N; i++) base[i] = (i / 9) % 2, member[i] = (i * 3) % P; /* runs of 9 on each base */
+        static const int ranks[3] = {1, 3, NEVO_LOWRANK_MAX};
+        for (int ri = 0; ri < 3; ri++) {
+            int rank = ranks[ri];
+            size_t len = nevo_lowrank_floats(p, rank), ff = nevo_factor_row_floats(p, rank);
+            float *z = nevo_alloc(sizeof(float) * len * P), *rows = nevo_alloc_aligned(sizeof(float) * ff * P);
+            NevoRng rng;
+            nevo_rng_init(&rng, 82, NEVO_RNG_USER, (uint32_t)shape, (uint32_t)rank, 0);
+            nevo_rng_fill_normal(&rng, z, len * P);
+            NevoKFRec rec[N];
+            for (int j = 0; j < P; j++) nevo_factor_row(p, rank, z + j * len, j % 2 ? -0.03f : 0.05f, rows + j * ff);
+            for (int i = 0; i < N; i++) {
+                const float *head = rows + (size_t)member[i] * ff;
+                rec[i] = (NevoKFRec){(size_t)member[i] * len, head[0], head[1]};
+            }
+            size_t no = (size_t)N * (size_t)p->n_out;
+            float *want = nevo_alloc(sizeof(float) * no), *got = nevo_alloc(sizeof(float) * no);
+            float *scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(p, N));
+            nevo_policy_forward_factored(p, bases, stride, base, rows, ff, member, rank, obs, N, want, scratch);
+            size_t us = 1;
+            for (int l = 0; l < p->n_layers; l++)
+                if (p->layers[l].kind == NEVO_LAYER_CONV)
+                    us = (size_t)p->layers[l].out_h * p->layers[l].out_w * rank > us
+                             ? (size_t)p->layers[l].out_h * p->layers[l].out_w * rank : us;
+            float *U = nevo_alloc(sizeof(float) * us * N);
+            static const int dense_rows[3] = {NEVO_KD1_ROWS_DEFAULT, 1, 0};
+            for (int k = 0; k < 3; k++) {
+                NevoKFactor f;
+                memset(&f, 0, sizeof f);
+                f.noise = z, f.rec = rec, f.U = U, f.us = us, f.rank = rank;
+                memset(got, 0xff, sizeof(float) * no);
+                emulate_forward(p, bases, stride, base, obs, N, got, NEVO_KC_SMEM_MAX, dense_rows[k], 0, &f);
+                char what[96];
+                snprintf(what, sizeof what, "shape %d, rank %d, dense rows %d", shape, rank, dense_rows[k]);
+                check_same(want, got, no, what);
+            }
+            free(z), free(rows), free(want), free(got), free(scratch), free(U);
+        }
+        free(bases), free(obs);
         nevo_policy_free(p);
         nevo_env_free(env);
     }
@@ -578,6 +660,61 @@ TEST(cuda_builds_match_cpu) {
     nevo_backend_free(gpu);
 }
 
+/* Factored members (ranks 1, 3 and 64, over two bases) of every shape: the cuda
+ * backend's factored forward gives the CPU backend's bits, at every row count. */
+TEST(cuda_factored_forward_matches_cpu_backend) {
+    NevoBackend *gpu = cuda_or_skip();
+    if (!gpu) return;
+    NevoBackend *cpu = NULL;
+    NevoError err = {0};
+    CHECK(nevo_backend_new("cpu", &cpu, &err) == NEVO_OK);
+    NevoBackend *be[2] = {cpu, gpu};
+    for (int shape = 0; shape < N_SHAPES; shape++) {
+        NevoEnv *env;
+        NevoPolicy *p = shape_policy(shape, &env);
+        size_t stride = (p->nparams + 15) & ~(size_t)15;
+        Set s;
+        make_set(&s, p, env, stride);
+        enum { M = 10, N = 700 };
+        float *obs = random_obs(p, N, 90 + (uint64_t)shape);
+        int base[N], which[N];
+        for (int i = 0; i < N; i++) base[i] = (i / 50) % 2, which[i] = (i * 7) % M;
+        static const int ranks[3] = {1, 3, NEVO_LOWRANK_MAX};
+        for (int ri = 0; ri < 3; ri++) {
+            for (int j = 0; j < M; j++)
+                s.nets[j] = (NevoNet){.kind = NEVO_NET_FACTORED, .base = j % 2, .purpose = NEVO_RNG_ES_NOISE,
+                                      .generation = 3, .individual = (uint32_t)(j / 2), .sigma = 0.05f,
+                                      .sign = j % 2 ? -1 : 1, .rank = (uint32_t)ranks[ri]};
+            size_t no = (size_t)N * (size_t)p->n_out;
+            float *out[2] = {nevo_alloc(sizeof(float) * no), nevo_alloc(sizeof(float) * no)};
+            for (int b = 0; b < 2; b++) {
+                NevoRows *bases = nevo_rows_host(be[b], s.bases, stride, 6);
+                NevoRows *rows = nevo_rows_new(be[b], nevo_factor_row_floats(p, ranks[ri]), M);
+                for (int j = 0; j < M; j++) nevo_rows_build_factored(rows, j, &s.ts, p, j);
+                NevoWorkspace *ws = nevo_workspace_new(be[b], p, N);
+                for (int m = N; m >= N / 3; m -= N / 3 + 1) { /* fewer rows after more: the same bits */
+                    memset(out[b], 0xff, sizeof(float) * no);
+                    nevo_backend_forward_factored(be[b], p, bases, base, rows, which, ranks[ri], obs, m, out[b], ws);
+                    if (b == 1) {
+                        char what[96];
+                        snprintf(what, sizeof what, "shape %d, rank %d, %d rows", shape, ranks[ri], m);
+                        check_same(out[0], out[1], (size_t)m * (size_t)p->n_out, what);
+                    }
+                }
+                nevo_workspace_free(ws);
+                nevo_rows_free(rows), nevo_rows_free(bases);
+            }
+            free(out[0]), free(out[1]);
+        }
+        free(obs), free(s.bases);
+        nevo_noise_free(s.noise);
+        nevo_policy_free(p);
+        nevo_env_free(env);
+    }
+    nevo_backend_free(cpu);
+    nevo_backend_free(gpu);
+}
+
 /* Whole evaluations: a GA generation's children built as their episodes start (the
  * built layout), ES pairs with two episodes each (built first), and bases read in
  * place, on 3 threads, on the GPU and on the CPU: every episode the same. */
@@ -593,10 +730,14 @@ TEST(cuda_evaluation_matches_cpu) {
     enum { T = 40 };
     NevoNet nets[T];
     NevoTask tasks[T];
-    for (int layout = 0; layout < 3; layout++) {
-        int n_nets = layout == 1 ? T / 2 : T;
+    for (int layout = 0; layout < 4; layout++) {
+        int n_nets = layout == 1 || layout == 3 ? T / 2 : T;
         for (int j = 0; j < n_nets; j++) {
-            if (layout == 0)
+            if (layout == 3) /* factored low-rank members over two bases */
+                nets[j] = (NevoNet){.kind = NEVO_NET_FACTORED, .base = (j / 2) % 2, .purpose = NEVO_RNG_ES_NOISE,
+                                    .generation = 1, .individual = (uint32_t)(j / 2), .sigma = 0.05f,
+                                    .sign = j % 2 ? -1 : 1, .rank = 2};
+            else if (layout == 0)
                 nets[j] = (NevoNet){.kind = NEVO_NET_PERTURBED, .base = j % 6, .purpose = NEVO_RNG_MUTATE,
                                     .generation = 1, .individual = (uint32_t)j, .sigma = 0.05f, .sign = 1};
             else if (layout == 1)
@@ -607,7 +748,7 @@ TEST(cuda_evaluation_matches_cpu) {
                 nets[j] = (NevoNet){.kind = NEVO_NET_BASE, .base = j % 6};
         }
         for (int t = 0; t < T; t++)
-            tasks[t] = (NevoTask){.net = layout == 1 ? t % n_nets : t,
+            tasks[t] = (NevoTask){.net = layout == 1 || layout == 3 ? t % n_nets : t,
                                   .seed = nevo_rng_derive(8, NEVO_RNG_ENV_SEED, 0, (uint32_t)layout, (uint32_t)t)};
         NevoTaskSet ts = s.ts;
         ts.nets = nets;

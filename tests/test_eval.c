@@ -21,9 +21,6 @@
 #include "nevo/noise.h"
 #include "nevo/rng.h"
 
-#define CHECK_CONTAINS(msg, sub) \
-    CHECK_MSG(strstr((msg), (sub)) != NULL, "message \"%s\" lacks \"%s\"", (msg), (sub))
-
 enum { N_NETS = 20, N_EPS = 3, N_TASKS = N_NETS * N_EPS };
 
 static NevoEnv *open_env(const char *name) {

@@ -21,9 +21,6 @@
 
 #define MAGIC "NEVOTST1"
 
-#define CHECK_CONTAINS(msg, sub) \
-    CHECK_MSG(strstr((msg), (sub)) != NULL, "message \"%s\" lacks \"%s\"", (msg), (sub))
-
 static const char *tmp_path(const char *name) {
     static char path[4][1024];
     static int k;

@@ -53,9 +53,6 @@ static const EnvCase cases[] = {
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
-#define CHECK_CONTAINS(msg, sub) \
-    CHECK_MSG(strstr((msg), (sub)) != NULL, "message \"%s\" lacks \"%s\"", (msg), (sub))
-
 static NevoEnv *open_env_opts(const char *name, const NevoEnvOption *opts, int n) {
     NevoEnv *env = NULL;
     NevoError err = {0};

@@ -15,7 +15,6 @@
 #include "nevo/rng.h"
 #include "nevo/supervised.h"
 
-#define CHECK_CONTAINS(msg, sub) CHECK_MSG(strstr((msg), (sub)) != NULL, "'%s' lacks '%s'", (msg), (sub))
 
 /* The synthetic problem: S x S images, class c marked by a bright 3 x 3 block whose
  * position depends on c, over uniform noise in [0, 0.3). */

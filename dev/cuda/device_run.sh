@@ -7,7 +7,7 @@
 #   3. end to end, the GA on MinAtar Breakout (and Freeway, whose episodes are long from
 #      the start) with the GPU and all cores against all cores alone, same config and
 #      seed: frames/s, and whether the two runs' metrics are the same bits;
-#   4. compute-sanitizer's memcheck over the forward's parity test and nevo_rows_write's;
+#   4. compute-sanitizer's memcheck over the forwards' parity tests and nevo_rows_write's;
 #   5. SEED RL's V-trace on MinAtar Breakout with its acting forward on cpu and cuda;
 # and between 2 and 3 the kernel variants of dev/cuda/variants.cu, checked against the
 # kernels in use and timed beside them.
@@ -47,6 +47,7 @@ for line in open(sys.argv[1]):
     r = json.loads(line)
     if r.get("group") != "gpu": continue
     extra = {k: r[k] for k in ("fraction_of_fma_peak", "fraction_of_copy_bandwidth", "gflops") if k in r}
+    if "factored" in r["name"] and r.get("ratio") is not None: extra["of_one_shared_network"] = r["ratio"]
     print(f'{r["name"]:<62} {r["value"]:10.4g} {r["unit"]:<8} {extra}')
 PY
 done
@@ -92,8 +93,8 @@ for spec in "breakout 8192 $GENS" "freeway 4096 3"; do
         log "   metrics DIFFER between cpu and cuda"
     fi
 done
-log "4. compute-sanitizer memcheck, forward parity and rows written in place"
-timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/nevo_tests" cuda_forward backend_rows_write > "$OUT/memcheck.txt" 2>&1
+log "4. compute-sanitizer memcheck, forward parity (plain and factored) and rows written in place"
+timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/nevo_tests" cuda_forward cuda_factored backend_rows_write > "$OUT/memcheck.txt" 2>&1
 echo "memcheck exit $?: $(grep -c 'Invalid\|ERROR SUMMARY' "$OUT/memcheck.txt") lines; $(grep 'ERROR SUMMARY' "$OUT/memcheck.txt")" | tee -a "$OUT/summary.txt"
 log "5. V-trace on minatar/breakout, acting forward on cpu and cuda, $THREADS threads"
 BIN=$BIN bash dev/cuda/vtrace_run.sh 2>&1 | tee -a "$OUT/summary.txt"

@@ -65,6 +65,16 @@ void nevo_workspace_free(NevoWorkspace *w);
  * read and updated (nevo_policy_forward_state); NULL for a feed-forward policy. */
 void nevo_backend_forward(NevoBackend *b, const NevoPolicy *p, const NevoRows *r, const int *which, const float *obs,
                           int n, float *state, float *out, NevoWorkspace *w);
+/* The factored low-rank forward (EGGROLL; nevo_policy_forward_factored's bits): row i
+ * runs base row base[i] of bases perturbed by factor row which[i] of factors, a
+ * NEVO_NET_FACTORED member's (nevo_rows_build_factored into rows of
+ * nevo_factor_row_floats(p, rank) floats). Feed-forward policies. Where the backend has
+ * no factored forward (nevo_backend_has_factored 0) neither may be called. */
+int nevo_backend_has_factored(const NevoBackend *b);
+void nevo_rows_build_factored(NevoRows *r, int row, const NevoTaskSet *ts, const NevoPolicy *p, int net);
+void nevo_backend_forward_factored(NevoBackend *b, const NevoPolicy *p, const NevoRows *bases, const int *base,
+                                   const NevoRows *factors, const int *which, int rank, const float *obs, int n,
+                                   float *out, NevoWorkspace *w);
 /* How the evaluator batches for this backend: slots per batch where its caller leaves
  * them open (0: the CPU's rule, by nevo_backend_cache_bytes), and forward threads: 0,
  * not pipelined; F >= 1, F threads run the forwards of batches while the others step

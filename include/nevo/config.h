@@ -73,6 +73,7 @@ typedef struct NevoESConfig {
     int grad_cosine;      /* on a dataset: measure the cosine between each step's direction
                            * and the true gradient (Zhang et al. 2017) */
     int rank;             /* low-rank perturbations of this rank (EGGROLL; params.h), 0 = full rank */
+    int factored;         /* 1: the members run the factored forward (NEVO_NET_FACTORED) */
 } NevoESConfig;
 
 /* Gradient optimiser (optim.h): algo sgd, and the learners built on gradients. */

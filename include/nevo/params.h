@@ -59,6 +59,21 @@ size_t nevo_lowrank_floats(const NevoPolicy *p, int rank);
 /* eps[k - k0] for k0 <= k < k1: the full vector of z at `rank`, over that range. */
 void nevo_lowrank_expand(const NevoPolicy *p, int rank, const float *z, float *eps, size_t k0, size_t k1);
 
+/* A member's factor row, what the factored forward (nevo_policy_forward_factored) reads
+ * in place of its built network: coef = (sign sigma) c and s = sign sigma (floats 0 and
+ * 1), zeros up to NEVO_FACTOR_HEAD, then the compact slice z at `rank` laid out for the
+ * forward's sums: every block where z has it, a dense layer's A as A^T (rank, rows),
+ * every B as B^T (rank, cols), a conv layer's A and the biases as they are.
+ * nevo_factor_row_floats(p, rank) floats in all. The forward sums a dense layer's
+ * u = x A in NEVO_FACTOR_LANES partial sums. Feed-forward policies. */
+#define NEVO_FACTOR_HEAD 16
+#define NEVO_FACTOR_LANES 16
+size_t nevo_factor_row_floats(const NevoPolicy *p, int rank);
+/* A factor row's head for s = sign sigma at `rank` (NEVO_FACTOR_HEAD floats). */
+void nevo_factor_head(float s, int rank, float *head);
+/* The factor row of compact slice z with s = sign sigma, into row. */
+void nevo_factor_row(const NevoPolicy *p, int rank, const float *z, float s, float *row);
+
 /* Rebuilds a chain's vector into theta (p->nparams floats): init, then each mutation in
  * place, the same operations as the live run that made it. */
 void nevo_chain_build(const NevoPolicy *p, const NevoNoise *noise, uint64_t seed, const NevoChain *chain,

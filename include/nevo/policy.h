@@ -96,6 +96,18 @@ size_t nevo_policy_scratch_floats(const NevoPolicy *p, int n);
 void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride, const int *net,
                          const float *obs, int n, float *out, float *scratch);
 
+/* The factored low-rank forward (EGGROLL): row i runs base base[i] (at bases + base[i]
+ * bstride) perturbed by the factor row which[i] (at factors + which[i] fstride; params.h)
+ * at `rank`, each layer as x W + b of the base, plus coef (x A) B^T, plus s times the bias
+ * noise, then its activation: the network base + sign sigma (A B^T / sqrt(rank), bias
+ * noise) of NEVO_NET_LOWRANK, summed in this other order (so close to, not bitwise, the
+ * built network's result). A row's bits depend on its base, factor row and observation
+ * alone. Rows sharing a base in a run read its weights once for the run. Feed-forward
+ * policies only (asserted). scratch: nevo_policy_scratch_floats(p, n) floats. */
+void nevo_policy_forward_factored(const NevoPolicy *p, const float *bases, size_t bstride, const int *base,
+                                  const float *factors, size_t fstride, const int *which, int rank,
+                                  const float *obs, int n, float *out, float *scratch);
+
 /* Floats of one row's recurrent state: 2 lstm_units (h, then c), 0 for a feed-forward
  * policy. A zeroed state is the state an episode starts from. */
 size_t nevo_policy_state_floats(const NevoPolicy *p);

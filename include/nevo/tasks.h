@@ -42,6 +42,11 @@ typedef enum NevoNetKind {
     NEVO_NET_LOWRANK = 4,   /* base `base` + sign * sigma * eps, eps the full vector of the compact slice
                              * (purpose, generation, individual) of nevo_lowrank_floats floats at `rank`
                              * (params.h): an ES member's low-rank perturbation */
+    NEVO_NET_FACTORED = 5,  /* the LOWRANK network computed by the factored forward (EGGROLL's: the
+                             * base's product plus a rank-r correction, nevo_policy_forward_factored),
+                             * which the evaluator always uses for it: its bits are that forward's.
+                             * A set's networks are all FACTORED (one rank) or none; built (another
+                             * path's nevo_taskset_build), it is its LOWRANK network */
 } NevoNetKind;
 
 /* A NEVO_NET_SCALED change of one parameter is clipped to +-this (the safe mutations'
@@ -59,9 +64,9 @@ typedef struct NevoNet {
     int32_t base;                    /* BASE, PERTURBED: index into the set's bases */
     uint32_t purpose;                /* PERTURBED: NEVO_RNG_MUTATE or NEVO_RNG_ES_NOISE */
     uint32_t generation, individual; /* INIT: the init stream; PERTURBED: the slice */
-    float sigma;                     /* PERTURBED, SCALED, LOWRANK */
-    int32_t sign;                    /* PERTURBED, SCALED, LOWRANK: +1 or -1 */
-    uint32_t rank;                   /* LOWRANK: 1 .. NEVO_LOWRANK_MAX */
+    float sigma;                     /* PERTURBED, SCALED, LOWRANK, FACTORED */
+    int32_t sign;                    /* PERTURBED, SCALED, LOWRANK, FACTORED: +1 or -1 */
+    uint32_t rank;                   /* LOWRANK, FACTORED: 1 .. NEVO_LOWRANK_MAX */
 } NevoNet;
 
 #define NEVO_TASK_RECORD_OBS 1u    /* add this episode's observations to its NevoObsStats */
@@ -120,6 +125,10 @@ NevoStatus nevo_taskset_check(const NevoTaskSet *ts, const NevoPolicy *policy, c
 /* Builds network `net` of the set into theta (nparams floats; stream as in
  * nevo_perturb_rows). The set's bases must be in this process (floats). */
 void nevo_taskset_build(const NevoTaskSet *ts, const NevoPolicy *policy, int net, float *theta, int stream);
+
+/* The factor row (params.h) of network `net`, a NEVO_NET_FACTORED one, into row
+ * (nevo_factor_row_floats(policy, rank) floats). */
+void nevo_taskset_factor_row(const NevoTaskSet *ts, const NevoPolicy *policy, int net, float *row);
 
 /* A pair: nets j and j + 1 are the same slice from the same base with opposite signs
  * (an ES antithetic pair, full or low rank), built in one pass over the slice. */

@@ -214,7 +214,8 @@ static void es_ask(NevoAlgo *a) {
         es->chosen = pick_agent(es, es->gen);
         NevoNet *nets = nevo_algo_tasks(a, 2 * es->n_pairs, cfg->episodes, es->gen, es->pair_ids);
         for (int j = 0; j < 2 * es->n_pairs; j++)
-            nets[j] = (NevoNet){.kind = cfg->es.rank > 0 ? NEVO_NET_LOWRANK : NEVO_NET_PERTURBED, .base = 0,
+            nets[j] = (NevoNet){.kind = cfg->es.rank == 0 ? NEVO_NET_PERTURBED
+                                        : cfg->es.factored ? NEVO_NET_FACTORED : NEVO_NET_LOWRANK, .base = 0,
                                 .purpose = NEVO_RNG_ES_NOISE, .generation = es->gen, .individual = (uint32_t)(j / 2),
                                 .sigma = (float)es_sigma(cfg, es->gen), .sign = j % 2 ? -1 : 1,
                                 .rank = (uint32_t)cfg->es.rank};
@@ -537,6 +538,12 @@ NevoStatus nevo_es_check(const NevoConfig *cfg, int variant, NevoError *err) {
         return nevo_error(err, NEVO_ERR_INVALID,
                           "es.shaping=reward_std is for algo es (ARS); %s mixes reward and novelty ranks, "
                           "so keep es.shaping=ranks", cfg->algo);
+    if (cfg->es.factored && cfg->es.rank < 1)
+        return nevo_error(err, NEVO_ERR_INVALID, "es.factored runs low-rank members: set es.rank (1 to %d) too",
+                          NEVO_LOWRANK_MAX);
+    if (cfg->es.factored && (cfg->dataset[0] || cfg->policy.lstm > 0))
+        return nevo_error(err, NEVO_ERR_INVALID, "es.factored needs an env (not a dataset) and a feed-forward policy "
+                          "(policy.lstm 0)");
     if (cfg->es.top_directions > cfg->population / 2)
         return nevo_error(err, NEVO_ERR_INVALID,
                           "es.top_directions (%d) must not exceed the number of perturbation pairs, population / 2 (%d)",

@@ -1018,6 +1018,28 @@ static void emit_forward_minatar(const NevoBenchLimits *lim, const char *game, i
     emit_row(emit, ctx, &r);
 }
 
+static void emit_forward_factored(int P, int rank, const NevoBenchFactoredResult *fa, NevoBenchEmit emit,
+                                  void *ctx) {
+    NevoBenchResult r;
+    nevo_bench_result_init(&r, "forward", "rows/s");
+    snprintf(r.name, sizeof r.name, "forward P=%d MinAtar net, breakout obs, factored rank %d, 16-row calls", P, rank);
+    r.value = r.median = fa->factored_rows_s;
+    nevo_bench_result_limit(&r, fa->shared_rows_s, "one shared network, the same rows");
+    snprintf(r.extra, sizeof r.extra,
+             "\"kernels\": \"%s\", \"P\": %d, \"rank\": %d, \"built_rows_s\": %.6g, \"factored_over_built\": %.4g, "
+             "\"factor_row_bytes\": %.0f, \"network_bytes\": %.0f",
+             nevo_bench_kernels_name(), P, rank, fa->built_rows_s, fa->factored_rows_s / fa->built_rows_s,
+             fa->factor_bytes, fa->net_bytes);
+    emit_row(emit, ctx, &r);
+    nevo_bench_result_init(&r, "forward", "rows/s");
+    snprintf(r.name, sizeof r.name, "forward P=%d MinAtar net, breakout obs, rank-%d members built, 16-row calls", P,
+             rank);
+    r.value = r.median = fa->built_rows_s;
+    nevo_bench_result_limit(&r, fa->shared_rows_s, "one shared network, the same rows");
+    snprintf(r.extra, sizeof r.extra, "\"P\": %d, \"rank\": %d", P, rank);
+    emit_row(emit, ctx, &r);
+}
+
 /* A training benchmark's rows: frames/s (against threads x the 1-thread rate, or, for a
  * pipelined run (fused_k > 0), against the fused run's kframes/s on the same threads),
  * the share of threads x wall spent in inference and env steps, and, where the
@@ -1274,6 +1296,15 @@ NevoStatus nevo_bench_run(const NevoBenchOptions *o, unsigned groups, NevoBenchE
                     goto done;
                 emit_forward_minatar(&lim, minatar_games[k], P, minatar_B[b], &fr, emit, ctx);
             }
+        }
+        /* ES's members at low rank through the factored forward, against one shared
+         * network on the same rows (EGGROLL's 0.91 on an H100) and built */
+        static const int ranks[] = {1, 4};
+        for (size_t k = 0; k < sizeof ranks / sizeof ranks[0]; k++) {
+            NevoBenchFactoredResult fa;
+            int P = o->quick ? 64 : 256;
+            if ((st = nevo_bench_forward_factored(o, "minatar/breakout", P, ranks[k], &fa, err)) != NEVO_OK) goto done;
+            emit_forward_factored(P, ranks[k], &fa, emit, ctx);
         }
     }
 

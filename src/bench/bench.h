@@ -235,6 +235,17 @@ typedef struct NevoBenchForwardCtx {
 } NevoBenchForwardCtx;
 double nevo_bench_forward_work(void *ctx, long iters);
 
+/* The factored low-rank forward (nevo_policy_forward_factored) of the MinAtar net on
+ * `game`'s observations: P members of one base at `rank`, a row each, in calls of 16
+ * rows (an evaluator's batch of slots), against the same rows through one shared
+ * network and through the P members built; rows/s, one core. */
+typedef struct NevoBenchFactoredResult {
+    double shared_rows_s, factored_rows_s, built_rows_s;
+    double factor_bytes, net_bytes; /* a factor row's, a network's */
+} NevoBenchFactoredResult;
+NevoStatus nevo_bench_forward_factored(const NevoBenchOptions *o, const char *game, int P, int rank,
+                                       NevoBenchFactoredResult *out, NevoError *err);
+
 /* Times nevo_policy_forward for one case on one core. tanh_melems: the tanh rate
  * from nevo_bench_tanh (Melem/s), for tanh_share; 0 skips it. */
 NevoStatus nevo_bench_forward(const NevoBenchOptions *o, const NevoBenchForwardCase *c,

@@ -16,6 +16,7 @@
 #include "nevo/eval.h"
 #include "nevo/io.h"
 #include "nevo/noise.h"
+#include "nevo/params.h"
 #include "nevo/novelty.h"
 #include "nevo/policy.h"
 #include "nevo/rng.h"
@@ -304,22 +305,11 @@ void nevo_bench_count_flops(const NevoPolicy *p, const float *theta, const float
     *lanes = 2.0 * ln;
 }
 
-NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *game, int P, int B,
-                                      NevoBenchForwardResult *out, NevoError *err) {
-    memset(out, 0, sizeof *out);
-    NEVO_ASSERT(P >= 1 && B >= 1);
-    MinatarNets m;
-    NevoStatus st = minatar_nets(game, P, &m, err);
-    if (st != NEVO_OK) return st;
-    NevoEnv *env = m.env;
-    const NevoPolicy *p = m.p;
-    const float *params = m.params;
+/* rows observations, each from random play at a random depth of its own episode (the
+ * planes' real sparsity, what the kernels see in training); returns the nonzeros */
+static long long minatar_obs(const NevoEnv *env, int rows, float *obs) {
     const NevoEnvSpec *spec = nevo_env_spec(env);
-    size_t np = p->nparams;
-    /* B observations per network, each from random play at a random depth of its own
-     * episode: the planes' real sparsity is what the kernels see in training */
-    int odim = spec->obs_dim, rows = P * B;
-    float *obs = nevo_alloc_aligned(sizeof(float) * (size_t)rows * odim);
+    int odim = spec->obs_dim;
     void *inst = nevo_alloc_aligned(nevo_env_instance_size(env));
     NevoRng rng;
     nevo_rng_init(&rng, 7, NEVO_RNG_USER, 0, 0, 0);
@@ -338,6 +328,26 @@ NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *gam
     }
     nevo_env_instance_free(env, inst);
     free(inst);
+    return nonzero;
+}
+
+NevoStatus nevo_bench_forward_minatar(const NevoBenchOptions *o, const char *game, int P, int B,
+                                      NevoBenchForwardResult *out, NevoError *err) {
+    memset(out, 0, sizeof *out);
+    NEVO_ASSERT(P >= 1 && B >= 1);
+    MinatarNets m;
+    NevoStatus st = minatar_nets(game, P, &m, err);
+    if (st != NEVO_OK) return st;
+    NevoEnv *env = m.env;
+    const NevoPolicy *p = m.p;
+    const float *params = m.params;
+    const NevoEnvSpec *spec = nevo_env_spec(env);
+    size_t np = p->nparams;
+    /* B observations per network, each from random play at a random depth of its own
+     * episode: the planes' real sparsity is what the kernels see in training */
+    int odim = spec->obs_dim, rows = P * B;
+    float *obs = nevo_alloc_aligned(sizeof(float) * (size_t)rows * odim);
+    long long nonzero = minatar_obs(env, rows, obs);
     /* the FMAs behind the dense-equivalent count: those of nonzero inputs, and those
      * the kernels compute (in the lanes layout's blocks of 16 rows of one network,
      * where the kernel set has that layout) */
@@ -532,5 +542,79 @@ NevoStatus nevo_bench_novelty(const NevoBenchOptions *o, int archive, int querie
     free(nov);
     nevo_archive_free(&a);
     (void)err;
+    return NEVO_OK;
+}
+
+/* ---- the factored low-rank forward (EGGROLL) against one shared network ------------ */
+
+enum { FACTORED_SLOTS = 16 };
+
+typedef struct FactoredCtx {
+    const NevoPolicy *p;
+    const float *params; /* the P members built, or the base (row 0) */
+    const float *factors;
+    size_t fstride;
+    int mode;            /* 0: one shared network; 1: factored members; 2: built members */
+    int rank, P;
+    const float *obs;
+    float *out, *scratch;
+} FactoredCtx;
+
+/* The P rows (row j member j's) in calls of FACTORED_SLOTS, as an evaluator's batch of
+ * slots runs them: each call one network (shared), or its members (factored, built). */
+static double factored_work(void *vctx, long iters) {
+    FactoredCtx *c = vctx;
+    int which[FACTORED_SLOTS], base[FACTORED_SLOTS] = {0}, zero[FACTORED_SLOTS] = {0};
+    size_t np = c->p->nparams, odim = (size_t)c->p->obs_dim;
+    for (long it = 0; it < iters; it++)
+        for (int i = 0; i < c->P; i += FACTORED_SLOTS) {
+            int n = c->P - i < FACTORED_SLOTS ? c->P - i : FACTORED_SLOTS;
+            for (int r = 0; r < n; r++) which[r] = i + r;
+            const float *x = c->obs + (size_t)i * odim;
+            float *y = c->out + (size_t)i * c->p->n_out;
+            if (c->mode == 1)
+                nevo_policy_forward_factored(c->p, c->params, np, base, c->factors, c->fstride, which, c->rank, x, n, y,
+                                             c->scratch);
+            else
+                nevo_policy_forward(c->p, c->params, np, c->mode == 0 ? zero : which, x, n, y, c->scratch);
+        }
+    return (double)c->P * (double)iters;
+}
+
+NevoStatus nevo_bench_forward_factored(const NevoBenchOptions *o, const char *game, int P, int rank,
+                                       NevoBenchFactoredResult *out, NevoError *err) {
+    memset(out, 0, sizeof *out);
+    MinatarNets m;
+    NevoStatus st = minatar_nets(game, P, &m, err);
+    if (st != NEVO_OK) return st;
+    const NevoPolicy *p = m.p;
+    size_t np = p->nparams, len = nevo_lowrank_floats(p, rank), ff = nevo_factor_row_floats(p, rank);
+    float *obs = nevo_alloc_aligned(sizeof(float) * (size_t)P * p->obs_dim);
+    minatar_obs(m.env, P, obs);
+    /* member j: network 0 perturbed by compact noise j at sigma 0.02 (ES's MinAtar
+     * config), factored and built (the same networks) */
+    float *factors = nevo_alloc_aligned(sizeof(float) * ff * (size_t)P), *z = nevo_alloc(sizeof(float) * len);
+    float *built = nevo_alloc_aligned(sizeof(float) * np * (size_t)P), *eps = nevo_alloc(sizeof(float) * np);
+    NevoRng rng;
+    nevo_rng_init(&rng, 9, NEVO_RNG_USER, 0, 0, 0);
+    for (int j = 0; j < P; j++) {
+        nevo_rng_fill_normal(&rng, z, len);
+        nevo_factor_row(p, rank, z, 0.02f, factors + (size_t)j * ff);
+        nevo_lowrank_expand(p, rank, z, eps, 0, np);
+        nevo_perturb_rows(built + (size_t)j * np, NULL, m.params, 0.02f, eps, np, 0);
+    }
+    float *outb = nevo_alloc_aligned(sizeof(float) * (size_t)P * p->n_out);
+    float *scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(p, FACTORED_SLOTS));
+    FactoredCtx c = {p, m.params, factors, ff, 0, rank, P, obs, outb, scratch};
+    out->shared_rows_s = nevo_bench_measure(o, factored_work, &c, 1).best;
+    c.mode = 1;
+    out->factored_rows_s = nevo_bench_measure(o, factored_work, &c, 1).best;
+    c.mode = 2;
+    c.params = built;
+    out->built_rows_s = nevo_bench_measure(o, factored_work, &c, 1).best;
+    out->factor_bytes = 4.0 * (double)ff;
+    out->net_bytes = 4.0 * (double)np;
+    free(obs), free(factors), free(z), free(built), free(eps), free(outb), free(scratch);
+    minatar_nets_free(&m);
     return NEVO_OK;
 }

@@ -6,7 +6,9 @@
  *     of B = 1, 16 and 64 rows each, as network-steps/s and dense-equivalent FLOP/s
  *     against the FMA peak;
  *   - the 348-256-256-17 tanh MLP at P = 4096, B = 1, where the weights are streamed:
- *     weight bytes read per second against the copy bandwidth.
+ *     weight bytes read per second against the copy bandwidth;
+ *   - the MinAtar net's P networks as low-rank members (ranks 1 and 4) of one network
+ *     through the factored forward, against that one network on the same rows.
  * Each shape twice: the kernels alone on inputs already on the device (device events),
  * and the whole call as the evaluator makes it (observations up, outputs back). Without
  * a CUDA=1 build or a device the group says so and emits nothing. */
@@ -17,6 +19,7 @@
 
 #include "bench/bench.h"
 #include "nevo/env.h"
+#include "nevo/params.h"
 #include "nevo/rng.h"
 #include "nn/backend_cuda.h"
 
@@ -116,6 +119,28 @@ NevoStatus nevo_bench_gpu(const NevoBenchOptions *o, NevoBenchEmit emit, void *c
                      c->torch_msteps);
             emit(ctx, &r);
         }
+        /* the MinAtar net's P networks as low-rank members of network 0 through the
+         * factored forward, against network 0 alone on the same rows (EGGROLL's 0.91) */
+        if (c->conv)
+            for (int rank = 1; rank <= 4; rank *= 4) {
+                size_t len = nevo_lowrank_floats(p, rank);
+                float *z = nevo_alloc(sizeof(float) * len * (size_t)P);
+                nevo_rng_fill_normal(&rng, z, len * (size_t)P);
+                double shared_s, fact_s, fcall_s;
+                nevo_cuda_time_factored(p, params, rank, z, P, which, obs, n, reps, &shared_s, &fact_s, &fcall_s);
+                for (int whole = 0; whole < 2; whole++) {
+                    nevo_bench_result_init(&r, "gpu", "Msteps/s");
+                    r.median = NAN;
+                    snprintf(r.name, sizeof r.name, "gpu %s P=%d B=%d, factored rank %d, %s", c->label, P, c->B, rank,
+                             whole ? "whole call (obs up, outputs back)" : "kernels");
+                    r.value = n / (whole ? fcall_s : fact_s) * 1e-6;
+                    if (!whole) nevo_bench_result_limit(&r, n / shared_s * 1e-6, "one shared network, kernels");
+                    snprintf(r.extra, sizeof r.extra, "\"P\": %d, \"B\": %d, \"rank\": %d, \"seconds\": %.6g", P,
+                             c->B, rank, whole ? fcall_s : fact_s);
+                    emit(ctx, &r);
+                }
+                free(z);
+            }
         free(params), free(obs), free(which);
         nevo_policy_free(p);
         nevo_env_free(env);

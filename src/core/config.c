@@ -125,6 +125,10 @@ static const Key schema[] = {
     {"es.rank", T_INT, OFF(es.rank), 0, 64, NULL, 0, 0,
      "low-rank perturbations (EGGROLL, Sarkar et al. 2025): each weight matrix of a member moves by "
      "A B^T / sqrt(rank), biases by full noise; 0 = full-rank noise (OpenAI ES)"},
+    {"es.factored", T_BOOL, OFF(es.factored), 0, 1, NULL, 0, 0,
+     "with es.rank: each member runs EGGROLL's factored forward, the centre's product x W shared by all plus "
+     "its rank-r correction (x A) B^T, instead of its own built network (the same networks, summed in "
+     "another order; feed-forward policies on an env)"},
     {"es.grad_cosine", T_BOOL, OFF(es.grad_cosine), 0, 1, NULL, 0, 0,
      "on a dataset: report the cosine between each step's direction and the true gradient of the fitness on "
      "the same batches (metrics' grad_cosine)"},

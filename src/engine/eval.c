@@ -38,6 +38,9 @@ typedef struct Batch {
     int *row;         /* (slots) built layout: the row of `rows` each slot owns, a
                          permutation of 0..slots-1 that compaction swaps */
     NevoRows *rows;   /* built layout: (slots) rows, allocated at first use */
+    NevoRows *frows;  /* factored layout: (slots) factor rows of frow_floats, at first use */
+    size_t frow_floats;
+    int *base;        /* factored layout: (slots) the base each live slot's member perturbs */
     int *task;        /* (slots) task index of each live slot */
     float *rstate;    /* (slots, state floats) each live slot's recurrent state, zeroed as
                          its episode starts; NULL for a feed-forward policy */
@@ -57,7 +60,7 @@ typedef struct Clock {
 } Clock;
 
 /* Where the current call's networks are read from (choose_layout). */
-enum { LAYOUT_BASES, LAYOUT_BUILT, LAYOUT_PREBUILT };
+enum { LAYOUT_BASES, LAYOUT_BUILT, LAYOUT_PREBUILT, LAYOUT_FACTORED };
 
 struct NevoEvaluator {
     const NevoEnv *env;
@@ -117,6 +120,7 @@ static void batch_alloc(Batch *b, NevoBackend *be, const NevoEnvSpec *spec, cons
     b->net = nevo_alloc(sizeof(int) * (size_t)S);
     b->task = nevo_alloc(sizeof(int) * (size_t)S);
     b->row = nevo_alloc(sizeof(int) * (size_t)S);
+    b->base = nevo_alloc(sizeof(int) * (size_t)S);
     for (int s = 0; s < S; s++) b->row[s] = s;
     size_t sf = nevo_policy_state_floats(policy);
     if (sf) b->rstate = nevo_alloc_aligned(sizeof(float) * (size_t)S * sf);
@@ -133,8 +137,10 @@ static void batches_free(NevoEvaluator *ev) {
         free(b->net);
         free(b->task);
         free(b->row);
+        free(b->base);
         free(b->rstate);
         nevo_rows_free(b->rows);
+        nevo_rows_free(b->frows);
         nevo_workspace_free(b->ws);
     }
     free(ev->batches);
@@ -309,11 +315,15 @@ static int start(NevoEvaluator *ev, Batch *bt, Clock *clk, int s, int q) {
     void *inst = bt->insts + (size_t)s * ev->inst_size;
     nevo_env_forget(ev->env, inst); /* the episode depends on its seed alone */
     nevo_env_reset(ev->env, inst, task->seed, obs);
-    if (ev->layout == LAYOUT_BUILT) {
+    if (ev->layout == LAYOUT_BUILT || ev->layout == LAYOUT_FACTORED) {
         double t0 = ev->timing ? now_s() : 0.0;
-        nevo_rows_build(bt->rows, bt->row[s], ev->ts, ev->bases, ev->policy, task->net, 0);
+        if (ev->layout == LAYOUT_BUILT)
+            nevo_rows_build(bt->rows, bt->row[s], ev->ts, ev->bases, ev->policy, task->net, 0);
+        else
+            nevo_rows_build_factored(bt->frows, bt->row[s], ev->ts, ev->policy, task->net);
         if (ev->timing) clk->build_s += now_s() - t0;
         bt->net[s] = bt->row[s];
+        bt->base[s] = ev->ts->nets[task->net].base;
     } else {
         bt->net[s] = ev->layout == LAYOUT_BASES ? ev->ts->nets[task->net].base : task->net;
     }
@@ -371,8 +381,13 @@ static int fill(NevoEvaluator *ev, Batch *bt, Clock *clk) {
 /* The batched forward of the live slots and their actions; returns 0 on failure. */
 static int infer(NevoEvaluator *ev, Batch *bt, int live) {
     const NevoPolicy *pol = ev->policy;
-    const NevoRows *rows = ev->layout == LAYOUT_BUILT ? bt->rows : ev->layout == LAYOUT_BASES ? ev->bases : ev->pop;
-    nevo_backend_forward(ev->backend, pol, rows, bt->net, bt->obs, live, bt->rstate, bt->out, bt->ws);
+    if (ev->layout == LAYOUT_FACTORED) {
+        nevo_backend_forward_factored(ev->backend, pol, ev->bases, bt->base, bt->frows, bt->net,
+                                      (int)ev->ts->nets[0].rank, bt->obs, live, bt->out, bt->ws);
+    } else {
+        const NevoRows *rows = ev->layout == LAYOUT_BUILT ? bt->rows : ev->layout == LAYOUT_BASES ? ev->bases : ev->pop;
+        nevo_backend_forward(ev->backend, pol, rows, bt->net, bt->obs, live, bt->rstate, bt->out, bt->ws);
+    }
     if (!all_finite(bt->out, live * pol->n_out)) {
         for (int s = 0; s < live; s++)
             if (!all_finite(bt->out + (size_t)s * pol->n_out, pol->n_out)) {
@@ -430,6 +445,7 @@ static int step_all(NevoEvaluator *ev, Batch *bt, Clock *clk, int live) {
                 memcpy(obs, bt->obs + (size_t)live * odim, sizeof(float) * (size_t)odim);
                 memcpy(bt->actions + (size_t)s * adim, bt->actions + (size_t)live * adim, sizeof(float) * (size_t)adim);
                 bt->net[s] = bt->net[live];
+                bt->base[s] = bt->base[live];
                 bt->task[s] = bt->task[live];
                 size_t sf = nevo_policy_state_floats(ev->policy);
                 if (sf) memcpy(bt->rstate + (size_t)s * sf, bt->rstate + (size_t)live * sf, sizeof(float) * sf);
@@ -532,9 +548,11 @@ static void run_pipelined(void *ctx, int item, int worker) {
     }
 }
 
-/* The layout of a call: every network a base read in place; one episode per network,
- * each built as its episode starts; else every network built first. */
+/* The layout of a call: every network a base read in place; factored members (all or
+ * none of a set's), each one's factor row made as its episode starts (a few KB); one
+ * episode per network, each built as its episode starts; else every network built first. */
 static int choose_layout(const NevoTaskSet *ts, int *episodes_of) {
+    if (ts->n_nets > 0 && ts->nets[0].kind == NEVO_NET_FACTORED) return LAYOUT_FACTORED;
     int all_bases = 1, one_each = ts->n_tasks == ts->n_nets;
     for (int j = 0; j < ts->n_nets; j++) {
         all_bases &= ts->nets[j].kind == NEVO_NET_BASE;
@@ -596,7 +614,7 @@ static void make_queue(NevoEvaluator *ev, const int *episodes_of) {
     for (int k = 0; k < n_nets; k++)
         for (int i = first[nets[k]]; i < first[nets[k] + 1]; i++) ev->order[q++] = by_net[i];
     NEVO_ASSERT(q == n);
-    if (ev->layout == LAYOUT_BUILT) {
+    if (ev->layout == LAYOUT_BUILT || ev->layout == LAYOUT_FACTORED) {
         for (int p = 0; p + 1 < n; p++) {
             int j = ts->tasks[ev->order[p]].net;
             if (ts->tasks[ev->order[p + 1]].net == j + 1 && nevo_taskset_is_pair(ts, j)) ev->paired[p++] = 1;
@@ -647,6 +665,11 @@ NevoStatus nevo_evaluate_tasks(NevoEvaluator *ev, const NevoTaskSet *ts, NevoEpi
     ev->ts = ts;
     ev->tasks = ts->tasks;
     ev->layout = choose_layout(ts, episodes_of);
+    if (ev->layout == LAYOUT_FACTORED && !nevo_backend_has_factored(ev->backend)) {
+        free(episodes_of);
+        return nevo_error(err, NEVO_ERR_INVALID, "backend %s has no factored low-rank forward (es.factored): use "
+                          "backend cpu", nevo_backend_name(ev->backend));
+    }
     make_queue(ev, episodes_of);
     free(episodes_of);
     int nw = nevo_pool_threads(ev->pool);
@@ -656,7 +679,16 @@ NevoStatus nevo_evaluate_tasks(NevoEvaluator *ev, const NevoTaskSet *ts, NevoEpi
     if (ev->layout == LAYOUT_BUILT) {
         for (int i = 0; i < ev->n_batches; i++)
             if (!ev->batches[i].rows) ev->batches[i].rows = nevo_rows_new(ev->backend, ev->policy->nparams, ev->slots);
-    } else {
+    } else if (ev->layout == LAYOUT_FACTORED) {
+        size_t ff = nevo_factor_row_floats(ev->policy, (int)ts->nets[0].rank);
+        for (int i = 0; i < ev->n_batches; i++) {
+            Batch *b = &ev->batches[i];
+            if (b->frows && b->frow_floats == ff) continue;
+            nevo_rows_free(b->frows);
+            b->frows = nevo_rows_new(ev->backend, ff, ev->slots);
+            b->frow_floats = ff;
+        }
+    } else if (ev->layout == LAYOUT_PREBUILT) {
         if (!ev->pop || ev->pop_rows < ts->n_nets) {
             nevo_rows_free(ev->pop);
             ev->pop = nevo_rows_new(ev->backend, ev->policy->nparams, ts->n_nets);

@@ -122,6 +122,21 @@ void nevo_backend_forward(NevoBackend *b, const NevoPolicy *p, const NevoRows *r
     b->ops->forward(b->ctx, p, r, which, obs, n, state, out, w->ws);
 }
 
+int nevo_backend_has_factored(const NevoBackend *b) { return b->ops->forward_factored != NULL; }
+
+void nevo_rows_build_factored(NevoRows *r, int row, const NevoTaskSet *ts, const NevoPolicy *p, int net) {
+    NEVO_ASSERT(r->backend->ops->build_factored && row >= 0 && row < r->rows && !r->view);
+    NEVO_ASSERT(ts->nets[net].kind == NEVO_NET_FACTORED && r->stride >= nevo_factor_row_floats(p, (int)ts->nets[net].rank));
+    r->backend->ops->build_factored(r->backend->ctx, r, row, ts, p, net);
+}
+
+void nevo_backend_forward_factored(NevoBackend *b, const NevoPolicy *p, const NevoRows *bases, const int *base,
+                                   const NevoRows *factors, const int *which, int rank, const float *obs, int n,
+                                   float *out, NevoWorkspace *w) {
+    NEVO_ASSERT(b->ops->forward_factored && p->lstm_layer < 0 && bases->backend == b && factors->backend == b);
+    b->ops->forward_factored(b->ctx, p, bases, base, factors, which, rank, obs, n, out, w->ws);
+}
+
 void nevo_backend_synchronize(NevoBackend *b) { b->ops->synchronize(b->ctx); }
 
 size_t nevo_backend_cache_bytes(const NevoBackend *b) { return b->ops->cache_bytes(b->ctx); }

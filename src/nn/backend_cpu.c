@@ -74,6 +74,19 @@ static void cpu_forward(void *ctx, const NevoPolicy *p, const NevoRows *r, const
         nevo_policy_forward(p, r->data, r->stride, which, obs, n, out, ws);
 }
 
+static void cpu_build_factored(void *ctx, NevoRows *r, int row, const NevoTaskSet *ts, const NevoPolicy *p, int net) {
+    (void)ctx;
+    nevo_taskset_factor_row(ts, p, net, r->data + (size_t)row * r->stride);
+}
+
+static void cpu_forward_factored(void *ctx, const NevoPolicy *p, const NevoRows *bases, const int *base,
+                                 const NevoRows *factors, const int *which, int rank, const float *obs, int n,
+                                 float *out, void *ws) {
+    (void)ctx;
+    nevo_policy_forward_factored(p, bases->data, bases->stride, base, factors->data, factors->stride, which, rank,
+                                 obs, n, out, ws);
+}
+
 static void cpu_synchronize(void *ctx) { (void)ctx; }
 
 static size_t cpu_cache_bytes(void *ctx) {
@@ -94,6 +107,8 @@ const NevoBackendOps nevo_backend_cpu_ops = {
     .workspace_new = cpu_workspace_new,
     .workspace_free = cpu_workspace_free,
     .forward = cpu_forward,
+    .build_factored = cpu_build_factored,
+    .forward_factored = cpu_forward_factored,
     .synchronize = cpu_synchronize,
     .cache_bytes = cpu_cache_bytes,
 };

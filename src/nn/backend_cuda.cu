@@ -59,6 +59,23 @@ __global__ void k_norm(const float *obs, const float *mean, const float *std, in
     nevo_kn_elem(obs, mean, std, n, dim, x, xs, blockIdx.x, threadIdx.x);
 }
 
+static_assert(NEVO_LOWRANK_MAX <= NEVO_KF_THREADS, "nevo_kf_tree: a thread per q");
+
+__global__ void __launch_bounds__(NEVO_KF_THREADS) k_factor_dense(NevoKFactor a) {
+    __shared__ float part[16 * NEVO_LOWRANK_MAX], u[NEVO_LOWRANK_MAX];
+    nevo_kf_dot(a, blockIdx.x, threadIdx.x, part);
+    __syncthreads();
+    nevo_kf_tree(a, threadIdx.x, part, u);
+    __syncthreads();
+    nevo_kf_apply(a, blockIdx.x, threadIdx.x, u);
+}
+
+__global__ void __launch_bounds__(NEVO_KF_THREADS) k_factor_conv(NevoKFactor a) {
+    nevo_kf_conv_u(a, blockIdx.x, threadIdx.x);
+    __syncthreads(); /* the block's u, in global memory, written */
+    nevo_kf_conv_apply(a, blockIdx.x, threadIdx.x);
+}
+
 __global__ void k_build(const NevoKBuild *e, size_t n) {
     nevo_kb_elems(&e[blockIdx.x], n, blockIdx.y, gridDim.y, threadIdx.x);
 }
@@ -89,6 +106,9 @@ typedef struct RowsPriv {
     cudaEvent_t built; /* the last flush's builds done (each flush waits for the one before) */
     int flushed;
     float *lo, *hi; /* the allocation, to drop queued builds that read it when it goes */
+    NevoKFRec *rec; /* factor rows (nevo_rows_build_factored): each row's member, on the host
+                       (the forward reads its slice from the device's noise table) */
+    const float *rec_noise; /* the device table those slices are in */
     struct RowsPriv *next;
 } RowsPriv;
 
@@ -197,6 +217,7 @@ static void rows_free(void *ctx, NevoRows *r) {
     pthread_mutex_unlock(&c->mu);
     for (int i = 0; i < q->n; i++) drop(&q->q[i]);
     free(q->q);
+    free(q->rec);
     CK(cudaEventDestroy(q->built));
     pthread_mutex_destroy(&q->mu);
     free(q);
@@ -314,6 +335,24 @@ static void cuda_build_pair(void *ctx, NevoRows *r, int row_plus, int row_minus,
                 bases, p, net);
 }
 
+/* A factored member is never built: its row records where its compact slice lies in
+ * the device's noise table, and its coefficients; the forward uploads the records of
+ * its rows with the call. */
+static void cuda_build_factored(void *ctx, NevoRows *r, int row, const NevoTaskSet *ts, const NevoPolicy *p, int net) {
+    RowsPriv *q = (RowsPriv *)r->priv;
+    const NevoNet *n = &ts->nets[net];
+    const float *slice = nevo_noise_slice(ts->noise, nevo_lowrank_floats(p, (int)n->rank), ts->seed, n->purpose,
+                                          n->generation, n->individual, 0);
+    const float *noise = device_noise((Cuda *)ctx, ts->noise);
+    float head[NEVO_FACTOR_HEAD];
+    nevo_factor_head(n->sign > 0 ? n->sigma : -n->sigma, (int)n->rank, head);
+    pthread_mutex_lock(&q->mu);
+    if (!q->rec) q->rec = (NevoKFRec *)nevo_alloc(sizeof(NevoKFRec) * (size_t)(r->rows > 0 ? r->rows : 1));
+    q->rec_noise = noise;
+    q->rec[row] = (NevoKFRec){(size_t)(slice - ts->noise->table), head[0], head[1]};
+    pthread_mutex_unlock(&q->mu);
+}
+
 /* Staging for the queued builds' entries: pinned on the host, and on the device. */
 typedef struct Entries {
     NevoKBuild *h, *d;
@@ -416,6 +455,9 @@ typedef struct Work {
                              or 16; a call of one row a network runs 1); 0: the runs kernel */
     int min_runs;         /* runs halved while fewer (nevo_kd1_runs): 2 a multiprocessor */
     int call_rows;        /* this call's most rows a run (nevo_kd1_runs); 0: the runs kernel */
+    NevoKFRec *h_rec, *d_rec; /* the factored forward's members, a row each (max_rows) */
+    float *d_u;           /* and its conv layers' u, (max_rows, u_floats) */
+    size_t u_floats;
 } Work;
 
 static void *cuda_workspace_new(void *ctx, const NevoPolicy *p, int max_rows) {
@@ -457,6 +499,9 @@ static void cuda_workspace_free(void *ctx, void *ws) {
     CK(cudaFree(w->d_out));
     CK(cudaFree(w->d_a));
     CK(cudaFree(w->d_b));
+    if (w->h_rec) CK(cudaFreeHost(w->h_rec));
+    if (w->d_rec) CK(cudaFree(w->d_rec));
+    if (w->d_u) CK(cudaFree(w->d_u));
     if (w->builds.h) CK(cudaFreeHost(w->builds.h));
     if (w->builds.d) CK(cudaFree(w->builds.d));
     CK(cudaStreamDestroy(w->s));
@@ -486,7 +531,18 @@ static int stage_inputs(Work *w, const NevoPolicy *p, const int *which, const fl
     return n_runs;
 }
 
-static void run_layers(Work *w, const NevoPolicy *p, const NevoRows *r, int n, int n_runs) {
+/* The correction of layer l (its blocks at a->rank) over the layer's input and output. */
+static void factor_layer(NevoKFactor *a, const NevoPolicy *p, int l, const float *X, int xs, float *Y, int ys) {
+    NevoLRBlock bl[NEVO_LOWRANK_BLOCKS];
+    nevo_lowrank_blocks(p, a->rank, bl);
+    const NevoLayer *L = &p->layers[l];
+    const int conv[6] = {L->in_w, L->in_c, L->out_h, L->out_w, L->kernel, L->stride};
+    nevo_kf_layer(a, bl[2 * l], bl[2 * l + 1], (int)L->act, conv, X, xs, Y, ys);
+}
+
+/* f: the factored forward's members (NULL: none), their corrections after each layer's
+ * base kernel, which then applies no activation */
+static void run_layers(Work *w, const NevoPolicy *p, const NevoRows *r, int n, int n_runs, const NevoKFactor *f) {
     cudaStream_t s = w->s;
     size_t R = (size_t)w->max_rows, D = (size_t)p->obs_dim;
     const float *X = w->d_obs;
@@ -504,9 +560,10 @@ static void run_layers(Work *w, const NevoPolicy *p, const NevoRows *r, int n, i
         int last = l == p->n_layers - 1;
         float *Y = last ? w->d_out : X == w->d_a ? w->d_b : w->d_a;
         int ys = last ? p->n_out : w->width;
+        int act = f ? (int)NEVO_ACT_NONE : (int)L->act;
         if (L->kind == NEVO_LAYER_CONV) {
             NevoKConv a = {r->data, r->stride, w->d_idx, X, xs, L->in_w, L->in_c, L->out_h, L->out_w, L->out_c,
-                           L->kernel, L->stride, L->w_off, L->b_off, (int)L->act, Y, ys, L->in_h};
+                           L->kernel, L->stride, L->w_off, L->b_off, act, Y, ys, L->in_h};
             size_t smem = nevo_kc_smem_bytes(a);
             if (smem <= NEVO_KC_SMEM_MAX) {
                 k_conv_rows<<<(unsigned)n, NEVO_KC_THREADS, smem, s>>>(a);
@@ -518,7 +575,7 @@ static void run_layers(Work *w, const NevoPolicy *p, const NevoRows *r, int n, i
             NEVO_ASSERT(L->kind == NEVO_LAYER_DENSE);
             int vec = L->out_dim % 4 == 0 && L->w_off % 4 == 0 && r->stride % 4 == 0 && (uintptr_t)r->data % 16 == 0;
             NevoKDense a = {r->data, r->stride, w->d_idx, w->d_idx + R, X, xs, L->in_dim, L->out_dim,
-                            L->w_off, L->b_off, (int)L->act, vec, Y, ys, NULL};
+                            L->w_off, L->b_off, act, vec, Y, ys, NULL};
             unsigned cb = (unsigned)((L->out_dim + NEVO_KD_COLS - 1) / NEVO_KD_COLS);
             dim3 grid((unsigned)n_runs, cb);
             switch (w->call_rows) {
@@ -531,6 +588,15 @@ static void run_layers(Work *w, const NevoPolicy *p, const NevoRows *r, int n, i
             }
         }
         CK_LAUNCH();
+        if (f) {
+            NevoKFactor a = *f;
+            factor_layer(&a, p, l, X, xs, Y, ys);
+            if (L->kind == NEVO_LAYER_CONV)
+                k_factor_conv<<<(unsigned)n, NEVO_KF_THREADS, 0, s>>>(a);
+            else
+                k_factor_dense<<<(unsigned)n, NEVO_KF_THREADS, 0, s>>>(a);
+            CK_LAUNCH();
+        }
         X = Y;
         xs = ys;
     }
@@ -551,7 +617,56 @@ static void cuda_forward(void *ctx, const NevoPolicy *p, const NevoRows *r, cons
     if (n <= 0) return;
     flush((NevoRows *)r, &w->builds, w->s);
     int n_runs = stage_inputs(w, p, which, obs, n);
-    run_layers(w, p, r, n, n_runs);
+    run_layers(w, p, r, n, n_runs, NULL);
+    fetch_outputs(w, p, n, out);
+}
+
+/* The host staging of a factored call's members (max_rows of them), and the device's
+ * room for them and for its conv layers' u, allocated at first use. */
+static NevoKFRec *factor_staging(Work *w, const NevoPolicy *p, int rank) {
+    size_t R = (size_t)w->max_rows, u_floats = 0;
+    for (int l = 0; l < p->n_layers; l++) {
+        const NevoLayer *L = &p->layers[l];
+        size_t u = L->kind == NEVO_LAYER_CONV ? (size_t)L->out_h * L->out_w * rank : 0;
+        u_floats = u > u_floats ? u : u_floats;
+    }
+    if (!w->h_rec) {
+        CK(cudaHostAlloc((void **)&w->h_rec, sizeof(NevoKFRec) * R, cudaHostAllocDefault));
+        CK(cudaMalloc((void **)&w->d_rec, sizeof(NevoKFRec) * R));
+    }
+    if (u_floats > w->u_floats) {
+        if (w->d_u) CK(cudaFree(w->d_u));
+        CK(cudaMalloc((void **)&w->d_u, sizeof(float) * R * u_floats));
+        w->u_floats = u_floats;
+    }
+    return w->h_rec;
+}
+
+/* The n staged members to the device, and the corrections' arguments over them. */
+static NevoKFactor stage_factors(Work *w, const float *noise, int rank, int n) {
+    CK(cudaMemcpyAsync(w->d_rec, w->h_rec, sizeof(NevoKFRec) * (size_t)n, cudaMemcpyHostToDevice, w->s));
+    NevoKFactor f;
+    memset(&f, 0, sizeof f);
+    f.noise = noise, f.rec = w->d_rec, f.U = w->d_u, f.us = w->u_floats, f.rank = rank;
+    return f;
+}
+
+/* The factored forward: the layers' kernels over runs of rows on one base, each
+ * followed by its members' corrections (k_factor_dense, k_factor_conv). */
+static void cuda_forward_factored(void *ctx, const NevoPolicy *p, const NevoRows *bases, const int *base,
+                                  const NevoRows *factors, const int *which, int rank, const float *obs, int n,
+                                  float *out, void *ws) {
+    (void)ctx;
+    Work *w = (Work *)ws;
+    NEVO_ASSERT(n <= w->max_rows && p->obs_dim == w->obs_dim);
+    if (n <= 0) return;
+    RowsPriv *q = (RowsPriv *)factors->priv;
+    NEVO_ASSERT(q->rec);
+    for (int i = 0; i < n; i++) factor_staging(w, p, rank)[i] = q->rec[which[i]]; /* the last call's copies are done */
+    flush((NevoRows *)bases, &w->builds, w->s);
+    int n_runs = stage_inputs(w, p, base, obs, n);
+    NevoKFactor f = stage_factors(w, q->rec_noise, rank, n);
+    run_layers(w, p, bases, n, n_runs, &f);
     fetch_outputs(w, p, n, out);
 }
 
@@ -601,6 +716,8 @@ extern "C" const NevoBackendOps nevo_backend_cuda_ops = {
     cuda_workspace_new,
     cuda_workspace_free,
     cuda_forward,
+    cuda_build_factored,
+    cuda_forward_factored,
     cuda_synchronize,
     cuda_cache_bytes,
     cuda_batching,
@@ -736,7 +853,7 @@ extern "C" void nevo_cuda_time_forward(const NevoPolicy *p, const float *params,
     int n_runs = stage_inputs(w, p, which, obs, n);
     for (int rep = -1; rep < reps; rep++) {
         CK(cudaEventRecord(a, w->s));
-        run_layers(w, p, &r, n, n_runs);
+        run_layers(w, p, &r, n, n_runs, NULL);
         CK(cudaEventRecord(b, w->s));
         CK(cudaEventSynchronize(b));
         double t = time_ms(a, b) * 1e-3;
@@ -747,6 +864,70 @@ extern "C" void nevo_cuda_time_forward(const NevoPolicy *p, const float *params,
     cuda_host_free(ctx, out);
     cuda_host_free(ctx, pobs);
     cuda_workspace_free(ctx, w);
+    rows_free(ctx, &r);
+    cuda_done(ctx);
+}
+
+/* Seconds per forward of the n rows through one network theta (the kernels alone, as
+ * nevo_cuda_time_forward's), and through members of it at `rank` (row i member which[i],
+ * its compact slice at z + which[i] nevo_lowrank_floats(p, rank), sign sigma 0.02): the
+ * factored forward's kernels, and its whole call. */
+extern "C" void nevo_cuda_time_factored(const NevoPolicy *p, const float *theta, int rank, const float *z,
+                                        int members, const int *which, const float *obs, int n, int reps,
+                                        double *shared_s, double *factored_s, double *call_s) {
+    void *ctx = cuda_init();
+    if (!ctx) nevo_fatal(__FILE__, __LINE__, "no CUDA device: %s", unavailable);
+    NevoRows r;
+    memset(&r, 0, sizeof r);
+    r.stride = p->nparams;
+    r.rows = 1;
+    rows_alloc(ctx, &r, theta);
+    size_t len = nevo_lowrank_floats(p, rank);
+    float *d_z;
+    CK(cudaMalloc((void **)&d_z, sizeof(float) * len * (size_t)members));
+    CK(cudaMemcpy(d_z, z, sizeof(float) * len * (size_t)members, cudaMemcpyHostToDevice));
+    Work *w = (Work *)cuda_workspace_new(ctx, p, n);
+    float *out = (float *)cuda_host_alloc(ctx, sizeof(float) * (size_t)n * (size_t)p->n_out);
+    float *pobs = (float *)cuda_host_alloc(ctx, sizeof(float) * (size_t)n * (size_t)p->obs_dim);
+    memcpy(pobs, obs, sizeof(float) * (size_t)n * (size_t)p->obs_dim);
+    int *zero = (int *)nevo_alloc(sizeof(int) * (size_t)n);
+    float head[NEVO_FACTOR_HEAD];
+    nevo_factor_head(0.02f, rank, head);
+    NevoKFRec *rec = factor_staging(w, p, rank);
+    for (int i = 0; i < n; i++) rec[i] = (NevoKFRec){(size_t)which[i] * len, head[0], head[1]};
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    *shared_s = *factored_s = *call_s = 1e30;
+    for (int rep = -1; rep < reps; rep++) { /* the whole call: members and inputs up, outputs back */
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        int n_runs = stage_inputs(w, p, zero, pobs, n);
+        NevoKFactor f = stage_factors(w, d_z, rank, n);
+        run_layers(w, p, &r, n, n_runs, &f);
+        fetch_outputs(w, p, n, out);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double t = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        if (rep >= 0 && t < *call_s) *call_s = t;
+    }
+    int n_runs = stage_inputs(w, p, zero, pobs, n);
+    NevoKFactor f = stage_factors(w, d_z, rank, n);
+    for (int k = 0; k < 2; k++)
+        for (int rep = -1; rep < reps; rep++) {
+            CK(cudaEventRecord(a, w->s));
+            run_layers(w, p, &r, n, n_runs, k ? &f : NULL);
+            CK(cudaEventRecord(b, w->s));
+            CK(cudaEventSynchronize(b));
+            double t = time_ms(a, b) * 1e-3, *best = k ? factored_s : shared_s;
+            if (rep >= 0 && t < *best) *best = t;
+        }
+    CK(cudaEventDestroy(a));
+    CK(cudaEventDestroy(b));
+    free(zero);
+    cuda_host_free(ctx, out);
+    cuda_host_free(ctx, pobs);
+    cuda_workspace_free(ctx, w);
+    CK(cudaFree(d_z));
     rows_free(ctx, &r);
     cuda_done(ctx);
 }

@@ -22,6 +22,13 @@ double nevo_cuda_copy_bandwidth(void);
  * the device (device events); each the best of reps after a warm-up. */
 void nevo_cuda_time_forward(const NevoPolicy *p, const float *params, size_t stride, int nets, const int *which,
                             const float *obs, int n, int reps, double *call_s, double *kernels_s);
+/* Seconds per forward of the n rows through one network theta (*shared_s, the kernels
+ * alone) and through low-rank members of it at `rank` (row i member which[i], whose
+ * compact slice is at z + which[i] nevo_lowrank_floats(p, rank); sign sigma 0.02): the
+ * factored forward's kernels alone (*factored_s) and its whole call (*call_s). */
+void nevo_cuda_time_factored(const NevoPolicy *p, const float *theta, int rank, const float *z, int members,
+                             const int *which, const float *obs, int n, int reps, double *shared_s,
+                             double *factored_s, double *call_s);
 #endif
 
 #endif

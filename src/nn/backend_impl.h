@@ -30,6 +30,12 @@ typedef struct NevoBackendOps {
      * policy), NULL for a feed-forward one */
     void (*forward)(void *ctx, const NevoPolicy *p, const NevoRows *r, const int *which, const float *obs, int n,
                     float *state, float *out, void *ws);
+    /* the factored low-rank forward (nevo_backend_forward_factored) and its factor rows
+     * (nevo_rows_build_factored); NULL where the backend has neither */
+    void (*build_factored)(void *ctx, NevoRows *r, int row, const NevoTaskSet *ts, const NevoPolicy *p, int net);
+    void (*forward_factored)(void *ctx, const NevoPolicy *p, const NevoRows *bases, const int *base,
+                             const NevoRows *factors, const int *which, int rank, const float *obs, int n, float *out,
+                             void *ws);
     void (*synchronize)(void *ctx);
     size_t (*cache_bytes)(void *ctx);
     /* slots per batch where the caller leaves them open (0: the evaluator's CPU

@@ -623,4 +623,115 @@ NEVO_HD void nevo_kb_elems(const NevoKBuild *e, size_t n, int chunk, int chunks,
     }
 }
 
+/* ---- the factored low-rank correction (EGGROLL; nevo_policy_forward_factored) ---------
+ * After a layer's base kernel (its act none) over rows of one base, each row's member
+ * adds its rank-r correction and bias noise and applies the activation, in place: the
+ * CPU's sums in the CPU's order (policy.c). A row reads its compact slice where the
+ * noise table holds it, A (rows, rank) and B (cols, rank) as nevo_lowrank_blocks lays
+ * them out (the CPU's factor row holds the same floats transposed for its vectors).
+ * Grid n (a block per row), block NEVO_KF_THREADS.
+ *   dense: phase 1 (nevo_kf_dot) the 16 partial sums of each u_q, lane l the inputs
+ *     e = l mod 16 ascending from +0; phase 2 (nevo_kf_tree) u_q from them; phase 3
+ *     (nevo_kf_apply) each output;
+ *   conv: phase 1 (nevo_kf_conv_u) u (pixels, rank), each the window's nonzero terms
+ *     in (ky, kx, c) order from +0, as the CPU's conv with the rank filters A; phase 2
+ *     (nevo_kf_conv_apply) each output. */
+#define NEVO_KF_THREADS 128
+
+/* a row's member: its compact slice at noise + z, coef = sign sigma / sqrt(rank) and
+ * s = sign sigma (the factor row's head) */
+typedef struct NevoKFRec {
+    size_t z;
+    float coef, s;
+} NevoKFRec;
+
+typedef struct NevoKFactor {
+    const float *noise;
+    const NevoKFRec *rec; /* (n) each row's member */
+    const float *X;       /* (n, xs): the layer's input */
+    int xs;
+    float *Y; /* (n, ys): the base's output, corrected in place */
+    int ys;
+    float *U; /* conv: (n, us) room for each row's u */
+    size_t us;
+    int in, out, rank, act;   /* in: a dense layer's inputs, a conv's window (k k in_c) */
+    size_t a_off, zb_off;     /* the weight block's and the bias block's z_off */
+    int in_w, in_c, out_h, out_w, kernel, step; /* conv: out is out_c */
+} NevoKFactor;
+
+/* a's layer fields for a layer with weight block w and bias block b (rank already set),
+ * its activation and conv shape (kernel 0 for a dense layer), input X and output Y */
+NEVO_HD void nevo_kf_layer(NevoKFactor *a, NevoLRBlock w, NevoLRBlock b, int act, const int conv[6], const float *X,
+                           int xs, float *Y, int ys) {
+    a->X = X, a->xs = xs, a->Y = Y, a->ys = ys;
+    a->in = w.rows, a->out = w.cols, a->act = act;
+    a->a_off = w.z_off, a->zb_off = b.z_off;
+    a->in_w = conv[0], a->in_c = conv[1], a->out_h = conv[2], a->out_w = conv[3], a->kernel = conv[4];
+    a->step = conv[5];
+}
+
+/* part (rank, 16): lane l of u_q, for the items t, t + NEVO_KF_THREADS, ... */
+NEVO_HD void nevo_kf_dot(NevoKFactor a, int row, int t, float *part) {
+    const float *x = a.X + (size_t)row * a.xs, *A = a.noise + a.rec[row].z + a.a_off;
+    for (int item = t; item < 16 * a.rank; item += NEVO_KF_THREADS) {
+        int q = item / 16, l = item % 16;
+        float acc = 0.0f;
+        for (int e = l; e < a.in; e += 16) acc = fmaf(x[e], A[(size_t)e * a.rank + q], acc);
+        part[item] = acc;
+    }
+}
+
+/* u_q: lanes l and l + 8 added, then l and l + 4, l + 2, l + 1 */
+NEVO_HD void nevo_kf_tree(NevoKFactor a, int t, float *part, float *u) {
+    if (t >= a.rank) return;
+    float *p = part + 16 * t;
+    for (int h = 8; h >= 1; h /= 2)
+        for (int l = 0; l < h; l++) p[l] += p[l + h];
+    u[t] = p[0];
+}
+
+/* act(fma(s, zb_c, fma(coef, t_c, y))), t_c the fused sum over q ascending of u_q B[c][q]
+ * from +0; `rows` the weight block's (B follows A) */
+NEVO_HD float nevo_kf_out(NevoKFactor a, int row, const float *u, int rows, int c, float y) {
+    NevoKFRec r = a.rec[row];
+    const float *z = a.noise + r.z, *B = z + a.a_off + (size_t)rows * a.rank + (size_t)c * a.rank;
+    float t = 0.0f;
+    for (int q = 0; q < a.rank; q++) t = fmaf(u[q], B[q], t);
+    return nevo_k_act(a.act, fmaf(r.s, z[a.zb_off + (size_t)c], fmaf(r.coef, t, y)));
+}
+
+NEVO_HD void nevo_kf_apply(NevoKFactor a, int row, int t, const float *u) {
+    float *y = a.Y + (size_t)row * a.ys;
+    for (int c = t; c < a.out; c += NEVO_KF_THREADS) y[c] = nevo_kf_out(a, row, u, a.in, c, y[c]);
+}
+
+NEVO_HD void nevo_kf_conv_u(NevoKFactor a, int row, int t) {
+    const float *x = a.X + (size_t)row * a.xs, *A = a.noise + a.rec[row].z + a.a_off;
+    float *u = a.U + (size_t)row * a.us;
+    int K = a.kernel, C = a.in_c, R = a.rank;
+    for (int item = t; item < a.out_h * a.out_w * R; item += NEVO_KF_THREADS) {
+        int q = item % R, px = item / R, ox = px % a.out_w, oy = px / a.out_w;
+        float acc = 0.0f;
+        for (int ky = 0; ky < K; ky++)
+            for (int kx = 0; kx < K; kx++) {
+                const float *xp = x + ((size_t)(oy * a.step + ky) * a.in_w + (size_t)(ox * a.step + kx)) * C;
+                const float *ap = A + (size_t)(ky * K + kx) * C * R + q;
+                for (int c = 0; c < C; c++) {
+                    float xv = xp[c];
+                    if (xv != 0.0f) acc = fmaf(xv, ap[(size_t)c * R], acc);
+                }
+            }
+        u[item] = acc;
+    }
+}
+
+NEVO_HD void nevo_kf_conv_apply(NevoKFactor a, int row, int t) {
+    const float *u = a.U + (size_t)row * a.us;
+    float *y = a.Y + (size_t)row * a.ys;
+    for (int item = t; item < a.out_h * a.out_w * a.out; item += NEVO_KF_THREADS) {
+        int c = item % a.out, px = item / a.out;
+        y[item] = nevo_kf_out(a, row, u + (size_t)px * a.rank, a.in, c, y[item]);
+    }
+}
+
 #endif

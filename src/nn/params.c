@@ -3,6 +3,7 @@
 #include "nevo/params.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "nevo/rng.h"
 #include "nn/kernels.h"
@@ -113,6 +114,43 @@ size_t nevo_lowrank_floats(const NevoPolicy *p, int rank) {
     int n = nevo_lowrank_blocks(p, rank, b);
     return b[n - 1].z_off + (b[n - 1].rows ? (size_t)(b[n - 1].rows + b[n - 1].cols) * (size_t)rank
                                             : (size_t)b[n - 1].cols);
+}
+
+size_t nevo_factor_row_floats(const NevoPolicy *p, int rank) { return NEVO_FACTOR_HEAD + nevo_lowrank_floats(p, rank); }
+
+void nevo_factor_head(float s, int rank, float *head) {
+    memset(head, 0, sizeof(float) * NEVO_FACTOR_HEAD);
+    head[0] = s * (float)(1.0 / sqrt((double)rank)); /* the c of nevo_lowrank_expand */
+    head[1] = s;
+}
+
+/* dst (cols, rows) = src (rows, cols) transposed */
+static void transpose(const float *src, int rows, int cols, float *dst) {
+    for (int a = 0; a < rows; a++)
+        for (int b = 0; b < cols; b++) dst[(size_t)b * rows + a] = src[(size_t)a * cols + b];
+}
+
+void nevo_factor_row(const NevoPolicy *p, int rank, const float *z, float s, float *row) {
+    NEVO_ASSERT(p->lstm_layer < 0 && rank >= 1 && rank <= NEVO_LOWRANK_MAX);
+    NevoLRBlock bl[NEVO_LOWRANK_BLOCKS];
+    int nb = nevo_lowrank_blocks(p, rank, bl);
+    nevo_factor_head(s, rank, row);
+    float *out = row + NEVO_FACTOR_HEAD;
+    for (int i = 0; i < nb; i++) {
+        const NevoLRBlock *b = &bl[i];
+        const float *zi = z + b->z_off;
+        float *o = out + b->z_off;
+        if (b->rows == 0) { /* a bias's noise as it is */
+            memcpy(o, zi, sizeof(float) * (size_t)b->cols);
+            continue;
+        }
+        size_t a_len = (size_t)b->rows * rank;
+        if (p->layers[i / 2].kind == NEVO_LAYER_CONV) /* conv: A as the kernel's rank filters */
+            memcpy(o, zi, sizeof(float) * a_len);
+        else
+            transpose(zi, b->rows, rank, o);
+        transpose(zi + a_len, b->cols, rank, o + a_len);
+    }
 }
 
 void nevo_lowrank_expand(const NevoPolicy *p, int rank, const float *z, float *eps, size_t k0, size_t k1) {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "nevo/lstm.h"
+#include "nevo/params.h"
 #include "nevo/rng.h"
 #include "nn/kernels.h"
 
@@ -213,8 +214,13 @@ size_t nevo_policy_scratch_floats(const NevoPolicy *p, int n) {
                line_floats((size_t)n * R->in_dim) + 2 * line_floats((size_t)n * R->out_dim) +
                nevo_lstm_step_scratch_floats(R->in_dim, R->out_dim, n);
     }
-    /* two ping-pong activation buffers of the widest layer, per row */
-    return 2 * (size_t)p->max_width * (size_t)n + 64;
+    /* two ping-pong activation buffers of the widest layer, per row; then the factored
+     * forward's u: (pixels, rank) of a conv layer, at most NEVO_LOWRANK_MAX a pixel */
+    size_t pixels = 1;
+    for (int l = 0; l < p->n_layers; l++)
+        if (p->layers[l].kind == NEVO_LAYER_CONV && (size_t)p->layers[l].out_h * p->layers[l].out_w > pixels)
+            pixels = (size_t)p->layers[l].out_h * p->layers[l].out_w;
+    return 2 * (size_t)p->max_width * (size_t)n + pixels * NEVO_LOWRANK_MAX + 64;
 }
 
 size_t nevo_policy_state_floats(const NevoPolicy *p) { return p->lstm_layer >= 0 ? 2 * (size_t)p->lstm_units : 0; }
@@ -300,6 +306,18 @@ static void forward_lanes(const NevoPolicy *p, const NevoKernels *K, const float
     K->from_lanes(a, p->n_out, out, (size_t)p->n_out);
 }
 
+/* clip((obs - mean) / std, +-5) of n packed observation rows into rows ds floats apart */
+static void normalise_rows(const NevoPolicy *p, const float *obs, int n, float *dst, size_t ds) {
+    for (int r = 0; r < n; r++) {
+        const float *o = obs + (size_t)r * p->obs_dim;
+        float *d = dst + (size_t)r * ds;
+        for (int k = 0; k < p->obs_dim; k++) {
+            float v = (o[k] - p->obs_mean[k]) / p->obs_std[k];
+            d[k] = v < -5.0f ? -5.0f : v > 5.0f ? 5.0f : v;
+        }
+    }
+}
+
 void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride, const int *net,
                          const float *obs, int n, float *out, float *scratch) {
     NEVO_ASSERT(p->lstm_layer < 0); /* a recurrent policy needs its state: nevo_policy_forward_state */
@@ -344,14 +362,7 @@ void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride
         const float *x = obs + (size_t)i * p->obs_dim;
         size_t xs = (size_t)p->obs_dim;
         if (p->obs_norm) {
-            for (int r = 0; r < m; r++) {
-                const float *o = x + (size_t)r * p->obs_dim;
-                float *dst = scratch + r * W;
-                for (int k = 0; k < p->obs_dim; k++) {
-                    float v = (o[k] - p->obs_mean[k]) / p->obs_std[k];
-                    dst[k] = v < -5.0f ? -5.0f : v > 5.0f ? 5.0f : v;
-                }
-            }
+            normalise_rows(p, x, m, scratch, W);
             x = scratch;
             xs = W;
         }
@@ -377,15 +388,118 @@ void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride
     }
 }
 
-void nevo_policy_normalise_obs(const NevoPolicy *p, const float *obs, int n, float *x) {
-    for (int r = 0; r < n; r++) {
-        const float *o = obs + (size_t)r * p->obs_dim;
-        float *d = x + (size_t)r * p->obs_dim;
-        for (int k = 0; k < p->obs_dim; k++) {
-            float v = (o[k] - p->obs_mean[k]) / p->obs_std[k];
-            d[k] = v < -5.0f ? -5.0f : v > 5.0f ? 5.0f : v;
+/* ---- the factored low-rank forward (EGGROLL) ----------------------------------------
+ * A layer of member i computes y = base(x) + coef t + s zb with t_c = sum_q u_q B[c][q]
+ * and u = x A: the base's own dense or conv output (bias included), the rank-r
+ * correction, the bias noise, then the activation. The factor row's layout (params.h)
+ * puts each sum's operands side by side. Each row's bits depend on its base, its factor
+ * row and its input alone. */
+
+/* u = sum over e < len of x[e] a[e] in NEVO_FACTOR_LANES partial sums: lane l takes the
+ * terms e = l mod 16 in ascending e (fused, from +0), then lanes l and l + 8 are added,
+ * l and l + 4, l + 2, l + 1. A fixed order that vector units run as written; no term is
+ * skipped (zeros included). */
+NEVO_KERNEL_CLONES NEVO_VECTORIZE
+static float factor_dot(const float *x, const float *a, int len) {
+    float acc[NEVO_FACTOR_LANES] = {0};
+    int e = 0;
+    for (; e + NEVO_FACTOR_LANES <= len; e += NEVO_FACTOR_LANES)
+        for (int l = 0; l < NEVO_FACTOR_LANES; l++) acc[l] = fmaf(x[e + l], a[e + l], acc[l]);
+    for (int l = 0; e + l < len; l++) acc[l] = fmaf(x[e + l], a[e + l], acc[l]);
+    for (int h = NEVO_FACTOR_LANES / 2; h >= 1; h /= 2)
+        for (int l = 0; l < h; l++) acc[l] += acc[l + h];
+    return acc[0];
+}
+
+/* For each of n outputs (rows of u, (n, rank); of y, (n, out)): y[c] = fma(s, zb[c],
+ * fma(coef, t_c, y[c])), t_c the fused sum over q ascending of u[q] Bt[q][c] (from +0) */
+NEVO_KERNEL_CLONES NEVO_VECTORIZE
+static void factor_apply(const float *u, const float *Bt, const float *zb, int n, int out, int rank, float coef,
+                         float s, float *y) {
+    float t[256];
+    for (int p = 0; p < n; p++, u += rank, y += out)
+        for (int c0 = 0; c0 < out; c0 += 256) {
+            int w = out - c0 < 256 ? out - c0 : 256;
+            for (int c = 0; c < w; c++) t[c] = 0.0f;
+            for (int q = 0; q < rank; q++) {
+                const float *bq = Bt + (size_t)q * out + c0;
+                float uq = u[q];
+                for (int c = 0; c < w; c++) t[c] = fmaf(uq, bq[c], t[c]);
+            }
+            for (int c = 0; c < w; c++) y[c0 + c] = fmaf(s, zb[c0 + c], fmaf(coef, t[c], y[c0 + c]));
         }
+}
+
+/* The correction of layer L (its weight block wb, bias block bb) for one row: input x,
+ * output y (before the activation), factor row f; u: room for the conv's (pixels, rank). */
+static void factor_layer(const NevoKernels *K, const NevoLayer *L, const NevoLRBlock *wb, const NevoLRBlock *bb,
+                         int rank, const float *f, const float *x, float *y, float *u) {
+    static const float zeros[NEVO_LOWRANK_MAX];
+    const float *z = f + NEVO_FACTOR_HEAD, *A = z + wb->z_off, *Bt = A + (size_t)wb->rows * rank, *zb = z + bb->z_off;
+    if (L->kind != NEVO_LAYER_CONV) {
+        for (int q = 0; q < rank; q++) u[q] = factor_dot(x, A + (size_t)q * L->in_dim, L->in_dim);
+        factor_apply(u, Bt, zb, 1, L->out_dim, rank, f[0], f[1], y);
+        return;
     }
+    /* u = x A: a convolution with `rank` filters, the weight block's A (k, k, in_c, rank) */
+    NevoLayer U = *L;
+    U.out_c = rank;
+    U.out_dim = L->out_h * L->out_w * rank;
+    K->conv(&U, A, zeros, x, u);
+    factor_apply(u, Bt, zb, L->out_h * L->out_w, L->out_c, rank, f[0], f[1], y);
+}
+
+void nevo_policy_forward_factored(const NevoPolicy *p, const float *bases, size_t bstride, const int *base,
+                                  const float *factors, size_t fstride, const int *which, int rank,
+                                  const float *obs, int n, float *out, float *scratch) {
+    NEVO_ASSERT(p->lstm_layer < 0 && rank >= 1 && rank <= NEVO_LOWRANK_MAX);
+    size_t W = (size_t)p->max_width, O = (size_t)p->n_out;
+    const NevoKernels *K = nevo_kernels();
+    NevoLRBlock bl[NEVO_LOWRANK_BLOCKS];
+    nevo_lowrank_blocks(p, rank, bl); /* layer l: its weights bl[2 l], its bias bl[2 l + 1] */
+    float *work = scratch + 2 * W * (size_t)n;
+    /* a run of rows on one base goes through each layer's base product together (its
+     * weights read once for the run), then each row's correction */
+    for (int i = 0; i < n;) {
+        int j = i + 1;
+        while (j < n && base[j] == base[i]) j++;
+        int m = j - i;
+        const float *theta = bases + (size_t)base[i] * bstride;
+        const float *x0 = obs + (size_t)i * p->obs_dim;
+        size_t xs0 = (size_t)p->obs_dim;
+        float *a = scratch, *b = scratch + W * (size_t)n;
+        if (p->obs_norm) {
+            normalise_rows(p, x0, m, a, W);
+            x0 = a;
+            xs0 = W;
+        }
+        for (int l = 0; l < p->n_layers; l++) {
+            const NevoLayer *L = &p->layers[l];
+            int last = l == p->n_layers - 1;
+            const float *src = l == 0 ? x0 : a;
+            size_t ss = l == 0 ? xs0 : W;
+            float *dst = last ? out + (size_t)i * O : b;
+            size_t ds = last ? O : W;
+            if (L->kind == NEVO_LAYER_CONV)
+                for (int r = 0; r < m; r++) K->conv(L, theta + L->w_off, theta + L->b_off, src + r * ss, dst + r * ds);
+            else
+                K->dense(theta + L->w_off, theta + L->b_off, src, ss, m, L->in_dim, L->out_dim, dst, ds);
+            for (int r = 0; r < m; r++) {
+                float *y = dst + r * ds;
+                factor_layer(K, L, &bl[2 * l], &bl[2 * l + 1], rank, factors + (size_t)which[i + r] * fstride,
+                             src + r * ss, y, work);
+                if (L->act != NEVO_ACT_NONE) nevo_kernel_activate(L->act, y, L->out_dim);
+            }
+            float *t = a;
+            a = b;
+            b = t;
+        }
+        i = j;
+    }
+}
+
+void nevo_policy_normalise_obs(const NevoPolicy *p, const float *obs, int n, float *x) {
+    normalise_rows(p, obs, n, x, (size_t)p->obs_dim);
 }
 
 /* The recurrent step: pre's forward (or the observations, normalised), the LSTM's step

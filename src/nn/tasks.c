@@ -27,6 +27,9 @@ static int any_scaled(const NevoTaskSet *ts) {
     return 0;
 }
 
+/* a low-rank recipe, built or factored: its compact slice at `rank` */
+static int lowrank_kind(uint32_t kind) { return kind == NEVO_NET_LOWRANK || kind == NEVO_NET_FACTORED; }
+
 static int recording_states(const NevoTaskSet *ts) {
     int n = 0;
     for (int t = 0; t < ts->n_tasks; t++) n += (ts->tasks[t].flags & NEVO_TASK_RECORD_STATES) != 0;
@@ -45,7 +48,7 @@ static NevoStatus check_structure(const NevoTaskSet *ts, NevoError *err) {
         return nevo_error(err, NEVO_ERR_INVALID, "task set: seed chains without a noise table");
     for (int j = 0; j < ts->n_nets; j++) {
         const NevoNet *n = &ts->nets[j];
-        if (n->kind > NEVO_NET_LOWRANK)
+        if (n->kind > NEVO_NET_FACTORED)
             return nevo_error(err, NEVO_ERR_INVALID, "task set: network %d has unknown kind %u", j, n->kind);
         if (n->kind != NEVO_NET_INIT && (n->base < 0 || n->base >= ts->n_bases))
             return nevo_error(err, NEVO_ERR_INVALID, "task set: network %d names base %d of %d", j, n->base,
@@ -54,10 +57,18 @@ static NevoStatus check_structure(const NevoTaskSet *ts, NevoError *err) {
             return nevo_error(err, NEVO_ERR_INVALID, "task set: network %d needs noise, the set has none", j);
         if (n->kind == NEVO_NET_SCALED && !ts->scales)
             return nevo_error(err, NEVO_ERR_INVALID, "task set: network %d is scaled, the set has no scale rows", j);
-        if (n->kind == NEVO_NET_LOWRANK && (n->rank < 1 || n->rank > NEVO_LOWRANK_MAX))
+        if (lowrank_kind(n->kind) && (n->rank < 1 || n->rank > NEVO_LOWRANK_MAX))
             return nevo_error(err, NEVO_ERR_INVALID, "task set: network %d has rank %u (1 to %d)", j, n->rank,
                               NEVO_LOWRANK_MAX);
-        if (n->kind != NEVO_NET_PERTURBED && n->kind != NEVO_NET_SCALED && n->kind != NEVO_NET_LOWRANK) continue;
+        /* the factored forward computes a set's networks all one way: factored or none */
+        if ((n->kind == NEVO_NET_FACTORED) != (ts->nets[0].kind == NEVO_NET_FACTORED))
+            return nevo_error(err, NEVO_ERR_INVALID, "task set: network %d is %sfactored and network 0 is %s (a set's "
+                              "networks are all factored or none)", j, n->kind == NEVO_NET_FACTORED ? "" : "not ",
+                              n->kind == NEVO_NET_FACTORED ? "not" : "factored");
+        if (n->kind == NEVO_NET_FACTORED && n->rank != ts->nets[0].rank)
+            return nevo_error(err, NEVO_ERR_INVALID, "task set: factored network %d has rank %u, network 0 rank %u "
+                              "(one rank a set)", j, n->rank, ts->nets[0].rank);
+        if (n->kind != NEVO_NET_PERTURBED && n->kind != NEVO_NET_SCALED && !lowrank_kind(n->kind)) continue;
         if (n->purpose != NEVO_RNG_MUTATE && n->purpose != NEVO_RNG_ES_NOISE)
             return nevo_error(err, NEVO_ERR_INVALID, "task set: network %d perturbs with noise purpose %u", j,
                               n->purpose);
@@ -157,10 +168,12 @@ NevoStatus nevo_taskset_check(const NevoTaskSet *ts, const NevoPolicy *policy, c
     if (needs_noise && (!ts->noise || ts->noise->size != ts->noise_floats || ts->noise->size <= ts->nparams))
         return nevo_error(err, NEVO_ERR_INVALID, "task set needs a noise table of %zu floats", ts->noise_floats);
     for (int j = 0; j < ts->n_nets; j++) /* a compact slice never exceeds a full one: it fits */
-        if (ts->nets[j].kind == NEVO_NET_LOWRANK &&
-            nevo_lowrank_floats(policy, (int)ts->nets[j].rank) >= ts->noise_floats)
+        if (lowrank_kind(ts->nets[j].kind) && nevo_lowrank_floats(policy, (int)ts->nets[j].rank) >= ts->noise_floats)
             return nevo_error(err, NEVO_ERR_INVALID, "task set: network %d's rank-%u noise is longer than the noise "
                               "table", j, ts->nets[j].rank);
+    if (ts->n_nets > 0 && ts->nets[0].kind == NEVO_NET_FACTORED && policy->lstm_layer >= 0)
+        return nevo_error(err, NEVO_ERR_INVALID, "task set: factored networks need a feed-forward policy, this one "
+                          "has an LSTM");
     return NEVO_OK;
 }
 
@@ -196,7 +209,7 @@ void nevo_taskset_build(const NevoTaskSet *ts, const NevoPolicy *policy, int net
     else if (n->kind == NEVO_NET_SCALED)
         nevo_perturb_scaled(theta, base_of(ts, n), n->sigma, slice_of(ts, n),
                             ts->scales + (size_t)n->base * ts->base_stride, n->sign, ts->nparams);
-    else if (n->kind == NEVO_NET_LOWRANK)
+    else if (lowrank_kind(n->kind))
         build_lowrank(ts, policy, n, n->sign > 0 ? theta : NULL, n->sign > 0 ? NULL : theta);
     else
         nevo_perturb_rows(n->sign > 0 ? theta : NULL, n->sign > 0 ? NULL : theta, base_of(ts, n), n->sigma,
@@ -206,7 +219,7 @@ void nevo_taskset_build(const NevoTaskSet *ts, const NevoPolicy *policy, int net
 void nevo_taskset_build_pair(const NevoTaskSet *ts, const NevoPolicy *policy, int net, float *plus, float *minus,
                              int stream) {
     const NevoNet *n = &ts->nets[net];
-    if (n->kind == NEVO_NET_LOWRANK)
+    if (lowrank_kind(n->kind))
         build_lowrank(ts, policy, n, plus, minus);
     else
         nevo_perturb_rows(plus, minus, base_of(ts, n), n->sigma, slice_of(ts, n), ts->nparams, stream);
@@ -215,10 +228,18 @@ void nevo_taskset_build_pair(const NevoTaskSet *ts, const NevoPolicy *policy, in
 int nevo_taskset_is_pair(const NevoTaskSet *ts, int j) {
     if (j + 1 >= ts->n_nets) return 0;
     const NevoNet *a = &ts->nets[j], *b = &ts->nets[j + 1];
-    return (a->kind == NEVO_NET_PERTURBED || a->kind == NEVO_NET_LOWRANK) && b->kind == a->kind &&
+    return (a->kind == NEVO_NET_PERTURBED || lowrank_kind(a->kind)) && b->kind == a->kind &&
            a->rank == b->rank && a->base == b->base &&
            a->purpose == b->purpose && a->generation == b->generation && a->individual == b->individual &&
            a->sigma == b->sigma && a->sign == 1 && b->sign == -1;
+}
+
+void nevo_taskset_factor_row(const NevoTaskSet *ts, const NevoPolicy *policy, int net, float *row) {
+    const NevoNet *n = &ts->nets[net];
+    NEVO_ASSERT(n->kind == NEVO_NET_FACTORED);
+    const float *z = nevo_noise_slice(ts->noise, nevo_lowrank_floats(policy, (int)n->rank), ts->seed, n->purpose,
+                                      n->generation, n->individual, 0);
+    nevo_factor_row(policy, (int)n->rank, z, n->sign > 0 ? n->sigma : -n->sigma, row);
 }
 
 /* --- serialised form --------------------------------------------------------------- */
@@ -270,7 +291,7 @@ NevoStatus nevo_taskset_write(const NevoTaskSet *ts, NevoBuf *out, NevoError *er
         nevo_buf_u32(&p, n->individual);
         nevo_buf_put(&p, &n->sigma, 4);
         nevo_buf_u32(&p, (uint32_t)n->sign);
-        if (n->kind == NEVO_NET_LOWRANK) nevo_buf_u32(&p, n->rank);
+        if (lowrank_kind(n->kind)) nevo_buf_u32(&p, n->rank);
     }
     nevo_buf_u32(&p, (uint32_t)ts->n_tasks);
     for (int t = 0; t < ts->n_tasks; t++) {
@@ -370,7 +391,7 @@ NevoStatus nevo_taskset_read(const uint8_t *data, size_t len, NevoTaskSet **out,
             n->individual = nevo_read_u32(&r);
             nevo_read(&r, &n->sigma, 4);
             n->sign = (int32_t)nevo_read_u32(&r);
-            if (n->kind == NEVO_NET_LOWRANK) n->rank = nevo_read_u32(&r);
+            if (lowrank_kind(n->kind)) n->rank = nevo_read_u32(&r);
         }
         ts->nets = o->nets;
     }
