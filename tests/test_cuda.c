@@ -287,6 +287,106 @@ TEST(cuda_kernel_bodies_forward_match_cpu) {
     }
 }
 
+/* Recurrent policies (an LSTM before the output layer): the MinAtar net's conv and
+ * dense then 24 units; 20 units straight on normalised MuJoCo observations (no part
+ * before it). */
+static NevoPolicy *lstm_policy(int shape, NevoEnv **env_out) {
+    NevoPolicyConfig c;
+    memset(&c, 0, sizeof c);
+    const char *env_name = shape == 0 ? "minatar/breakout" : "mujoco/halfcheetah";
+    if (shape == 0) {
+        c.n_conv = c.n_conv_kernels = c.n_conv_strides = 1;
+        c.conv_filters[0] = 16, c.conv_kernels[0] = 3, c.conv_strides[0] = 1;
+        c.n_hidden = 1, c.hidden[0] = 64;
+        c.lstm = 24;
+        strcpy(c.activation, "relu");
+    } else {
+        c.lstm = 20;
+        strcpy(c.activation, "tanh");
+    }
+    strcpy(c.init, "scaled");
+    NevoEnv *env = open_env(env_name);
+    NevoPolicy *p = NULL;
+    NevoError err = {0};
+    CHECK_MSG(nevo_policy_new(nevo_env_spec(env), &c, shape == 1, &p, &err) == NEVO_OK, "%s", err.msg);
+    for (int k = 0; shape == 1 && k < p->obs_dim; k++) {
+        p->obs_mean[k] = 0.1f * (float)(k % 5);
+        p->obs_std[k] = 0.5f + 0.1f * (float)(k % 3);
+    }
+    *env_out = env;
+    return p;
+}
+
+/* cuda_forward's recurrent step (run_recurrent), its launches run on the CPU. */
+static void emulate_recurrent(const NevoPolicy *p, const float *params, size_t stride, const int *which,
+                              const float *obs, int n, float *state, float *out) {
+    const NevoLayer *R = &p->layers[p->lstm_layer];
+    int in = R->in_dim, H = R->out_dim;
+    float *xn = nevo_alloc(sizeof(float) * (size_t)n * p->obs_dim), *xh = nevo_alloc(sizeof(float) * (size_t)n * (in + H));
+    float *gates = nevo_alloc(sizeof(float) * (size_t)n * 4 * H), *h = nevo_alloc(sizeof(float) * (size_t)n * H);
+    float *pre = nevo_alloc(sizeof(float) * (size_t)n * in);
+    const float *X = obs;
+    if (p->obs_norm) {
+        int blocks = (n * p->obs_dim + NEVO_KN_THREADS - 1) / NEVO_KN_THREADS;
+        for (int b = 0; b < blocks; b++)
+            for (int t = 0; t < NEVO_KN_THREADS; t++)
+                nevo_kn_elem(obs, p->obs_mean, p->obs_std, n, p->obs_dim, xn, p->obs_dim, b, t);
+        X = xn;
+    }
+    memset(xh, 0xff, sizeof(float) * (size_t)n * (in + H));
+    if (p->pre) { /* the pre part's last layer writes x into [x, h_prev] */
+        emulate_forward(p->pre, params, stride, which, X, n, pre, NEVO_KC_SMEM_MAX, NEVO_KD1_ROWS_DEFAULT, 0, NULL);
+        for (int r = 0; r < n; r++) memcpy(xh + (size_t)r * (in + H), pre + (size_t)r * in, sizeof(float) * in);
+    }
+    NevoKLstm a = {X, p->obs_dim, !p->pre, xh, gates, state, h, n, in, H};
+    for (int b = 0; b < (n * (in + H) + NEVO_KL_THREADS - 1) / NEVO_KL_THREADS; b++)
+        for (int t = 0; t < NEVO_KL_THREADS; t++) nevo_kl_xh(a, b, t);
+    int *runs = nevo_alloc(sizeof(int) * (size_t)(n + 1)), rows = 0;
+    int n_runs = nevo_kd1_runs(which, n, NEVO_KD1_ROWS_DEFAULT, 0, runs, &rows);
+    NevoKDense d = {params, stride, which, runs, xh, in + H, in + H, 4 * H, R->w_off, R->b_off,
+                    (int)NEVO_ACT_NONE, 0, gates, 4 * H, NULL};
+    emulate_kd1(d, n_runs, rows);
+    for (int b = 0; b < (n * H + NEVO_KL_THREADS - 1) / NEVO_KL_THREADS; b++)
+        for (int t = 0; t < NEVO_KL_THREADS; t++) nevo_kl_cell(a, b, t);
+    emulate_forward(p->post, params, stride, which, h, n, out, NEVO_KC_SMEM_MAX, NEVO_KD1_ROWS_DEFAULT, 0, NULL);
+    free(xn), free(xh), free(gates), free(h), free(pre), free(runs);
+}
+
+/* Four steps of 90 rows over 4 networks, each row its own state: the recurrent step's
+ * bodies give nevo_policy_forward_state's outputs and states, bit for bit. */
+TEST(cuda_kernel_bodies_recurrent_match_cpu) {
+    for (int shape = 0; shape < 2; shape++) {
+        NevoEnv *env;
+        NevoPolicy *p = lstm_policy(shape, &env);
+        enum { NETS = 4, N = 90 };
+        size_t stride = (p->nparams + 15) & ~(size_t)15, sf = nevo_policy_state_floats(p);
+        float *params = random_params(p, NETS, stride, 100 + (uint64_t)shape);
+        int which[N];
+        make_which(N, NETS, 101 + (uint64_t)shape, which);
+        size_t no = (size_t)N * (size_t)p->n_out;
+        float *want = nevo_alloc(sizeof(float) * no), *got = nevo_alloc(sizeof(float) * no);
+        float *st_want = nevo_alloc(sizeof(float) * N * sf), *st_got = nevo_alloc(sizeof(float) * N * sf);
+        memset(st_want, 0, sizeof(float) * N * sf);
+        memset(st_got, 0, sizeof(float) * N * sf);
+        float *scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(p, N));
+        for (int step = 0; step < 4; step++) {
+            float *obs = random_obs(p, N, 102 + (uint64_t)(10 * shape + step));
+            nevo_policy_forward_state(p, params, stride, which, obs, N, st_want, want, scratch);
+            memset(got, 0xff, sizeof(float) * no);
+            emulate_recurrent(p, params, stride, which, obs, N, st_got, got);
+            char what[64];
+            snprintf(what, sizeof what, "lstm shape %d, step %d: outputs", shape, step);
+            check_same(want, got, no, what);
+            snprintf(what, sizeof what, "lstm shape %d, step %d: states", shape, step);
+            check_same(st_want, st_got, N * sf, what);
+            free(obs);
+        }
+        free(params), free(want), free(got), free(st_want), free(st_got), free(scratch);
+        nevo_policy_free(p);
+        nevo_env_free(env);
+    }
+}
+
 /* Members (P of them over 2 bases, ranks 1, 3 and 64) of every shape, from random
  * compact slices: the factored kernels' bodies read each slice where the noise table
  * holds it and give nevo_policy_forward_factored's bits, with the base kernels as the
@@ -657,6 +757,60 @@ TEST(cuda_builds_match_cpu) {
     nevo_noise_free(s.noise);
     nevo_policy_free(p);
     nevo_env_free(env);
+    nevo_backend_free(gpu);
+}
+
+/* A recurrent policy's steps on the cuda backend: its outputs and each row's new state
+ * are the CPU backend's bits, step after step, at every dense kernel. */
+TEST(cuda_recurrent_forward_matches_cpu_backend) {
+    NevoBackend *gpu = cuda_or_skip();
+    if (!gpu) return;
+    NevoBackend *cpu = NULL;
+    NevoError err = {0};
+    CHECK(nevo_backend_new("cpu", &cpu, &err) == NEVO_OK);
+    for (int shape = 0; shape < 2; shape++) {
+        NevoEnv *env;
+        NevoPolicy *p = lstm_policy(shape, &env);
+        enum { NETS = 12, N = 600 };
+        size_t stride = (p->nparams + 15) & ~(size_t)15, sf = nevo_policy_state_floats(p);
+        float *params = random_params(p, NETS, stride, 110 + (uint64_t)shape);
+        int *which = nevo_alloc(sizeof(int) * N);
+        make_which(N, NETS, 111 + (uint64_t)shape, which);
+        size_t no = (size_t)N * (size_t)p->n_out;
+        float *out[2] = {nevo_alloc(sizeof(float) * no), nevo_alloc(sizeof(float) * no)};
+        float *st[2] = {nevo_alloc(sizeof(float) * N * sf), nevo_alloc(sizeof(float) * N * sf)};
+        NevoBackend *be[2] = {cpu, gpu};
+        NevoRows *rows[2];
+        NevoWorkspace *ws[2];
+        for (int b = 0; b < 2; b++) {
+            rows[b] = nevo_rows_host(be[b], params, stride, NETS);
+            ws[b] = nevo_workspace_new(be[b], p, N);
+            memset(st[b], 0, sizeof(float) * N * sf);
+        }
+        for (int step = 0; step < 5; step++) {
+            float *obs = random_obs(p, N, 112 + (uint64_t)(10 * shape + step));
+            int m = step == 3 ? N / 3 : N; /* fewer rows: their states go on alone */
+            for (int b = 0; b < 2; b++) {
+                memset(out[b], 0xff, sizeof(float) * no);
+                nevo_backend_forward(be[b], p, rows[b], which, obs, m, st[b], out[b], ws[b]);
+            }
+            char what[64];
+            snprintf(what, sizeof what, "lstm shape %d, step %d: outputs", shape, step);
+            check_same(out[0], out[1], (size_t)m * (size_t)p->n_out, what);
+            snprintf(what, sizeof what, "lstm shape %d, step %d: states", shape, step);
+            check_same(st[0], st[1], N * sf, what);
+            free(obs);
+        }
+        for (int b = 0; b < 2; b++) {
+            nevo_workspace_free(ws[b]);
+            nevo_rows_free(rows[b]);
+            free(out[b]), free(st[b]);
+        }
+        free(params), free(which);
+        nevo_policy_free(p);
+        nevo_env_free(env);
+    }
+    nevo_backend_free(cpu);
     nevo_backend_free(gpu);
 }
 

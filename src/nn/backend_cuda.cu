@@ -76,6 +76,9 @@ __global__ void __launch_bounds__(NEVO_KF_THREADS) k_factor_conv(NevoKFactor a) 
     nevo_kf_conv_apply(a, blockIdx.x, threadIdx.x);
 }
 
+__global__ void k_lstm_xh(NevoKLstm a) { nevo_kl_xh(a, blockIdx.x, threadIdx.x); }
+__global__ void k_lstm_cell(NevoKLstm a) { nevo_kl_cell(a, blockIdx.x, threadIdx.x); }
+
 __global__ void k_build(const NevoKBuild *e, size_t n) {
     nevo_kb_elems(&e[blockIdx.x], n, blockIdx.y, gridDim.y, threadIdx.x);
 }
@@ -455,6 +458,8 @@ typedef struct Work {
                              or 16; a call of one row a network runs 1); 0: the runs kernel */
     int min_runs;         /* runs halved while fewer (nevo_kd1_runs): 2 a multiprocessor */
     int call_rows;        /* this call's most rows a run (nevo_kd1_runs); 0: the runs kernel */
+    float *d_state, *d_xh, *d_gates, *d_h; /* a recurrent policy's: the rows' states (h, c),
+                             [x, h_prev], the gate sums and h (max_rows of each); NULL else */
     NevoKFRec *h_rec, *d_rec; /* the factored forward's members, a row each (max_rows) */
     float *d_u;           /* and its conv layers' u, (max_rows, u_floats) */
     size_t u_floats;
@@ -484,6 +489,13 @@ static void *cuda_workspace_new(void *ctx, const NevoPolicy *p, int max_rows) {
     CK(cudaMalloc((void **)&w->d_out, sizeof(float) * R * (size_t)w->n_out));
     CK(cudaMalloc((void **)&w->d_a, sizeof(float) * R * (size_t)w->width));
     CK(cudaMalloc((void **)&w->d_b, sizeof(float) * R * (size_t)w->width));
+    if (p->lstm_layer >= 0) {
+        size_t in = (size_t)p->layers[p->lstm_layer].in_dim, H = (size_t)p->lstm_units;
+        CK(cudaMalloc((void **)&w->d_state, sizeof(float) * R * 2 * H));
+        CK(cudaMalloc((void **)&w->d_xh, sizeof(float) * R * (in + H)));
+        CK(cudaMalloc((void **)&w->d_gates, sizeof(float) * R * 4 * H));
+        CK(cudaMalloc((void **)&w->d_h, sizeof(float) * R * H));
+    }
     return w;
 }
 
@@ -499,6 +511,10 @@ static void cuda_workspace_free(void *ctx, void *ws) {
     CK(cudaFree(w->d_out));
     CK(cudaFree(w->d_a));
     CK(cudaFree(w->d_b));
+    if (w->d_state) CK(cudaFree(w->d_state));
+    if (w->d_xh) CK(cudaFree(w->d_xh));
+    if (w->d_gates) CK(cudaFree(w->d_gates));
+    if (w->d_h) CK(cudaFree(w->d_h));
     if (w->h_rec) CK(cudaFreeHost(w->h_rec));
     if (w->d_rec) CK(cudaFree(w->d_rec));
     if (w->d_u) CK(cudaFree(w->d_u));
@@ -540,26 +556,49 @@ static void factor_layer(NevoKFactor *a, const NevoPolicy *p, int l, const float
     nevo_kf_layer(a, bl[2 * l], bl[2 * l + 1], (int)L->act, conv, X, xs, Y, ys);
 }
 
-/* f: the factored forward's members (NULL: none), their corrections after each layer's
- * base kernel, which then applies no activation */
-static void run_layers(Work *w, const NevoPolicy *p, const NevoRows *r, int n, int n_runs, const NevoKFactor *f) {
+/* The dense kernel the call's runs were split for, over rows of the networks in r. */
+static void launch_dense(Work *w, const NevoRows *r, int n_runs, const float *X, int xs, int in, int out,
+                         size_t w_off, size_t b_off, int act, float *Y, int ys) {
+    int vec = out % 4 == 0 && w_off % 4 == 0 && r->stride % 4 == 0 && (uintptr_t)r->data % 16 == 0;
+    NevoKDense a = {r->data, r->stride, w->d_idx, w->d_idx + w->max_rows, X, xs, in, out,
+                    w_off, b_off, act, vec, Y, ys, NULL};
+    dim3 grid((unsigned)n_runs, (unsigned)((out + NEVO_KD_COLS - 1) / NEVO_KD_COLS));
     cudaStream_t s = w->s;
-    size_t R = (size_t)w->max_rows, D = (size_t)p->obs_dim;
-    const float *X = w->d_obs;
-    int xs = (int)D;
-    if (p->obs_norm) {
-        const float *d_mean = w->d_obs + R * D;
-        unsigned blocks = (unsigned)(((size_t)n * D + NEVO_KN_THREADS - 1) / NEVO_KN_THREADS);
-        k_norm<<<blocks, NEVO_KN_THREADS, 0, s>>>(w->d_obs, d_mean, d_mean + D, n, (int)D, w->d_a, w->width);
-        CK_LAUNCH();
-        X = w->d_a;
-        xs = w->width;
+    switch (w->call_rows) {
+    case 0: k_dense<<<grid, NEVO_KD_THREADS, 0, s>>>(a); break;
+    case 1: k_dense_l<1><<<grid, NEVO_KD_THREADS, 0, s>>>(a); break;
+    case 2: k_dense_l<2><<<grid, NEVO_KD_THREADS, 0, s>>>(a); break;
+    case 4: k_dense_l<4><<<grid, NEVO_KD_THREADS, 0, s>>>(a); break;
+    case 8: k_dense_l<8><<<grid, NEVO_KD_THREADS, 0, s>>>(a); break;
+    default: k_dense_l<16><<<grid, NEVO_KD_THREADS, 0, s>>>(a); break;
     }
+    CK_LAUNCH();
+}
+
+/* The staged observations, normalised where p normalises them (into d_a). */
+static const float *inputs(Work *w, const NevoPolicy *p, int n, int *xs) {
+    size_t R = (size_t)w->max_rows, D = (size_t)p->obs_dim;
+    *xs = (int)D;
+    if (!p->obs_norm) return w->d_obs;
+    const float *d_mean = w->d_obs + R * D;
+    unsigned blocks = (unsigned)(((size_t)n * D + NEVO_KN_THREADS - 1) / NEVO_KN_THREADS);
+    k_norm<<<blocks, NEVO_KN_THREADS, 0, w->s>>>(w->d_obs, d_mean, d_mean + D, n, (int)D, w->d_a, w->width);
+    CK_LAUNCH();
+    *xs = w->width;
+    return w->d_a;
+}
+
+/* p's layers over X (n, xs), the last into out (n, os), the others through d_a and
+ * d_b. f: the factored forward's members (NULL: none), their corrections after each
+ * layer's base kernel, which then applies no activation. */
+static void run_part(Work *w, const NevoPolicy *p, const NevoRows *r, int n, int n_runs, const NevoKFactor *f,
+                     const float *X, int xs, float *out, int os) {
+    cudaStream_t s = w->s;
     for (int l = 0; l < p->n_layers; l++) {
         const NevoLayer *L = &p->layers[l];
         int last = l == p->n_layers - 1;
-        float *Y = last ? w->d_out : X == w->d_a ? w->d_b : w->d_a;
-        int ys = last ? p->n_out : w->width;
+        float *Y = last ? out : X == w->d_a ? w->d_b : w->d_a;
+        int ys = last ? os : w->width;
         int act = f ? (int)NEVO_ACT_NONE : (int)L->act;
         if (L->kind == NEVO_LAYER_CONV) {
             NevoKConv a = {r->data, r->stride, w->d_idx, X, xs, L->in_w, L->in_c, L->out_h, L->out_w, L->out_c,
@@ -571,23 +610,11 @@ static void run_layers(Work *w, const NevoPolicy *p, const NevoRows *r, int n, i
                 unsigned ob = (unsigned)((L->out_dim + NEVO_KC_THREADS - 1) / NEVO_KC_THREADS);
                 k_conv<<<dim3((unsigned)n, ob), NEVO_KC_THREADS, 0, s>>>(a);
             }
+            CK_LAUNCH();
         } else {
             NEVO_ASSERT(L->kind == NEVO_LAYER_DENSE);
-            int vec = L->out_dim % 4 == 0 && L->w_off % 4 == 0 && r->stride % 4 == 0 && (uintptr_t)r->data % 16 == 0;
-            NevoKDense a = {r->data, r->stride, w->d_idx, w->d_idx + R, X, xs, L->in_dim, L->out_dim,
-                            L->w_off, L->b_off, act, vec, Y, ys, NULL};
-            unsigned cb = (unsigned)((L->out_dim + NEVO_KD_COLS - 1) / NEVO_KD_COLS);
-            dim3 grid((unsigned)n_runs, cb);
-            switch (w->call_rows) {
-            case 0: k_dense<<<grid, NEVO_KD_THREADS, 0, s>>>(a); break;
-            case 1: k_dense_l<1><<<grid, NEVO_KD_THREADS, 0, s>>>(a); break;
-            case 2: k_dense_l<2><<<grid, NEVO_KD_THREADS, 0, s>>>(a); break;
-            case 4: k_dense_l<4><<<grid, NEVO_KD_THREADS, 0, s>>>(a); break;
-            case 8: k_dense_l<8><<<grid, NEVO_KD_THREADS, 0, s>>>(a); break;
-            default: k_dense_l<16><<<grid, NEVO_KD_THREADS, 0, s>>>(a); break;
-            }
+            launch_dense(w, r, n_runs, X, xs, L->in_dim, L->out_dim, L->w_off, L->b_off, act, Y, ys);
         }
-        CK_LAUNCH();
         if (f) {
             NevoKFactor a = *f;
             factor_layer(&a, p, l, X, xs, Y, ys);
@@ -602,6 +629,33 @@ static void run_layers(Work *w, const NevoPolicy *p, const NevoRows *r, int n, i
     }
 }
 
+/* A feed-forward policy's layers over the staged inputs, into d_out. */
+static void run_layers(Work *w, const NevoPolicy *p, const NevoRows *r, int n, int n_runs, const NevoKFactor *f) {
+    int xs;
+    const float *X = inputs(w, p, n, &xs);
+    run_part(w, p, r, n, n_runs, f, X, xs, w->d_out, p->n_out);
+}
+
+/* A recurrent policy's step (nevo_policy_forward_state): the pre part (or the
+ * normalised observations) into [x, h_prev], the gate sums through the dense kernel,
+ * the cell into the device's state rows and h, the post part over h into d_out. */
+static void run_recurrent(Work *w, const NevoPolicy *p, const NevoRows *r, int n, int n_runs) {
+    const NevoLayer *R = &p->layers[p->lstm_layer];
+    int in = R->in_dim, H = R->out_dim, xs;
+    const float *X = inputs(w, p, n, &xs);
+    NevoKLstm a = {X, xs, !p->pre, w->d_xh, w->d_gates, w->d_state, w->d_h, n, in, H};
+    if (p->pre) run_part(w, p->pre, r, n, n_runs, NULL, X, xs, w->d_xh, in + H);
+    unsigned blocks = (unsigned)(((size_t)n * (size_t)(in + H) + NEVO_KL_THREADS - 1) / NEVO_KL_THREADS);
+    k_lstm_xh<<<blocks, NEVO_KL_THREADS, 0, w->s>>>(a);
+    CK_LAUNCH();
+    launch_dense(w, r, n_runs, w->d_xh, in + H, in + H, 4 * H, R->w_off, R->b_off, (int)NEVO_ACT_NONE, w->d_gates,
+                 4 * H);
+    blocks = (unsigned)(((size_t)n * (size_t)H + NEVO_KL_THREADS - 1) / NEVO_KL_THREADS);
+    k_lstm_cell<<<blocks, NEVO_KL_THREADS, 0, w->s>>>(a);
+    CK_LAUNCH();
+    run_part(w, p->post, r, n, n_runs, NULL, w->d_h, H, w->d_out, p->n_out);
+}
+
 static void fetch_outputs(Work *w, const NevoPolicy *p, int n, float *out) {
     size_t no = (size_t)n * (size_t)p->n_out;
     CK(cudaMemcpyAsync(out, w->d_out, sizeof(float) * no, cudaMemcpyDeviceToHost, w->s));
@@ -612,12 +666,20 @@ static void cuda_forward(void *ctx, const NevoPolicy *p, const NevoRows *r, cons
                          float *state, float *out, void *ws) {
     (void)ctx;
     Work *w = (Work *)ws;
-    if (state) nevo_fatal(__FILE__, __LINE__, "the cuda backend has no recurrent (LSTM) forward");
-    NEVO_ASSERT(n <= w->max_rows && p->obs_dim == w->obs_dim);
+    NEVO_ASSERT(n <= w->max_rows && p->obs_dim == w->obs_dim && (state != NULL) == (w->d_state != NULL));
     if (n <= 0) return;
     flush((NevoRows *)r, &w->builds, w->s);
     int n_runs = stage_inputs(w, p, which, obs, n);
-    run_layers(w, p, r, n, n_runs, NULL);
+    if (!state) {
+        run_layers(w, p, r, n, n_runs, NULL);
+        fetch_outputs(w, p, n, out);
+        return;
+    }
+    /* the rows' states up, the step, the new states back with the outputs */
+    size_t sf = nevo_policy_state_floats(p);
+    CK(cudaMemcpyAsync(w->d_state, state, sizeof(float) * (size_t)n * sf, cudaMemcpyHostToDevice, w->s));
+    run_recurrent(w, p, r, n, n_runs);
+    CK(cudaMemcpyAsync(state, w->d_state, sizeof(float) * (size_t)n * sf, cudaMemcpyDeviceToHost, w->s));
     fetch_outputs(w, p, n, out);
 }
 

@@ -734,4 +734,51 @@ NEVO_HD void nevo_kf_conv_apply(NevoKFactor a, int row, int t) {
     }
 }
 
+/* ---- the LSTM's step (lstm.h: nevo_lstm_step; a recurrent policy's forward) ----------
+ * The gate sums are a dense layer over [x, h_prev] (the dense kernels, act none); around
+ * them, an element a thread (grid ceil(n w / NEVO_KL_THREADS)):
+ *   nevo_kl_xh: row r's [x, h_prev] (in + H), x from X (copy_x; else the pre part's
+ *     last layer wrote it there already), h_prev from the state row (h, then c);
+ *   nevo_kl_cell: unit j of row r from its four gate sums, as lstm.c's cell: i, f, o =
+ *     fma(0.5, tanh(z / 2), 0.5), g = tanh(z), c = fma(f, c_prev, i g), h = o tanh(c);
+ *     c and h into the state row, h also into H_out (the next part's input). */
+#define NEVO_KL_THREADS 256
+
+typedef struct NevoKLstm {
+    const float *X; /* (n, xs) the step's input, where copy_x */
+    int xs, copy_x;
+    float *xh;      /* (n, in + H) */
+    const float *gates; /* (n, 4H): i, f, g, o sums */
+    float *state;   /* (n, 2H): h, then c */
+    float *h_out;   /* (n, H) */
+    int n, in, H;
+} NevoKLstm;
+
+NEVO_HD void nevo_kl_xh(NevoKLstm a, int block, int t) {
+    size_t k = (size_t)block * NEVO_KL_THREADS + (size_t)t, w = (size_t)a.in + (size_t)a.H;
+    if (k >= (size_t)a.n * w) return;
+    size_t r = k / w, e = k % w;
+    if (e >= (size_t)a.in)
+        a.xh[k] = a.state[r * 2 * (size_t)a.H + (e - (size_t)a.in)];
+    else if (a.copy_x)
+        a.xh[k] = a.X[r * (size_t)a.xs + e];
+}
+
+NEVO_HD void nevo_kl_cell(NevoKLstm a, int block, int t) {
+    size_t k = (size_t)block * NEVO_KL_THREADS + (size_t)t, H = (size_t)a.H;
+    if (k >= (size_t)a.n * H) return;
+    size_t r = k / H, j = k % H;
+    const float *z = a.gates + r * 4 * H;
+    float i = fmaf(0.5f, nevo_tanh_body(z[j] * 0.5f), 0.5f);
+    float f = fmaf(0.5f, nevo_tanh_body(z[H + j] * 0.5f), 0.5f);
+    float g = nevo_tanh_body(z[2 * H + j]);
+    float o = fmaf(0.5f, nevo_tanh_body(z[3 * H + j] * 0.5f), 0.5f);
+    float *st = a.state + r * 2 * H;
+    float c = fmaf(f, st[H + j], i * g);
+    float h = o * nevo_tanh_body(c);
+    st[j] = h;
+    st[H + j] = c;
+    a.h_out[r * H + j] = h;
+}
+
 #endif
