@@ -227,8 +227,6 @@ TEST(cli_resume_refuses_changed_config_and_corrupt_checkpoint) {
 #ifndef NEVO_CUDA
     expect_bad("train small.json --backend cuda --out cu", "the cuda backend is built by `make CUDA=1`", "cu");
 #endif
-    expect_bad("train small.json backend=cuda policy.lstm=4 --out cu", "recurrent policies (policy.lstm) run on the "
-               "cpu backend only", "cu");
     /* corrupt the checkpoint: flip one byte in the middle */
     char path[1024];
     snprintf(path, sizeof path, "%s/run/checkpoint.bin", test_tmpdir());

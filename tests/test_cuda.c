@@ -322,7 +322,8 @@ static void emulate_recurrent(const NevoPolicy *p, const float *params, size_t s
                               const float *obs, int n, float *state, float *out) {
     const NevoLayer *R = &p->layers[p->lstm_layer];
     int in = R->in_dim, H = R->out_dim;
-    float *xn = nevo_alloc(sizeof(float) * (size_t)n * p->obs_dim), *xh = nevo_alloc(sizeof(float) * (size_t)n * (in + H));
+    float *xn = nevo_alloc(sizeof(float) * (size_t)n * p->obs_dim);
+    float *xh = nevo_alloc(sizeof(float) * (size_t)n * (in + H));
     float *gates = nevo_alloc(sizeof(float) * (size_t)n * 4 * H), *h = nevo_alloc(sizeof(float) * (size_t)n * H);
     float *pre = nevo_alloc(sizeof(float) * (size_t)n * in);
     const float *X = obs;

@@ -191,9 +191,9 @@ static void factored_open(Factored *f, const NevoEnv *env, const NevoPolicy *p, 
     f->ts.n_nets = 2 * pairs, f->ts.nets = f->nets;
     int t = 0;
     for (int e = 0; e < episodes; e++)
-        for (int j = 0; j < 2 * pairs; j++)
-            f->tasks[t] = (NevoTask){.net = j, .seed = nevo_rng_derive(7, NEVO_RNG_ENV_SEED, 2, (uint32_t)j, (uint32_t)e)},
-            t++;
+        for (int j = 0; j < 2 * pairs; j++, t++)
+            f->tasks[t] = (NevoTask){.net = j,
+                                     .seed = nevo_rng_derive(7, NEVO_RNG_ENV_SEED, 2, (uint32_t)j, (uint32_t)e)};
     f->ts.n_tasks = t, f->ts.tasks = f->tasks;
 }
 
@@ -256,34 +256,42 @@ TEST(factored_forward_is_the_built_network) {
             size_t ff = nevo_factor_row_floats(p, ranks[ri]), O = (size_t)p->n_out;
             float *rows = nevo_alloc_aligned(sizeof(float) * ff * N), *theta = nevo_alloc(sizeof(float) * p->nparams);
             float *scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(p, N * OBS));
-            float *batch = nevo_alloc(sizeof(float) * N * OBS * O), *x = nevo_alloc(sizeof(float) * N * OBS * p->obs_dim);
+            float *batch = nevo_alloc(sizeof(float) * N * OBS * O);
+            float *x = nevo_alloc(sizeof(float) * N * OBS * p->obs_dim);
             int base[N * OBS], which[N * OBS];
             for (int j = 0; j < N; j++) nevo_taskset_factor_row(&f.ts, p, j, rows + j * ff);
             /* the batch: every (member, observation) in an order that interleaves members
-             * and bases: row k is member (k * 5) % N on observation k % OBS */
-            for (int k = 0; k < N * OBS; k++) {
-                which[k] = (k * 5) % N;
-                base[k] = f.nets[which[k]].base;
-                memcpy(x + (size_t)k * p->obs_dim, obs + (size_t)(k % OBS) * p->obs_dim, sizeof(float) * p->obs_dim);
-            }
-            nevo_policy_forward_factored(p, f.bases, p->nparams, base, rows, ff, which, ranks[ri], x, N * OBS, batch,
-                                         scratch);
+             * and bases (row k member (k * 5) % N on observation k % OBS: runs of one or
+             * two rows), then grouped by base (runs of 48: the lanes blocks where the
+             * kernel set has them) */
             double worst = 0.0, moved = 0.0;
-            for (int k = 0; k < N * OBS; k++) {
-                int j = which[k], zero = 0;
-                float one[64], built[64], plain[64];
-                forward_one(&f, p, j, x + (size_t)k * p->obs_dim, one);
-                CHECK_MSG(memcmp(one, batch + k * O, sizeof(float) * O) == 0, "%s rank %d: row %d differs alone",
-                          envs[e], ranks[ri], k);
-                nevo_taskset_build(&f.ts, p, j, theta, 0); /* the LOWRANK network of the same slice */
-                nevo_policy_forward(p, theta, p->nparams, &zero, x + (size_t)k * p->obs_dim, 1, built, scratch);
-                nevo_policy_forward(p, f.bases + (size_t)base[k] * p->nparams, p->nparams, &zero,
-                                    x + (size_t)k * p->obs_dim, 1, plain, scratch);
-                for (size_t o = 0; o < O; o++) {
-                    double d = fabs((double)one[o] - built[o]) / (1.0 + fabs((double)built[o]));
-                    worst = d > worst ? d : worst;
-                    double m = fabs((double)built[o] - plain[o]);
-                    moved = m > moved ? m : moved;
+            for (int grouped = 0; grouped < 2; grouped++) {
+                for (int k = 0; k < N * OBS; k++) {
+                    /* grouped: the members of base 0 (pairs 0, 2, 4) for the first half */
+                    which[k] = grouped ? 4 * ((k / 2) % (N / 4)) + k % 2 + 2 * (k >= N * OBS / 2) : (k * 5) % N;
+                    base[k] = f.nets[which[k]].base;
+                    CHECK(!grouped || base[k] == (k >= N * OBS / 2));
+                    memcpy(x + (size_t)k * p->obs_dim, obs + (size_t)(k % OBS) * p->obs_dim,
+                           sizeof(float) * p->obs_dim);
+                }
+                nevo_policy_forward_factored(p, f.bases, p->nparams, base, rows, ff, which, ranks[ri], x, N * OBS,
+                                             batch, scratch);
+                for (int k = 0; k < N * OBS; k++) {
+                    int j = which[k], zero = 0;
+                    float one[64], built[64], plain[64];
+                    forward_one(&f, p, j, x + (size_t)k * p->obs_dim, one);
+                    CHECK_MSG(memcmp(one, batch + k * O, sizeof(float) * O) == 0, "%s rank %d: row %d differs alone",
+                              envs[e], ranks[ri], k);
+                    nevo_taskset_build(&f.ts, p, j, theta, 0); /* the LOWRANK network of the same slice */
+                    nevo_policy_forward(p, theta, p->nparams, &zero, x + (size_t)k * p->obs_dim, 1, built, scratch);
+                    nevo_policy_forward(p, f.bases + (size_t)base[k] * p->nparams, p->nparams, &zero,
+                                        x + (size_t)k * p->obs_dim, 1, plain, scratch);
+                    for (size_t o = 0; o < O; o++) {
+                        double d = fabs((double)one[o] - built[o]) / (1.0 + fabs((double)built[o]));
+                        worst = d > worst ? d : worst;
+                        double m = fabs((double)built[o] - plain[o]);
+                        moved = m > moved ? m : moved;
+                    }
                 }
             }
             fprintf(stderr, "    %s rank %d: factored against built %.2e, the perturbation moves outputs %.2e\n",

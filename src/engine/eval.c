@@ -6,7 +6,9 @@
  * (choose_layout) and never by the algorithm that asked: networks already in memory
  * (bases) are read in place; a network with one episode is built in its slot's row as
  * the episode starts, into the cache its steps read it from; networks with several
- * episodes are built once, in parallel, before any episode runs.
+ * episodes are built once, in parallel, before any episode runs. Factored low-rank
+ * members are never built: each slot holds its member's factor row, made as the episode
+ * starts, and the forward runs the base with the rows' corrections.
  *
  * Fused mode (pipeline depth 1): each worker owns one batch of slots and alternates
  * forward and env steps on it, so every thread is busy until the queue runs dry.
@@ -667,8 +669,8 @@ NevoStatus nevo_evaluate_tasks(NevoEvaluator *ev, const NevoTaskSet *ts, NevoEpi
     ev->layout = choose_layout(ts, episodes_of);
     if (ev->layout == LAYOUT_FACTORED && !nevo_backend_has_factored(ev->backend)) {
         free(episodes_of);
-        return nevo_error(err, NEVO_ERR_INVALID, "backend %s has no factored low-rank forward (es.factored): use "
-                          "backend cpu", nevo_backend_name(ev->backend));
+        return nevo_error(err, NEVO_ERR_INVALID, "backend %s has no factored low-rank forward (es.factored)",
+                          nevo_backend_name(ev->backend));
     }
     make_queue(ev, episodes_of);
     free(episodes_of);

@@ -149,9 +149,6 @@ NevoStatus nevo_run_core_build(const NevoConfig *cfg, int threads, NevoRunCore *
     if (st) return st;
     c->ev = nevo_evaluator_new(c->env, c->policy, c->pool, 0);
     if (strcmp(cfg->backend, "cpu") != 0) {
-        if (c->policy->lstm_layer >= 0)
-            return nevo_error(err, NEVO_ERR_INVALID, "backend %s: recurrent policies (policy.lstm) run on the cpu "
-                              "backend only", cfg->backend);
         st = nevo_backend_new(cfg->backend, &c->backend, err);
         if (st) return st;
         nevo_evaluator_set_backend(c->ev, c->backend);

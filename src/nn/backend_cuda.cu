@@ -724,7 +724,8 @@ static void cuda_forward_factored(void *ctx, const NevoPolicy *p, const NevoRows
     if (n <= 0) return;
     RowsPriv *q = (RowsPriv *)factors->priv;
     NEVO_ASSERT(q->rec);
-    for (int i = 0; i < n; i++) factor_staging(w, p, rank)[i] = q->rec[which[i]]; /* the last call's copies are done */
+    NevoKFRec *rec = factor_staging(w, p, rank);
+    for (int i = 0; i < n; i++) rec[i] = q->rec[which[i]]; /* the last call's copies are done */
     flush((NevoRows *)bases, &w->builds, w->s);
     int n_runs = stage_inputs(w, p, base, obs, n);
     NevoKFactor f = stage_factors(w, q->rec_noise, rank, n);

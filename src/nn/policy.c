@@ -205,6 +205,13 @@ static size_t part_scratch(const NevoPolicy *p, int n) {
     return part;
 }
 
+/* The factored forward's scratch: its first part (two ping-pong buffers of n rows, or
+ * the lanes blocks' four of NEVO_LANES rows), then u. */
+static size_t factored_part(const NevoPolicy *p, int n) {
+    size_t W = (size_t)p->max_width, rows = 2 * W * (size_t)n, lanes = 4 * (size_t)NEVO_LANES * W;
+    return rows > lanes ? rows : lanes;
+}
+
 size_t nevo_policy_scratch_floats(const NevoPolicy *p, int n) {
     if (p->lstm_layer >= 0) {
         /* the parts' scratch (one at a time), then the normalised observations (n,
@@ -214,13 +221,14 @@ size_t nevo_policy_scratch_floats(const NevoPolicy *p, int n) {
                line_floats((size_t)n * R->in_dim) + 2 * line_floats((size_t)n * R->out_dim) +
                nevo_lstm_step_scratch_floats(R->in_dim, R->out_dim, n);
     }
-    /* two ping-pong activation buffers of the widest layer, per row; then the factored
-     * forward's u: (pixels, rank) of a conv layer, at most NEVO_LOWRANK_MAX a pixel */
+    /* two ping-pong activation buffers of the widest layer, per row (the factored
+     * forward's lanes blocks: four of NEVO_LANES rows); then the factored forward's u:
+     * (pixels, rank) of a conv layer, at most NEVO_LOWRANK_MAX a pixel */
     size_t pixels = 1;
     for (int l = 0; l < p->n_layers; l++)
         if (p->layers[l].kind == NEVO_LAYER_CONV && (size_t)p->layers[l].out_h * p->layers[l].out_w > pixels)
             pixels = (size_t)p->layers[l].out_h * p->layers[l].out_w;
-    return 2 * (size_t)p->max_width * (size_t)n + pixels * NEVO_LOWRANK_MAX + 64;
+    return factored_part(p, n) + pixels * NEVO_LOWRANK_MAX + 64;
 }
 
 size_t nevo_policy_state_floats(const NevoPolicy *p) { return p->lstm_layer >= 0 ? 2 * (size_t)p->lstm_units : 0; }
@@ -449,51 +457,104 @@ static void factor_layer(const NevoKernels *K, const NevoLayer *L, const NevoLRB
     factor_apply(u, Bt, zb, L->out_h * L->out_w, L->out_c, rank, f[0], f[1], y);
 }
 
+/* m rows of one base theta (inputs at x0 + r xs0, row r member which[r]), layer by layer
+ * in the row layout: the base's product for all m, then each row's correction and
+ * activation. s: two buffers of n rows of W. */
+static void factored_rows(const NevoPolicy *p, const NevoKernels *K, const float *theta, const NevoLRBlock *bl,
+                          int rank, const float *factors, size_t fstride, const int *which, const float *x0,
+                          size_t xs0, int m, float *out, float *s, int n, float *work) {
+    size_t W = (size_t)p->max_width;
+    float *a = s, *b = s + W * (size_t)n;
+    if (p->obs_norm) {
+        normalise_rows(p, x0, m, a, W);
+        x0 = a;
+        xs0 = W;
+    }
+    for (int l = 0; l < p->n_layers; l++) {
+        const NevoLayer *L = &p->layers[l];
+        int last = l == p->n_layers - 1;
+        const float *src = l == 0 ? x0 : a;
+        size_t ss = l == 0 ? xs0 : W;
+        float *dst = last ? out : b;
+        size_t ds = last ? (size_t)p->n_out : W;
+        if (L->kind == NEVO_LAYER_CONV)
+            for (int r = 0; r < m; r++) K->conv(L, theta + L->w_off, theta + L->b_off, src + r * ss, dst + r * ds);
+        else
+            K->dense(theta + L->w_off, theta + L->b_off, src, ss, m, L->in_dim, L->out_dim, dst, ds);
+        for (int r = 0; r < m; r++) {
+            float *y = dst + r * ds;
+            factor_layer(K, L, &bl[2 * l], &bl[2 * l + 1], rank, factors + (size_t)which[r] * fstride, src + r * ss,
+                         y, work);
+            if (L->act != NEVO_ACT_NONE) nevo_kernel_activate(L->act, y, L->out_dim);
+        }
+        float *t = a;
+        a = b;
+        b = t;
+    }
+}
+
+/* NEVO_LANES rows of one base, as factored_rows, but each layer's base product in the
+ * lanes layout (the kernel set's fastest for rows of one network; the same bits), its
+ * outputs brought back to rows for the corrections and the activation, then the next
+ * layer's inputs into the lanes layout again. s: four blocks of NEVO_LANES W floats. */
+static void factored_lanes(const NevoPolicy *p, const NevoKernels *K, const float *theta, const NevoLRBlock *bl,
+                           int rank, const float *factors, size_t fstride, const int *which, const float *x0,
+                           size_t xs0, float *out, float *s, float *work) {
+    size_t W = (size_t)p->max_width, block = (size_t)NEVO_LANES * W;
+    float *A = s, *B = s + block, *XT = s + 2 * block, *YT = s + 3 * block;
+    const float *X = x0;
+    size_t xs = xs0;
+    if (p->obs_norm) {
+        normalise_rows(p, x0, NEVO_LANES, A, W);
+        X = A;
+        xs = W;
+    }
+    K->to_lanes(X, xs, p->obs_dim, XT);
+    for (int l = 0; l < p->n_layers; l++) {
+        const NevoLayer *L = &p->layers[l];
+        int last = l == p->n_layers - 1;
+        float *Y = last ? out : X == A ? B : A;
+        size_t ys = last ? (size_t)p->n_out : W;
+        if (L->kind == NEVO_LAYER_CONV)
+            K->conv_lanes(L, theta + L->w_off, theta + L->b_off, XT, NEVO_ACT_NONE, YT);
+        else
+            K->dense_lanes(theta + L->w_off, theta + L->b_off, XT, L->in_dim, L->out_dim, NEVO_ACT_NONE, YT);
+        K->from_lanes(YT, L->out_dim, Y, ys);
+        for (int r = 0; r < NEVO_LANES; r++) {
+            float *y = Y + r * ys;
+            factor_layer(K, L, &bl[2 * l], &bl[2 * l + 1], rank, factors + (size_t)which[r] * fstride, X + r * xs,
+                         y, work);
+            if (L->act != NEVO_ACT_NONE) nevo_kernel_activate(L->act, y, L->out_dim);
+        }
+        if (!last) K->to_lanes(Y, ys, L->out_dim, XT);
+        X = Y;
+        xs = ys;
+    }
+}
+
 void nevo_policy_forward_factored(const NevoPolicy *p, const float *bases, size_t bstride, const int *base,
                                   const float *factors, size_t fstride, const int *which, int rank,
                                   const float *obs, int n, float *out, float *scratch) {
     NEVO_ASSERT(p->lstm_layer < 0 && rank >= 1 && rank <= NEVO_LOWRANK_MAX);
-    size_t W = (size_t)p->max_width, O = (size_t)p->n_out;
+    size_t D = (size_t)p->obs_dim, O = (size_t)p->n_out;
     const NevoKernels *K = nevo_kernels();
     NevoLRBlock bl[NEVO_LOWRANK_BLOCKS];
     nevo_lowrank_blocks(p, rank, bl); /* layer l: its weights bl[2 l], its bias bl[2 l + 1] */
-    float *work = scratch + 2 * W * (size_t)n;
+    float *work = scratch + factored_part(p, n);
     /* a run of rows on one base goes through each layer's base product together (its
-     * weights read once for the run), then each row's correction */
+     * weights read once for the run), blocks of NEVO_LANES rows in the lanes layout
+     * where the kernel set has it, then each row's correction */
     for (int i = 0; i < n;) {
         int j = i + 1;
         while (j < n && base[j] == base[i]) j++;
-        int m = j - i;
         const float *theta = bases + (size_t)base[i] * bstride;
-        const float *x0 = obs + (size_t)i * p->obs_dim;
-        size_t xs0 = (size_t)p->obs_dim;
-        float *a = scratch, *b = scratch + W * (size_t)n;
-        if (p->obs_norm) {
-            normalise_rows(p, x0, m, a, W);
-            x0 = a;
-            xs0 = W;
-        }
-        for (int l = 0; l < p->n_layers; l++) {
-            const NevoLayer *L = &p->layers[l];
-            int last = l == p->n_layers - 1;
-            const float *src = l == 0 ? x0 : a;
-            size_t ss = l == 0 ? xs0 : W;
-            float *dst = last ? out + (size_t)i * O : b;
-            size_t ds = last ? O : W;
-            if (L->kind == NEVO_LAYER_CONV)
-                for (int r = 0; r < m; r++) K->conv(L, theta + L->w_off, theta + L->b_off, src + r * ss, dst + r * ds);
-            else
-                K->dense(theta + L->w_off, theta + L->b_off, src, ss, m, L->in_dim, L->out_dim, dst, ds);
-            for (int r = 0; r < m; r++) {
-                float *y = dst + r * ds;
-                factor_layer(K, L, &bl[2 * l], &bl[2 * l + 1], rank, factors + (size_t)which[i + r] * fstride,
-                             src + r * ss, y, work);
-                if (L->act != NEVO_ACT_NONE) nevo_kernel_activate(L->act, y, L->out_dim);
-            }
-            float *t = a;
-            a = b;
-            b = t;
-        }
+        if (K->dense_lanes)
+            for (; j - i >= NEVO_LANES; i += NEVO_LANES)
+                factored_lanes(p, K, theta, bl, rank, factors, fstride, which + i, obs + (size_t)i * D, D,
+                               out + (size_t)i * O, scratch, work);
+        if (i < j)
+            factored_rows(p, K, theta, bl, rank, factors, fstride, which + i, obs + (size_t)i * D, D, j - i,
+                          out + (size_t)i * O, scratch, n, work);
         i = j;
     }
 }
