@@ -281,6 +281,8 @@ typedef struct R2 {
     NevoOptim *opt;
     double *grad;            /* (np + 1): the batch's gradient, then its summed loss */
     int workers;
+    int fwd_rows;            /* rows an acting forward call takes: 16 on the CPU (spread over the
+                                pool), all E on a device, whose cost is per call */
     NevoR2D2Work **work;     /* per worker */
     float **fgrad;           /* per worker: a chunk's float gradient */
     /* the envs and their histories */
@@ -300,6 +302,7 @@ typedef struct R2 {
     double *done_ret;        /* (E) a return finished at the current step, */
     int *done;               /* (E) ... where done[e] */
     float *out;              /* (E, O) the acting forward */
+    int *nets0;              /* (E) zeros: every row runs network 0 */
     float *sin;              /* (E, S) the states the acting forward read */
     double *epsilon;         /* (E) each env's exploration */
     NevoBackend *backend;
@@ -320,12 +323,11 @@ typedef struct R2 {
     NevoRLBest best;         /* rl.validation_every: the best validated parameters */
 } R2;
 
-/* the acting forward of envs [16 k, 16 k + 16) */
+/* the acting forward of envs [fwd_rows k, fwd_rows (k + 1)) */
 static void forward_item(void *ctx, int k, int worker) {
-    static const int zero_nets[16];
     R2 *v = ctx;
-    int lo = 16 * k, n = v->E - lo < 16 ? v->E - lo : 16;
-    nevo_backend_forward(v->backend, v->base.policy, v->rows, zero_nets, v->obs + (size_t)lo * v->D, n,
+    int lo = v->fwd_rows * k, n = v->E - lo < v->fwd_rows ? v->E - lo : v->fwd_rows;
+    nevo_backend_forward(v->backend, v->base.policy, v->rows, v->nets0, v->obs + (size_t)lo * v->D, n,
                          v->state + (size_t)lo * v->S, v->out + (size_t)lo * v->O, v->ws[worker]);
 }
 
@@ -394,7 +396,10 @@ static void maybe_cut(R2 *v, int e, const float *next, int next_fresh) {
  * histories), then the envs. */
 static void act_step(R2 *v) {
     memcpy(v->sin, v->state, sizeof(float) * (size_t)v->E * (size_t)v->S);
-    nevo_pool_run(v->base.pool, (v->E + 15) / 16, forward_item, v);
+    if (v->fwd_rows >= v->E) /* one call: a device's */
+        forward_item(v, 0, 0);
+    else
+        nevo_pool_run(v->base.pool, (v->E + v->fwd_rows - 1) / v->fwd_rows, forward_item, v);
     nevo_pool_run(v->base.pool, v->E, step_item, v);
     for (int e = 0; e < v->E; e++) /* in env order: the generation's returns are ordered */
         if (v->done[e]) nevo_rl_gen_episode(&v->gen, v->done_ret[e]);
@@ -724,7 +729,7 @@ static void r2_free(NevoAlgo *a) {
     Replay *rp = &v->rp;
     void *p[] = {v->work, v->fgrad, v->stage, v->ws, v->theta, v->target, v->grad, v->obs, v->state, v->fresh,
                  v->tau, v->h_len, v->sin, v->epsilon, v->h_obs, v->h_state, v->h_reset, v->h_act, v->h_rew, v->h_disc, v->done_ret, v->done,
-                 v->out, v->slot, v->weight, v->prio, v->cum, v->gen.ret, rp->obs, rp->reset, rp->state, rp->act,
+                 v->out, v->nets0, v->slot, v->weight, v->prio, v->cum, v->gen.ret, rp->obs, rp->reset, rp->state, rp->act,
                  rp->rew, rp->disc, rp->prio};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
     nevo_optim_free(v->opt);
@@ -862,8 +867,11 @@ NevoStatus nevo_r2d2_new(const NevoAlgo *base, int variant, NevoAlgo **out, Nevo
     v->done_ret = nevo_alloc(sizeof(double) * E);
     v->done = nevo_alloc(sizeof(int) * E);
     v->out = nevo_alloc_aligned(sizeof(float) * E * (size_t)v->O);
+    v->nets0 = nevo_alloc(sizeof(int) * E);
+    v->fwd_rows = strcmp(nevo_backend_name(v->backend), "cpu") == 0 ? 16 : v->E;
     v->ws = nevo_alloc(sizeof(NevoWorkspace *) * (size_t)v->workers);
-    for (int w = 0; w < v->workers; w++) v->ws[w] = nevo_workspace_new(v->backend, p, 16);
+    for (int w = 0; w < (v->fwd_rows >= v->E ? 1 : v->workers); w++) /* one a worker that forwards */
+        v->ws[w] = nevo_workspace_new(v->backend, p, v->fwd_rows);
     Replay *rp = &v->rp;
     size_t C = (size_t)cfg->rl.replay;
     rp->cap = cfg->rl.replay;
