@@ -206,9 +206,10 @@ static size_t part_scratch(const NevoPolicy *p, int n) {
 }
 
 /* The factored forward's scratch: its first part (two ping-pong buffers of n rows, or
- * the lanes blocks' four of NEVO_LANES rows), then u. */
+ * the lanes blocks' four of NEVO_LANES rows where n has a block), then u. */
 static size_t factored_part(const NevoPolicy *p, int n) {
-    size_t W = (size_t)p->max_width, rows = 2 * W * (size_t)n, lanes = 4 * (size_t)NEVO_LANES * W;
+    size_t W = (size_t)p->max_width, rows = 2 * W * (size_t)n;
+    size_t lanes = n >= NEVO_LANES ? 4 * (size_t)NEVO_LANES * W : 0;
     return rows > lanes ? rows : lanes;
 }
 
