@@ -249,13 +249,87 @@ size_t nevo_policy_state_floats(const NevoPolicy *p) { return p->lstm_layer >= 0
  * observations) from the first buffer: each layer reads all of its input before any
  * is overwritten, since the first layer writes the second buffer. */
 
+/* ---- the factored low-rank forward (EGGROLL) ----------------------------------------
+ * A layer of member i computes y = base(x) + coef t + s zb with t_c = sum_q u_q B[c][q]
+ * and u = x A: the base's own dense or conv output (bias included), the rank-r
+ * correction, the bias noise, then the activation. The factor row's layout (params.h)
+ * puts each sum's operands side by side. Each row's bits depend on its base, its factor
+ * row and its input alone. */
+
+/* u = sum over e < len of x[e] a[e] in NEVO_FACTOR_LANES partial sums: lane l takes the
+ * terms e = l mod 16 in ascending e (fused, from +0), then lanes l and l + 8 are added,
+ * l and l + 4, l + 2, l + 1. A fixed order that vector units run as written; no term is
+ * skipped (zeros included). */
+NEVO_KERNEL_CLONES NEVO_VECTORIZE
+static float factor_dot(const float *x, const float *a, int len) {
+    float acc[NEVO_FACTOR_LANES] = {0};
+    int e = 0;
+    for (; e + NEVO_FACTOR_LANES <= len; e += NEVO_FACTOR_LANES)
+        for (int l = 0; l < NEVO_FACTOR_LANES; l++) acc[l] = fmaf(x[e + l], a[e + l], acc[l]);
+    for (int l = 0; e + l < len; l++) acc[l] = fmaf(x[e + l], a[e + l], acc[l]);
+    for (int h = NEVO_FACTOR_LANES / 2; h >= 1; h /= 2)
+        for (int l = 0; l < h; l++) acc[l] += acc[l + h];
+    return acc[0];
+}
+
+/* For each of n outputs (rows of u, (n, rank); of y, (n, out)): y[c] = fma(s, zb[c],
+ * fma(coef, t_c, y[c])), t_c the fused sum over q ascending of u[q] Bt[q][c] (from +0) */
+NEVO_KERNEL_CLONES NEVO_VECTORIZE
+static void factor_apply(const float *u, const float *Bt, const float *zb, int n, int out, int rank, float coef,
+                         float s, float *y) {
+    float t[256];
+    for (int p = 0; p < n; p++, u += rank, y += out)
+        for (int c0 = 0; c0 < out; c0 += 256) {
+            int w = out - c0 < 256 ? out - c0 : 256;
+            for (int c = 0; c < w; c++) t[c] = 0.0f;
+            for (int q = 0; q < rank; q++) {
+                const float *bq = Bt + (size_t)q * out + c0;
+                float uq = u[q];
+                for (int c = 0; c < w; c++) t[c] = fmaf(uq, bq[c], t[c]);
+            }
+            for (int c = 0; c < w; c++) y[c0 + c] = fmaf(s, zb[c0 + c], fmaf(coef, t[c], y[c0 + c]));
+        }
+}
+
+/* The correction of layer L (its weight block wb, bias block bb) for one row: input x,
+ * output y (before the activation), factor row f; u: room for the conv's (pixels, rank). */
+static void factor_layer(const NevoKernels *K, const NevoLayer *L, const NevoLRBlock *wb, const NevoLRBlock *bb,
+                         int rank, const float *f, const float *x, float *y, float *u) {
+    static const float zeros[NEVO_LOWRANK_MAX];
+    const float *z = f + NEVO_FACTOR_HEAD, *A = z + wb->z_off, *Bt = A + (size_t)wb->rows * rank, *zb = z + bb->z_off;
+    if (L->kind != NEVO_LAYER_CONV) {
+        for (int q = 0; q < rank; q++) u[q] = factor_dot(x, A + (size_t)q * L->in_dim, L->in_dim);
+        factor_apply(u, Bt, zb, 1, L->out_dim, rank, f[0], f[1], y);
+        return;
+    }
+    /* u = x A: a convolution with `rank` filters, the weight block's A (k, k, in_c, rank) */
+    NevoLayer U = *L;
+    U.out_c = rank;
+    U.out_dim = L->out_h * L->out_w * rank;
+    K->conv(&U, A, zeros, x, u);
+    factor_apply(u, Bt, zb, L->out_h * L->out_w, L->out_c, rank, f[0], f[1], y);
+}
+
+/* The members of a factored forward's rows (forward_rows' hook): the policy's low-rank
+ * blocks (layer l: its weights bl[2 l], its bias bl[2 l + 1]), the rank, row r's factor
+ * row at factors + which[r] fstride, and room for u. */
+typedef struct FactorArgs {
+    const NevoLRBlock *bl;
+    int rank;
+    const float *factors;
+    size_t fstride;
+    const int *which;
+    float *work;
+} FactorArgs;
+
 /* m rows in the row layout, layer by layer for all of them: row r's input at x0 + r
  * xs0, its outputs at out + r n_out, its activations in slot r. With nets == 1 the rows
  * share the network thetas[0]; with nets > 1 they are single rows of that many
  * all-dense networks (m = nets), row q with thetas[q], whose small layers go through
  * dense_nets: their independent sums hide the FMA latency a lone row waits on. */
 static void forward_rows(const NevoPolicy *p, const NevoKernels *K, NevoDenseFn dense, const float *const *thetas,
-                         int nets, const float *x0, size_t xs0, int m, float *out, float *scratch, int n) {
+                         int nets, const float *x0, size_t xs0, int m, float *out, float *scratch, int n,
+                         const FactorArgs *fa) {
     size_t W = (size_t)p->max_width;
     float *a = scratch, *b = scratch + W * n;
     const float *ws[NEVO_NETS_MAX], *bs[NEVO_NETS_MAX];
@@ -281,6 +355,10 @@ static void forward_rows(const NevoPolicy *p, const NevoKernels *K, NevoDenseFn 
                 dense(thetas[q] + L->w_off, thetas[q] + L->b_off, src + q * ss, ss, 1, L->in_dim, L->out_dim,
                       dst + q * ds, ds);
         }
+        if (fa) /* each row's member's correction, before the activation */
+            for (int r = 0; r < m; r++)
+                factor_layer(K, L, &fa->bl[2 * l], &fa->bl[2 * l + 1], fa->rank,
+                             fa->factors + (size_t)fa->which[r] * fa->fstride, src + r * ss, dst + r * ds, fa->work);
         if (L->act != NEVO_ACT_NONE && ds == (size_t)L->out_dim) /* the rows are contiguous */
             nevo_kernel_activate(L->act, dst, m * L->out_dim);
         else if (L->act != NEVO_ACT_NONE)
@@ -379,7 +457,7 @@ void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride
         if (g > 1) {
             const float *thetas[NEVO_NETS_MAX];
             for (int q = 0; q < g; q++) thetas[q] = params + (size_t)net[i + q] * stride;
-            forward_rows(p, K, dense, thetas, g, x, xs, m, y, scratch, n);
+            forward_rows(p, K, dense, thetas, g, x, xs, m, y, scratch, n, NULL);
             i = j;
             continue;
         }
@@ -392,115 +470,30 @@ void nevo_policy_forward(const NevoPolicy *p, const float *params, size_t stride
         }
         /* rows left over after lanes blocks find the network in cache as those did */
         NevoDenseFn rest = r > 0 && !lanes_streamed_after_first ? K->dense : dense;
-        if (r < m) forward_rows(p, K, rest, &theta, 1, x + r * xs, xs, m - r, y + r * O, scratch, n);
+        if (r < m) forward_rows(p, K, rest, &theta, 1, x + r * xs, xs, m - r, y + r * O, scratch, n, NULL);
         i = j;
     }
-}
-
-/* ---- the factored low-rank forward (EGGROLL) ----------------------------------------
- * A layer of member i computes y = base(x) + coef t + s zb with t_c = sum_q u_q B[c][q]
- * and u = x A: the base's own dense or conv output (bias included), the rank-r
- * correction, the bias noise, then the activation. The factor row's layout (params.h)
- * puts each sum's operands side by side. Each row's bits depend on its base, its factor
- * row and its input alone. */
-
-/* u = sum over e < len of x[e] a[e] in NEVO_FACTOR_LANES partial sums: lane l takes the
- * terms e = l mod 16 in ascending e (fused, from +0), then lanes l and l + 8 are added,
- * l and l + 4, l + 2, l + 1. A fixed order that vector units run as written; no term is
- * skipped (zeros included). */
-NEVO_KERNEL_CLONES NEVO_VECTORIZE
-static float factor_dot(const float *x, const float *a, int len) {
-    float acc[NEVO_FACTOR_LANES] = {0};
-    int e = 0;
-    for (; e + NEVO_FACTOR_LANES <= len; e += NEVO_FACTOR_LANES)
-        for (int l = 0; l < NEVO_FACTOR_LANES; l++) acc[l] = fmaf(x[e + l], a[e + l], acc[l]);
-    for (int l = 0; e + l < len; l++) acc[l] = fmaf(x[e + l], a[e + l], acc[l]);
-    for (int h = NEVO_FACTOR_LANES / 2; h >= 1; h /= 2)
-        for (int l = 0; l < h; l++) acc[l] += acc[l + h];
-    return acc[0];
-}
-
-/* For each of n outputs (rows of u, (n, rank); of y, (n, out)): y[c] = fma(s, zb[c],
- * fma(coef, t_c, y[c])), t_c the fused sum over q ascending of u[q] Bt[q][c] (from +0) */
-NEVO_KERNEL_CLONES NEVO_VECTORIZE
-static void factor_apply(const float *u, const float *Bt, const float *zb, int n, int out, int rank, float coef,
-                         float s, float *y) {
-    float t[256];
-    for (int p = 0; p < n; p++, u += rank, y += out)
-        for (int c0 = 0; c0 < out; c0 += 256) {
-            int w = out - c0 < 256 ? out - c0 : 256;
-            for (int c = 0; c < w; c++) t[c] = 0.0f;
-            for (int q = 0; q < rank; q++) {
-                const float *bq = Bt + (size_t)q * out + c0;
-                float uq = u[q];
-                for (int c = 0; c < w; c++) t[c] = fmaf(uq, bq[c], t[c]);
-            }
-            for (int c = 0; c < w; c++) y[c0 + c] = fmaf(s, zb[c0 + c], fmaf(coef, t[c], y[c0 + c]));
-        }
-}
-
-/* The correction of layer L (its weight block wb, bias block bb) for one row: input x,
- * output y (before the activation), factor row f; u: room for the conv's (pixels, rank). */
-static void factor_layer(const NevoKernels *K, const NevoLayer *L, const NevoLRBlock *wb, const NevoLRBlock *bb,
-                         int rank, const float *f, const float *x, float *y, float *u) {
-    static const float zeros[NEVO_LOWRANK_MAX];
-    const float *z = f + NEVO_FACTOR_HEAD, *A = z + wb->z_off, *Bt = A + (size_t)wb->rows * rank, *zb = z + bb->z_off;
-    if (L->kind != NEVO_LAYER_CONV) {
-        for (int q = 0; q < rank; q++) u[q] = factor_dot(x, A + (size_t)q * L->in_dim, L->in_dim);
-        factor_apply(u, Bt, zb, 1, L->out_dim, rank, f[0], f[1], y);
-        return;
-    }
-    /* u = x A: a convolution with `rank` filters, the weight block's A (k, k, in_c, rank) */
-    NevoLayer U = *L;
-    U.out_c = rank;
-    U.out_dim = L->out_h * L->out_w * rank;
-    K->conv(&U, A, zeros, x, u);
-    factor_apply(u, Bt, zb, L->out_h * L->out_w, L->out_c, rank, f[0], f[1], y);
 }
 
 /* m rows of one base theta (inputs at x0 + r xs0, row r member which[r]), layer by layer
  * in the row layout: the base's product for all m, then each row's correction and
  * activation. s: two buffers of n rows of W. */
-static void factored_rows(const NevoPolicy *p, const NevoKernels *K, const float *theta, const NevoLRBlock *bl,
-                          int rank, const float *factors, size_t fstride, const int *which, const float *x0,
-                          size_t xs0, int m, float *out, float *s, int n, float *work) {
-    size_t W = (size_t)p->max_width;
-    float *a = s, *b = s + W * (size_t)n;
+static void factored_rows(const NevoPolicy *p, const NevoKernels *K, const float *theta, const FactorArgs *fa,
+                          const float *x0, size_t xs0, int m, float *out, float *s, int n) {
     if (p->obs_norm) {
-        normalise_rows(p, x0, m, a, W);
-        x0 = a;
-        xs0 = W;
+        normalise_rows(p, x0, m, s, (size_t)p->max_width);
+        x0 = s;
+        xs0 = (size_t)p->max_width;
     }
-    for (int l = 0; l < p->n_layers; l++) {
-        const NevoLayer *L = &p->layers[l];
-        int last = l == p->n_layers - 1;
-        const float *src = l == 0 ? x0 : a;
-        size_t ss = l == 0 ? xs0 : W;
-        float *dst = last ? out : b;
-        size_t ds = last ? (size_t)p->n_out : W;
-        if (L->kind == NEVO_LAYER_CONV)
-            for (int r = 0; r < m; r++) K->conv(L, theta + L->w_off, theta + L->b_off, src + r * ss, dst + r * ds);
-        else
-            K->dense(theta + L->w_off, theta + L->b_off, src, ss, m, L->in_dim, L->out_dim, dst, ds);
-        for (int r = 0; r < m; r++) {
-            float *y = dst + r * ds;
-            factor_layer(K, L, &bl[2 * l], &bl[2 * l + 1], rank, factors + (size_t)which[r] * fstride, src + r * ss,
-                         y, work);
-            if (L->act != NEVO_ACT_NONE) nevo_kernel_activate(L->act, y, L->out_dim);
-        }
-        float *t = a;
-        a = b;
-        b = t;
-    }
+    forward_rows(p, K, K->dense, &theta, 1, x0, xs0, m, out, s, n, fa);
 }
 
 /* NEVO_LANES rows of one base, as factored_rows, but each layer's base product in the
  * lanes layout (the kernel set's fastest for rows of one network; the same bits), its
  * outputs brought back to rows for the corrections and the activation, then the next
  * layer's inputs into the lanes layout again. s: four blocks of NEVO_LANES W floats. */
-static void factored_lanes(const NevoPolicy *p, const NevoKernels *K, const float *theta, const NevoLRBlock *bl,
-                           int rank, const float *factors, size_t fstride, const int *which, const float *x0,
-                           size_t xs0, float *out, float *s, float *work) {
+static void factored_lanes(const NevoPolicy *p, const NevoKernels *K, const float *theta, const FactorArgs *fa,
+                           const float *x0, size_t xs0, float *out, float *s) {
     size_t W = (size_t)p->max_width, block = (size_t)NEVO_LANES * W;
     float *A = s, *B = s + block, *XT = s + 2 * block, *YT = s + 3 * block;
     const float *X = x0;
@@ -523,8 +516,8 @@ static void factored_lanes(const NevoPolicy *p, const NevoKernels *K, const floa
         K->from_lanes(YT, L->out_dim, Y, ys);
         for (int r = 0; r < NEVO_LANES; r++) {
             float *y = Y + r * ys;
-            factor_layer(K, L, &bl[2 * l], &bl[2 * l + 1], rank, factors + (size_t)which[r] * fstride, X + r * xs,
-                         y, work);
+            factor_layer(K, L, &fa->bl[2 * l], &fa->bl[2 * l + 1], fa->rank,
+                         fa->factors + (size_t)fa->which[r] * fa->fstride, X + r * xs, y, fa->work);
             if (L->act != NEVO_ACT_NONE) nevo_kernel_activate(L->act, y, L->out_dim);
         }
         if (!last) K->to_lanes(Y, ys, L->out_dim, XT);
@@ -541,7 +534,7 @@ void nevo_policy_forward_factored(const NevoPolicy *p, const float *bases, size_
     const NevoKernels *K = nevo_kernels();
     NevoLRBlock bl[NEVO_LOWRANK_BLOCKS];
     nevo_lowrank_blocks(p, rank, bl); /* layer l: its weights bl[2 l], its bias bl[2 l + 1] */
-    float *work = scratch + factored_part(p, n);
+    FactorArgs fa = {bl, rank, factors, fstride, which, scratch + factored_part(p, n)};
     /* a run of rows on one base goes through each layer's base product together (its
      * weights read once for the run), blocks of NEVO_LANES rows in the lanes layout
      * where the kernel set has it, then each row's correction */
@@ -550,12 +543,14 @@ void nevo_policy_forward_factored(const NevoPolicy *p, const float *bases, size_
         while (j < n && base[j] == base[i]) j++;
         const float *theta = bases + (size_t)base[i] * bstride;
         if (K->dense_lanes)
-            for (; j - i >= NEVO_LANES; i += NEVO_LANES)
-                factored_lanes(p, K, theta, bl, rank, factors, fstride, which + i, obs + (size_t)i * D, D,
-                               out + (size_t)i * O, scratch, work);
-        if (i < j)
-            factored_rows(p, K, theta, bl, rank, factors, fstride, which + i, obs + (size_t)i * D, D, j - i,
-                          out + (size_t)i * O, scratch, n, work);
+            for (; j - i >= NEVO_LANES; i += NEVO_LANES) {
+                fa.which = which + i;
+                factored_lanes(p, K, theta, &fa, obs + (size_t)i * D, D, out + (size_t)i * O, scratch);
+            }
+        if (i < j) {
+            fa.which = which + i;
+            factored_rows(p, K, theta, &fa, obs + (size_t)i * D, D, j - i, out + (size_t)i * O, scratch, n);
+        }
         i = j;
     }
 }
