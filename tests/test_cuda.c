@@ -420,11 +420,7 @@ TEST(cuda_kernel_bodies_factored_match_cpu) {
             float *want = nevo_alloc(sizeof(float) * no), *got = nevo_alloc(sizeof(float) * no);
             float *scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(p, N));
             nevo_policy_forward_factored(p, bases, stride, base, rows, ff, member, rank, obs, N, want, scratch);
-            size_t us = 1;
-            for (int l = 0; l < p->n_layers; l++)
-                if (p->layers[l].kind == NEVO_LAYER_CONV)
-                    us = (size_t)p->layers[l].out_h * p->layers[l].out_w * rank > us
-                             ? (size_t)p->layers[l].out_h * p->layers[l].out_w * rank : us;
+            size_t us = nevo_policy_conv_pixels(p) * (size_t)rank;
             float *U = nevo_alloc(sizeof(float) * us * N);
             static const int dense_rows[3] = {NEVO_KD1_ROWS_DEFAULT, 1, 0};
             for (int k = 0; k < 3; k++) {

@@ -126,6 +126,9 @@ NevoStatus nevo_taskset_check(const NevoTaskSet *ts, const NevoPolicy *policy, c
  * nevo_perturb_rows). The set's bases must be in this process (floats). */
 void nevo_taskset_build(const NevoTaskSet *ts, const NevoPolicy *policy, int net, float *theta, int stream);
 
+/* Network `net`'s noise slice in this process (the set's table): nparams floats for a
+ * PERTURBED or SCALED recipe, the compact slice at its rank for a LOWRANK or FACTORED one. */
+const float *nevo_taskset_slice(const NevoTaskSet *ts, const NevoPolicy *policy, int net);
 /* The factor row (params.h) of network `net`, a NEVO_NET_FACTORED one, into row
  * (nevo_factor_row_floats(policy, rank) floats). */
 void nevo_taskset_factor_row(const NevoTaskSet *ts, const NevoPolicy *policy, int net, float *row);

@@ -295,9 +295,7 @@ static void queue_build(Cuda *c, NevoRows *r, float *plus, float *minus, const N
         e.e.base = bases->data + (size_t)n->base * bases->stride;
         if (n->kind != NEVO_NET_BASE) {
             int low = n->kind == NEVO_NET_LOWRANK;
-            size_t len = low ? nevo_lowrank_floats(p, (int)n->rank) : ts->nparams;
-            const float *slice = nevo_noise_slice(ts->noise, len, ts->seed, n->purpose, n->generation, n->individual, 0);
-            e.e.eps = device_noise(c, ts->noise) + (slice - ts->noise->table);
+            e.e.eps = device_noise(c, ts->noise) + (nevo_taskset_slice(ts, p, net) - ts->noise->table);
             e.e.sigma = n->sigma;
             e.e.plus = plus;
             e.e.minus = minus;
@@ -344,15 +342,14 @@ static void cuda_build_pair(void *ctx, NevoRows *r, int row_plus, int row_minus,
 static void cuda_build_factored(void *ctx, NevoRows *r, int row, const NevoTaskSet *ts, const NevoPolicy *p, int net) {
     RowsPriv *q = (RowsPriv *)r->priv;
     const NevoNet *n = &ts->nets[net];
-    const float *slice = nevo_noise_slice(ts->noise, nevo_lowrank_floats(p, (int)n->rank), ts->seed, n->purpose,
-                                          n->generation, n->individual, 0);
+    size_t z = (size_t)(nevo_taskset_slice(ts, p, net) - ts->noise->table);
     const float *noise = device_noise((Cuda *)ctx, ts->noise);
     float head[NEVO_FACTOR_HEAD];
     nevo_factor_head(n->sign > 0 ? n->sigma : -n->sigma, (int)n->rank, head);
     pthread_mutex_lock(&q->mu);
     if (!q->rec) q->rec = (NevoKFRec *)nevo_alloc(sizeof(NevoKFRec) * (size_t)(r->rows > 0 ? r->rows : 1));
     q->rec_noise = noise;
-    q->rec[row] = (NevoKFRec){(size_t)(slice - ts->noise->table), head[0], head[1]};
+    q->rec[row] = (NevoKFRec){z, head[0], head[1]};
     pthread_mutex_unlock(&q->mu);
 }
 
@@ -547,10 +544,10 @@ static int stage_inputs(Work *w, const NevoPolicy *p, const int *which, const fl
     return n_runs;
 }
 
-/* The correction of layer l (its blocks at a->rank) over the layer's input and output. */
-static void factor_layer(NevoKFactor *a, const NevoPolicy *p, int l, const float *X, int xs, float *Y, int ys) {
-    NevoLRBlock bl[NEVO_LOWRANK_BLOCKS];
-    nevo_lowrank_blocks(p, a->rank, bl);
+/* The correction of layer l (bl: the policy's blocks at a->rank) over the layer's input
+ * and output. */
+static void factor_layer(NevoKFactor *a, const NevoPolicy *p, const NevoLRBlock *bl, int l, const float *X, int xs,
+                         float *Y, int ys) {
     const NevoLayer *L = &p->layers[l];
     const int conv[6] = {L->in_w, L->in_c, L->out_h, L->out_w, L->kernel, L->stride};
     nevo_kf_layer(a, bl[2 * l], bl[2 * l + 1], (int)L->act, conv, X, xs, Y, ys);
@@ -594,6 +591,8 @@ static const float *inputs(Work *w, const NevoPolicy *p, int n, int *xs) {
 static void run_part(Work *w, const NevoPolicy *p, const NevoRows *r, int n, int n_runs, const NevoKFactor *f,
                      const float *X, int xs, float *out, int os) {
     cudaStream_t s = w->s;
+    NevoLRBlock bl[NEVO_LOWRANK_BLOCKS];
+    if (f) nevo_lowrank_blocks(p, f->rank, bl);
     for (int l = 0; l < p->n_layers; l++) {
         const NevoLayer *L = &p->layers[l];
         int last = l == p->n_layers - 1;
@@ -617,7 +616,7 @@ static void run_part(Work *w, const NevoPolicy *p, const NevoRows *r, int n, int
         }
         if (f) {
             NevoKFactor a = *f;
-            factor_layer(&a, p, l, X, xs, Y, ys);
+            factor_layer(&a, p, bl, l, X, xs, Y, ys);
             if (L->kind == NEVO_LAYER_CONV)
                 k_factor_conv<<<(unsigned)n, NEVO_KF_THREADS, 0, s>>>(a);
             else
@@ -686,12 +685,7 @@ static void cuda_forward(void *ctx, const NevoPolicy *p, const NevoRows *r, cons
 /* The host staging of a factored call's members (max_rows of them), and the device's
  * room for them and for its conv layers' u, allocated at first use. */
 static NevoKFRec *factor_staging(Work *w, const NevoPolicy *p, int rank) {
-    size_t R = (size_t)w->max_rows, u_floats = 0;
-    for (int l = 0; l < p->n_layers; l++) {
-        const NevoLayer *L = &p->layers[l];
-        size_t u = L->kind == NEVO_LAYER_CONV ? (size_t)L->out_h * L->out_w * rank : 0;
-        u_floats = u > u_floats ? u : u_floats;
-    }
+    size_t R = (size_t)w->max_rows, u_floats = nevo_policy_conv_pixels(p) * (size_t)rank;
     if (!w->h_rec) {
         CK(cudaHostAlloc((void **)&w->h_rec, sizeof(NevoKFRec) * R, cudaHostAllocDefault));
         CK(cudaMalloc((void **)&w->d_rec, sizeof(NevoKFRec) * R));

@@ -169,6 +169,9 @@ void nevo_weighted_sum_portable(double *g, const float *const *rows, const doubl
  * NevoLRBlock): at most NEVO_LOWRANK_BLOCKS of them, the count returned. */
 #define NEVO_LOWRANK_BLOCKS (3 * NEVO_POLICY_MAX_LAYERS)
 int nevo_lowrank_blocks(const NevoPolicy *p, int rank, NevoLRBlock *out);
+/* The most output pixels (out_h out_w) of p's conv layers, 1 without any: a factored
+ * forward's u for a conv layer is (pixels, rank) a row (policy.c). */
+size_t nevo_policy_conv_pixels(const NevoPolicy *p);
 
 /* x86 implementations (kernels_avx2.c, kernels_avx512.c); NULL elsewhere. */
 const NevoKernels *nevo_kernels_avx2(void);

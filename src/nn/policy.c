@@ -225,11 +225,15 @@ size_t nevo_policy_scratch_floats(const NevoPolicy *p, int n) {
     /* two ping-pong activation buffers of the widest layer, per row (the factored
      * forward's lanes blocks: four of NEVO_LANES rows); then the factored forward's u:
      * (pixels, rank) of a conv layer, at most NEVO_LOWRANK_MAX a pixel */
+    return factored_part(p, n) + nevo_policy_conv_pixels(p) * NEVO_LOWRANK_MAX + 64;
+}
+
+size_t nevo_policy_conv_pixels(const NevoPolicy *p) {
     size_t pixels = 1;
     for (int l = 0; l < p->n_layers; l++)
         if (p->layers[l].kind == NEVO_LAYER_CONV && (size_t)p->layers[l].out_h * p->layers[l].out_w > pixels)
             pixels = (size_t)p->layers[l].out_h * p->layers[l].out_w;
-    return factored_part(p, n) + pixels * NEVO_LOWRANK_MAX + 64;
+    return pixels;
 }
 
 size_t nevo_policy_state_floats(const NevoPolicy *p) { return p->lstm_layer >= 0 ? 2 * (size_t)p->lstm_units : 0; }
@@ -322,6 +326,15 @@ typedef struct FactorArgs {
     float *work;
 } FactorArgs;
 
+/* Layer l's corrections of m rows (inputs at x + r xs, outputs at y + r ys, the base's
+ * product there already), before their activation. */
+static void factor_rows(const NevoKernels *K, const NevoLayer *L, int l, const FactorArgs *fa, int m, const float *x,
+                        size_t xs, float *y, size_t ys) {
+    for (int r = 0; r < m; r++)
+        factor_layer(K, L, &fa->bl[2 * l], &fa->bl[2 * l + 1], fa->rank,
+                     fa->factors + (size_t)fa->which[r] * fa->fstride, x + r * xs, y + r * ys, fa->work);
+}
+
 /* m rows in the row layout, layer by layer for all of them: row r's input at x0 + r
  * xs0, its outputs at out + r n_out, its activations in slot r. With nets == 1 the rows
  * share the network thetas[0]; with nets > 1 they are single rows of that many
@@ -355,10 +368,7 @@ static void forward_rows(const NevoPolicy *p, const NevoKernels *K, NevoDenseFn 
                 dense(thetas[q] + L->w_off, thetas[q] + L->b_off, src + q * ss, ss, 1, L->in_dim, L->out_dim,
                       dst + q * ds, ds);
         }
-        if (fa) /* each row's member's correction, before the activation */
-            for (int r = 0; r < m; r++)
-                factor_layer(K, L, &fa->bl[2 * l], &fa->bl[2 * l + 1], fa->rank,
-                             fa->factors + (size_t)fa->which[r] * fa->fstride, src + r * ss, dst + r * ds, fa->work);
+        if (fa) factor_rows(K, L, l, fa, m, src, ss, dst, ds); /* each row's member's correction */
         if (L->act != NEVO_ACT_NONE && ds == (size_t)L->out_dim) /* the rows are contiguous */
             nevo_kernel_activate(L->act, dst, m * L->out_dim);
         else if (L->act != NEVO_ACT_NONE)
@@ -514,12 +524,9 @@ static void factored_lanes(const NevoPolicy *p, const NevoKernels *K, const floa
         else
             K->dense_lanes(theta + L->w_off, theta + L->b_off, XT, L->in_dim, L->out_dim, NEVO_ACT_NONE, YT);
         K->from_lanes(YT, L->out_dim, Y, ys);
-        for (int r = 0; r < NEVO_LANES; r++) {
-            float *y = Y + r * ys;
-            factor_layer(K, L, &fa->bl[2 * l], &fa->bl[2 * l + 1], fa->rank,
-                         fa->factors + (size_t)fa->which[r] * fa->fstride, X + r * xs, y, fa->work);
-            if (L->act != NEVO_ACT_NONE) nevo_kernel_activate(L->act, y, L->out_dim);
-        }
+        factor_rows(K, L, l, fa, NEVO_LANES, X, xs, Y, ys);
+        if (L->act != NEVO_ACT_NONE)
+            for (int r = 0; r < NEVO_LANES; r++) nevo_kernel_activate(L->act, Y + r * ys, L->out_dim);
         if (!last) K->to_lanes(Y, ys, L->out_dim, XT);
         X = Y;
         xs = ys;

@@ -181,8 +181,14 @@ static const float *base_of(const NevoTaskSet *ts, const NevoNet *n) {
     return ts->bases + (size_t)n->base * ts->base_stride;
 }
 
-static const float *slice_of(const NevoTaskSet *ts, const NevoNet *n) {
-    return nevo_noise_slice(ts->noise, ts->nparams, ts->seed, n->purpose, n->generation, n->individual, 0);
+/* a perturbation's noise slice: nparams floats, or a low-rank recipe's compact slice */
+static const float *slice_of(const NevoTaskSet *ts, const NevoPolicy *policy, const NevoNet *n) {
+    size_t len = lowrank_kind(n->kind) ? nevo_lowrank_floats(policy, (int)n->rank) : ts->nparams;
+    return nevo_noise_slice(ts->noise, len, ts->seed, n->purpose, n->generation, n->individual, 0);
+}
+
+const float *nevo_taskset_slice(const NevoTaskSet *ts, const NevoPolicy *policy, int net) {
+    return slice_of(ts, policy, &ts->nets[net]);
 }
 
 /* base +- sigma eps of a low-rank recipe, eps expanded a chunk at a time into a buffer
@@ -190,8 +196,7 @@ static const float *slice_of(const NevoTaskSet *ts, const NevoNet *n) {
 static void build_lowrank(const NevoTaskSet *ts, const NevoPolicy *policy, const NevoNet *n, float *plus,
                           float *minus) {
     const float *base = base_of(ts, n);
-    const float *z = nevo_noise_slice(ts->noise, nevo_lowrank_floats(policy, (int)n->rank), ts->seed, n->purpose,
-                                      n->generation, n->individual, 0);
+    const float *z = slice_of(ts, policy, n);
     float eps[1024];
     for (size_t k0 = 0; k0 < ts->nparams; k0 += 1024) {
         size_t k1 = k0 + 1024 < ts->nparams ? k0 + 1024 : ts->nparams;
@@ -207,13 +212,13 @@ void nevo_taskset_build(const NevoTaskSet *ts, const NevoPolicy *policy, int net
     else if (n->kind == NEVO_NET_INIT)
         nevo_policy_init_params(policy, ts->noise, ts->seed, n->generation, n->individual, theta);
     else if (n->kind == NEVO_NET_SCALED)
-        nevo_perturb_scaled(theta, base_of(ts, n), n->sigma, slice_of(ts, n),
+        nevo_perturb_scaled(theta, base_of(ts, n), n->sigma, slice_of(ts, policy, n),
                             ts->scales + (size_t)n->base * ts->base_stride, n->sign, ts->nparams);
     else if (lowrank_kind(n->kind))
         build_lowrank(ts, policy, n, n->sign > 0 ? theta : NULL, n->sign > 0 ? NULL : theta);
     else
         nevo_perturb_rows(n->sign > 0 ? theta : NULL, n->sign > 0 ? NULL : theta, base_of(ts, n), n->sigma,
-                          slice_of(ts, n), ts->nparams, stream);
+                          slice_of(ts, policy, n), ts->nparams, stream);
 }
 
 void nevo_taskset_build_pair(const NevoTaskSet *ts, const NevoPolicy *policy, int net, float *plus, float *minus,
@@ -222,7 +227,7 @@ void nevo_taskset_build_pair(const NevoTaskSet *ts, const NevoPolicy *policy, in
     if (lowrank_kind(n->kind))
         build_lowrank(ts, policy, n, plus, minus);
     else
-        nevo_perturb_rows(plus, minus, base_of(ts, n), n->sigma, slice_of(ts, n), ts->nparams, stream);
+        nevo_perturb_rows(plus, minus, base_of(ts, n), n->sigma, slice_of(ts, policy, n), ts->nparams, stream);
 }
 
 int nevo_taskset_is_pair(const NevoTaskSet *ts, int j) {
@@ -237,9 +242,7 @@ int nevo_taskset_is_pair(const NevoTaskSet *ts, int j) {
 void nevo_taskset_factor_row(const NevoTaskSet *ts, const NevoPolicy *policy, int net, float *row) {
     const NevoNet *n = &ts->nets[net];
     NEVO_ASSERT(n->kind == NEVO_NET_FACTORED);
-    const float *z = nevo_noise_slice(ts->noise, nevo_lowrank_floats(policy, (int)n->rank), ts->seed, n->purpose,
-                                      n->generation, n->individual, 0);
-    nevo_factor_row(policy, (int)n->rank, z, n->sign > 0 ? n->sigma : -n->sigma, row);
+    nevo_factor_row(policy, (int)n->rank, slice_of(ts, policy, n), n->sign > 0 ? n->sigma : -n->sigma, row);
 }
 
 /* --- serialised form --------------------------------------------------------------- */
