@@ -98,6 +98,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         snprintf(json, sizeof json, "%s\"algo\": \"ga\", \"ga\": {\"truncation\": 2, \"validation_candidates\": 3, "
                  "\"validation_episodes\": 2}}", base);
         write_corpus(dir, json, "ga");
+        snprintf(json, sizeof json, "%s\"algo\": \"ga\", \"ga\": {\"truncation\": 2, \"validation_candidates\": 3, "
+                 "\"validation_episodes\": 2, \"rank\": 2, \"factored\": true}}", base);
+        write_corpus(dir, json, "ga_rank");
         snprintf(json, sizeof json, "%s\"algo\": \"es\", \"episodes\": 2, \"es\": {\"obs_norm\": true, "
                  "\"obs_norm_prob\": 0.5, \"center_episodes\": 2}}", base);
         write_corpus(dir, json, "es");

@@ -7,13 +7,15 @@
 # table of final evaluations (100 fresh episodes, sticky actions on) beside the MinAtar
 # paper's DQN and AC(lambda) at 5M frames, and draws each game's curves against wall
 # time (the elite's validation return, a moving average of 10 generations, mean and
-# band over the seeds) with those levels into docs/img/minatar_1h_<game>.png.
+# band over the seeds) with those levels into docs/img/minatar_1h_<game>.png (another
+# ALGO than ga: minatar_1h_<game>_<algo>.png).
 # A finished run is archived in docs/data/minatar_1h/<game>_<algo>_s<seed> (its summary
 # and, of its metrics, the keys the table and curves read), kept in git as runs/ is not:
 # the table and the curves are drawn from the archive, so seeds run in different
 # sessions (fresh checkouts) add up.
 #
-#   scripts/minatar_1h_results.sh [ALGO [SEED ...]]   (ALGO: ga; GAMES="breakout ..." limits the games)
+#   scripts/minatar_1h_results.sh [ALGO [SEED ...]]   (ALGO: ga, or ga_rank1 for Breakout;
+#                                                      GAMES="breakout ..." limits the games)
 set -eu
 cd "$(dirname "$0")/.."
 nevo=${NEVO:-build/nevo}
@@ -72,5 +74,5 @@ for g in $games; do
     "$nevo" plot curves "${runs[@]}" --x wall_s --y elite_validation_mean --smooth 10 \
         --ref "DQN at 5M=${DQN[$g]}" --ref "AC(0.8) at 5M=${AC[$g]}" \
         --title "$algo on MinAtar $g, one hour on 2 cores (seed$([ "$n" = 1 ] || echo s) $done_seeds)" \
-        --out "docs/img/minatar_1h_$g.png" >/dev/null
+        --out "docs/img/minatar_1h_$g$([ "$algo" = ga ] || echo "_$algo").png" >/dev/null
 done

@@ -33,8 +33,10 @@ declare -A SET=(
     [trunc50]="ga.truncation=50"
     [wide256]="policy.hidden=[256]"
     [deep2x128]="policy.hidden=[128,128]"
+    [rank1]="ga.rank=1"
+    [rank1f]="ga.rank=1 ga.factored=true"
 )
-order="base ep1 ep16 no_crn sigma_const sigma_005 no_revalidation pop256 trunc50 wide256 deep2x128"
+order="base ep1 ep16 no_crn sigma_const sigma_005 no_revalidation pop256 trunc50 wide256 deep2x128 rank1 rank1f"
 settings=${SETTINGS:-$order}
 for s in $settings; do [ -n "${SET[$s]+x}" ] || { echo "minatar_ablations: unknown setting '$s' (known: $order)" >&2; exit 2; }; done
 

@@ -418,6 +418,84 @@ TEST(algo_es_lowrank_tasks_travel) {
                        3);
 }
 
+/* GA with low-rank mutations (ga.rank): the bases travel as rank-2 chains, rebuilt where
+ * they run; the children as LOWRANK recipes, or factored (with the elite's copy and the
+ * previous elite as factored networks of sigma 0). */
+TEST(algo_ga_lowrank_tasks_travel) {
+    for (int factored = 0; factored < 2; factored++) {
+        char json[1024];
+        snprintf(json, sizeof json,
+                 "{\"env\": \"CartPole-v1\", \"algo\": \"ga\", \"seed\": 8, \"population\": 12,"
+                 " \"policy\": {\"hidden\": [8]}, \"ga\": {\"sigma\": 0.1, \"truncation\": 3, \"rank\": 2,"
+                 " \"factored\": %s, \"validation_candidates\": 3, \"validation_episodes\": 2}}",
+                 factored ? "true" : "false");
+        check_tasks_travel(json, 4);
+    }
+}
+
+/* A task set's chain rank is checked where the set is read: a crafted one past
+ * NEVO_LOWRANK_MAX, in a container whose checksum is right, is refused; rank 0 in its
+ * place reads, and rebuilds other bases than the rank-2 chains do. */
+TEST(algo_ga_chain_rank_checked) {
+    AlgoRig rig;
+    rig_open(&rig, "{\"env\": \"CartPole-v1\", \"algo\": \"ga\", \"seed\": 8, \"population\": 6,"
+                   " \"policy\": {\"hidden\": [4]}, \"ga\": {\"truncation\": 2, \"validation_candidates\": 2,"
+                   " \"rank\": 2}}");
+    NevoError err = {0};
+    NevoGenStats gs;
+    CHECK(nevo_train_generation(rig.algo, rig.ev, &gs, &err) == NEVO_OK);
+    CHECK(nevo_train_generation(rig.algo, rig.ev, &gs, &err) == NEVO_OK); /* parents of rank-2 mutations */
+    const NevoTaskSet *ts = nevo_algo_ask(rig.algo);
+    CHECK(ts->chains && ts->n_bases == 3);
+    int mutated = -1; /* a base with a mutation (the elite may be a first generation's network) */
+    for (int b = 0; b < 3; b++) {
+        CHECK(ts->chains[b].rank == 2);
+        if (ts->chains[b].n > 0) mutated = b;
+    }
+    CHECK(mutated >= 0);
+    /* the rank's bytes: where a set whose chains say rank 3 differs */
+    NevoChain chains[3];
+    memcpy(chains, ts->chains, sizeof chains);
+    for (int b = 0; b < 3; b++) chains[b].rank = 3;
+    NevoTaskSet other = *ts;
+    other.chains = chains;
+    NevoBuf a = {0}, b3 = {0};
+    CHECK(nevo_taskset_write(ts, &a, &err) == NEVO_OK && nevo_taskset_write(&other, &b3, &err) == NEVO_OK);
+    const uint8_t *pa, *pb;
+    size_t la, lb;
+    CHECK(nevo_container_decode(a.data, a.len, "a", "NEVOTSK1", 2, &pa, &la, &err) == NEVO_OK);
+    CHECK(nevo_container_decode(b3.data, b3.len, "b", "NEVOTSK1", 2, &pb, &lb, &err) == NEVO_OK && la == lb);
+    NevoBuf crafted = {0};
+    for (size_t i = 0; i < la; i++) nevo_buf_put(&crafted, &pa[i], 1);
+    int at[3], n_at = 0;
+    for (size_t i = 0; i < la; i++)
+        if (pa[i] != pb[i]) {
+            CHECK(n_at < 3 && pa[i] == 2 && pb[i] == 3);
+            at[n_at++] = (int)i;
+        }
+    CHECK(n_at == 3);
+    for (int v = 0; v < 2; v++) {
+        for (int k = 0; k < 3; k++) crafted.data[at[k]] = v ? 0 : NEVO_LOWRANK_MAX + 1;
+        NevoBuf enc = {0};
+        nevo_container_encode("NEVOTSK1", 2, &crafted, &enc);
+        NevoTaskSet *back = NULL;
+        NevoStatus st = nevo_taskset_read(enc.data, enc.len, &back, &err);
+        if (v == 0) {
+            CHECK(st == NEVO_ERR_CORRUPT && !back && !strchr(err.msg, '\n'));
+        } else {
+            CHECK_MSG(st == NEVO_OK && back->chains[mutated].rank == 0, "%s", err.msg);
+            CHECK(nevo_taskset_materialise(back, rig.p, rig.noise, &err) == NEVO_OK);
+            size_t m = (size_t)mutated;
+            CHECK(memcmp(back->bases + m * back->base_stride, ts->bases + m * ts->base_stride,
+                         sizeof(float) * rig.p->nparams) != 0);
+            nevo_taskset_free(back);
+        }
+        nevo_buf_free(&enc);
+    }
+    nevo_buf_free(&a), nevo_buf_free(&b3), nevo_buf_free(&crafted);
+    rig_close(&rig);
+}
+
 /* NSRA-ES: the agents' first evaluation, novelty, behaviours. */
 TEST(algo_nsra_es_tasks_travel) {
     check_tasks_travel("{\"env\": \"maze/hard\", \"algo\": \"nsra-es\", \"seed\": 10, \"population\": 8,"
@@ -647,6 +725,18 @@ TEST(algo_es_factored_solves_cartpole) {
     cfg.es.factored = 1;
     NevoTrainSummary s = train(&cfg, "es-factored");
     CHECK_MSG(s.eval.return_mean >= 475.0, "factored rank-1 ES mean return %.2f < 475", s.eval.return_mean);
+}
+
+/* Rank-1 mutations run factored (each child its parent's product plus its correction)
+ * solve it with the full-rank config's settings. */
+TEST(algo_ga_factored_solves_cartpole) {
+    NevoConfig cfg;
+    load(&cfg, "configs/cartpole_ga.json");
+    cfg.generations = 10;
+    cfg.ga.rank = 1;
+    cfg.ga.factored = 1;
+    NevoTrainSummary s = train(&cfg, "ga-factored");
+    CHECK_MSG(s.eval.return_mean >= 475.0, "factored rank-1 GA mean return %.2f < 475", s.eval.return_mean);
 }
 
 /* Mean return of a uniform-random policy over the same evaluation episodes. */

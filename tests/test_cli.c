@@ -209,6 +209,8 @@ TEST(cli_kill_and_resume_ga_elite_outside_parents) {
     kill_and_resume("env=Pendulum-v1 generations=10", 8);
 }
 TEST(cli_kill_and_resume_rs) { kill_and_resume("algo=rs", 2); }
+/* low-rank mutations, run factored: the checkpoint's chains replay at the config's rank */
+TEST(cli_kill_and_resume_ga_factored) { kill_and_resume("ga.rank=2 ga.factored=true", 3); }
 TEST(cli_kill_and_resume_es) {
     kill_and_resume("algo=es es.obs_norm=true es.obs_norm_prob=0.2 es.center_episodes=3", 4);
 }

@@ -398,6 +398,26 @@ TEST(config_cross_checks) {
     override_ok(&c, "policy.lstm=8");
     CHECK(nevo_algo_check(&c, NULL, &err) == NEVO_ERR_INVALID);
     CHECK_CONTAINS(err.msg, "feed-forward policy");
+    /* the GA's low-rank mutations: plain mutations of parents; factored children likewise */
+    nevo_config_defaults(&c);
+    override_ok(&c, "algo=ga");
+    override_ok(&c, "ga.factored=true");
+    CHECK(nevo_algo_check(&c, NULL, &err) == NEVO_ERR_INVALID);
+    CHECK_CONTAINS(err.msg, "ga.factored runs low-rank children: set ga.rank");
+    override_ok(&c, "ga.rank=1");
+    CHECK(nevo_algo_check(&c, NULL, &err) == NEVO_OK);
+    override_ok(&c, "policy.lstm=8");
+    CHECK(nevo_algo_check(&c, NULL, &err) == NEVO_ERR_INVALID);
+    CHECK_CONTAINS(err.msg, "ga.factored needs an env");
+    override_ok(&c, "policy.lstm=0");
+    override_ok(&c, "ga.mutation=sm-r");
+    CHECK(nevo_algo_check(&c, NULL, &err) == NEVO_ERR_INVALID);
+    CHECK_CONTAINS(err.msg, "a safe mutation scales full-rank noise");
+    override_ok(&c, "ga.mutation=plain");
+    override_ok(&c, "algo=rs");
+    CHECK(nevo_algo_check(&c, NULL, &err) == NEVO_ERR_INVALID);
+    CHECK_CONTAINS(err.msg, "random search draws every network fresh");
+    CHECK(nevo_config_override(&c, "ga.rank=65", &err) != NEVO_OK);
 }
 
 /* The schema printout names every key with its default. */

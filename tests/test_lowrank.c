@@ -1,7 +1,8 @@
 /* Low-rank perturbations (EGGROLL; params.h): the compact noise's length, its full
  * vector against hand-computed products, its statistics (unit variance per weight, rank
- * r structure within a matrix), the low-rank recipes built by a task set, and the
- * factored forward against the built networks and through the evaluator. */
+ * r structure within a matrix), the low-rank recipes built by a task set and replayed
+ * from a GA's chains, and the factored forward against the built networks and through
+ * the evaluator. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +144,45 @@ TEST(lowrank_recipes_build) {
     nets[1].rank = NEVO_LOWRANK_MAX + 1;
     CHECK(nevo_taskset_check(&ts, p, env, &err) == NEVO_ERR_INVALID);
     free(base), free(plus), free(minus), free(one), free(eps);
+    nevo_noise_free(noise);
+    nevo_pool_free(pool);
+    nevo_policy_free(p);
+    nevo_env_free(env);
+}
+
+/* A GA genome of low-rank mutations (ga.rank): its chain, replayed, is the child built
+ * from its recipe at every step (a LOWRANK recipe over the previous vector, with
+ * NEVO_RNG_MUTATE slices), bit for bit; the same chain at rank 0 is another vector. */
+TEST(lowrank_chain_replays_built_children) {
+    NevoEnv *env;
+    NevoPolicy *p = dense_policy("Pendulum-v1", 16, 8, &env);
+    NevoPool *pool = nevo_pool_new(1);
+    NevoNoise *noise = nevo_noise_new((size_t)1 << 20, pool);
+    size_t n = p->nparams;
+    float *built = nevo_alloc(sizeof(float) * n), *next = nevo_alloc(sizeof(float) * n);
+    float *replay = nevo_alloc(sizeof(float) * n);
+    NevoMutation muts[3] = {{1, 5, 0.05f}, {2, 0, 0.04f}, {3, 7, 0.03f}};
+    nevo_policy_init_params(p, noise, 11, 0, 9, built);
+    NevoTaskSet ts;
+    nevo_taskset_for_policy(&ts, p, env);
+    ts.seed = 11, ts.noise = noise, ts.noise_floats = noise->size;
+    ts.n_bases = 1, ts.base_stride = n, ts.n_nets = 1;
+    for (int j = 0; j < 3; j++) {
+        NevoNet child = {.kind = NEVO_NET_LOWRANK, .base = 0, .purpose = NEVO_RNG_MUTATE,
+                         .generation = muts[j].generation, .individual = muts[j].individual, .sigma = muts[j].sigma,
+                         .sign = 1, .rank = 2};
+        ts.bases = built, ts.nets = &child;
+        nevo_taskset_build(&ts, p, 0, next, 0);
+        CHECK(memcmp(next, built, sizeof(float) * n) != 0);
+        memcpy(built, next, sizeof(float) * n);
+    }
+    NevoChain chain = {.init_generation = 0, .init_individual = 9, .n = 3, .rank = 2, .muts = muts};
+    nevo_chain_build(p, noise, 11, &chain, replay);
+    CHECK(memcmp(replay, built, sizeof(float) * n) == 0);
+    chain.rank = 0;
+    nevo_chain_build(p, noise, 11, &chain, replay);
+    CHECK(memcmp(replay, built, sizeof(float) * n) != 0);
+    free(built), free(next), free(replay);
     nevo_noise_free(noise);
     nevo_pool_free(pool);
     nevo_policy_free(p);
@@ -312,6 +352,41 @@ TEST(factored_forward_is_the_built_network) {
             factored_close(&f);
         }
         free(obs);
+        nevo_policy_free(p);
+        nevo_env_free(env);
+    }
+}
+
+/* A factored network of sigma 0 (a factored GA's elite copy and previous elite) is its
+ * base: the outputs of the base's own forward, for dense and conv layers (== : the sign
+ * of a zero aside). */
+TEST(factored_sigma_zero_is_the_base) {
+    static const char *envs[2] = {"Pendulum-v1", "minatar/breakout"};
+    for (int e = 0; e < 2; e++) {
+        NevoEnv *env;
+        NevoPolicy *p = e == 0 ? dense_policy(envs[e], 32, 16, &env) : conv_policy(envs[e], &env);
+        enum { OBS = 8 };
+        float *obs = nevo_alloc(sizeof(float) * OBS * p->obs_dim);
+        some_obs(env, obs, OBS);
+        Factored f;
+        factored_open(&f, env, p, 2, 2, 1);
+        float *scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(p, 1));
+        float got[64], want[64];
+        CHECK(p->n_out <= 64);
+        for (int j = 0; j < f.ts.n_nets; j++) {
+            f.nets[j].sigma = 0.0f;
+            for (int i = 0; i < OBS; i++) {
+                const float *x = obs + (size_t)i * p->obs_dim;
+                forward_one(&f, p, j, x, got);
+                nevo_policy_forward(p, f.bases, p->nparams, &f.nets[j].base, x, 1, want, scratch);
+                for (int k = 0; k < p->n_out; k++)
+                    CHECK_MSG(got[k] == want[k], "%s: net %d obs %d output %d: %g, base %g", envs[e], j, i, k,
+                              (double)got[k], (double)want[k]);
+            }
+        }
+        free(scratch);
+        free(obs);
+        factored_close(&f);
         nevo_policy_free(p);
         nevo_env_free(env);
     }

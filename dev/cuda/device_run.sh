@@ -6,14 +6,16 @@
 #      forward against them;
 #   3. end to end, the GA on MinAtar Breakout (and Freeway, whose episodes are long from
 #      the start) with the GPU and all cores against all cores alone, same config and
-#      seed: frames/s, and whether the two runs' metrics are the same bits;
+#      seed: frames/s, and whether the two runs' metrics are the same bits; on Breakout
+#      also with rank-1 mutations run factored (ga.factored: children not built);
 #   4. compute-sanitizer's memcheck over the forwards' parity tests and nevo_rows_write's;
 #   5. SEED RL's V-trace on MinAtar Breakout with its acting forward on cpu and cuda;
 # and between 2 and 3 the kernel variants of dev/cuda/variants.cu, checked against the
 # kernels in use and timed beside them.
 # Knobs: GENS (Breakout's generations), SWEEP=0 (no slots sweep), DENSE_ROWS (the
 # NEVO_CUDA_DENSE_ROWS values step 2 times, default "8 16 0"), GA_RUNS= (no GA run with
-# the runs dense kernel), VT_SPECS (step 5's specs, vtrace_run.sh).
+# the runs dense kernel), GA_FACTORED= (no Breakout runs of rank-1 factored children,
+# ga.factored), VT_SPECS (step 5's specs, vtrace_run.sh).
 # Results go to $OUT (default dev/cuda/out). Binaries come from BIN (default build-cuda;
 # `dev/cuda/stage.sh` stages a CUDA=1 build with its shared libraries in .devrun/ for a
 # machine without the Debian packages).
@@ -78,20 +80,27 @@ for spec in "breakout 8192 $GENS" "freeway 4096 3"; do
     set -- $spec
     env=$1 pop=$2 gens=$3
     log "3. GA on minatar/$env, population $pop, $gens generations, $THREADS threads"
-    for be in cpu cuda ${GA_RUNS-cuda_runs}; do # cuda_runs: NEVO_CUDA_DENSE_ROWS=0
+    # cuda_runs: NEVO_CUDA_DENSE_ROWS=0; *_f (Breakout): rank-1 mutations, factored children
+    factored=$([ $env = breakout ] && echo "${GA_FACTORED-cpu_f cuda_f}")
+    for be in cpu cuda ${GA_RUNS-cuda_runs} $factored; do
         d="$RUNS/ga_${env}_$be"
         rm -rf "$d"
+        extra=$(case $be in *_f) echo "ga.rank=1 ga.factored=true" ;; esac)
         NEVO_CUDA_DENSE_ROWS=$([ $be = cuda_runs ] && echo 0 || echo "${NEVO_CUDA_DENSE_ROWS:-}") timeout 200 "$BIN/nevo" train \
             configs/minatar_breakout_ga_gpu.json env=minatar/$env population=$pop generations=$gens eval_episodes=10 \
-            --backend ${be%_runs} --threads "$THREADS" --out "$d" --quiet > "$d.log" 2>&1
+            $extra --backend ${be%%_*} --threads "$THREADS" --out "$d" --quiet > "$d.log" 2>&1
         echo "$be: $(rate "$d/metrics.jsonl" $pop)" | tee -a "$OUT/summary.txt"
     done
     strip() { sed 's/"wall_s": [0-9.e+-]*,//' "$1"; }
-    if cmp -s <(strip "$RUNS/ga_${env}_cpu/metrics.jsonl") <(strip "$RUNS/ga_${env}_cuda/metrics.jsonl"); then
-        log "   metrics (all but wall time) identical on cpu and cuda"
-    else
-        log "   metrics DIFFER between cpu and cuda"
-    fi
+    for pair in "cpu cuda" ${factored:+"cpu_f cuda_f"}; do
+        set -- $pair
+        [ -f "$RUNS/ga_${env}_$1/metrics.jsonl" ] && [ -f "$RUNS/ga_${env}_$2/metrics.jsonl" ] || continue
+        if cmp -s <(strip "$RUNS/ga_${env}_$1/metrics.jsonl") <(strip "$RUNS/ga_${env}_$2/metrics.jsonl"); then
+            log "   metrics (all but wall time) identical on $1 and $2"
+        else
+            log "   metrics DIFFER between $1 and $2"
+        fi
+    done
 done
 log "4. compute-sanitizer memcheck, forward parity (plain and factored) and rows written in place"
 timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/nevo_tests" cuda_forward cuda_factored backend_rows_write > "$OUT/memcheck.txt" 2>&1

@@ -51,6 +51,8 @@ typedef struct NevoGAConfig {
                                 * mutations, Lehman et al. 2018) */
     int sm_states;             /* safe mutations: states of the parent's own episodes kept
                                 * for its output gradients */
+    int rank;                  /* low-rank mutations of this rank (params.h), 0 = full rank */
+    int factored;              /* 1: the children run the factored forward (NEVO_NET_FACTORED) */
 } NevoGAConfig;
 
 typedef struct NevoESConfig {

@@ -16,18 +16,22 @@
 #include "nevo/noise.h"
 #include "nevo/policy.h"
 
-/* One mutation of a seed chain: theta += sigma * the slice named (seed, NEVO_RNG_MUTATE,
- * generation, individual, 0). 12 bytes in checkpoints and task files. */
+/* One mutation of a seed chain: theta += sigma * eps, eps the slice named (seed,
+ * NEVO_RNG_MUTATE, generation, individual, 0), or at a chain's rank r >= 1 the full vector
+ * of that name's compact slice at r (nevo_lowrank_expand, below). 12 bytes in checkpoints
+ * and task files. */
 typedef struct NevoMutation {
     uint32_t generation, individual;
     float sigma;
 } NevoMutation;
 
 /* A vector as its history: the init stream (init_generation, init_individual), then the
- * mutations, oldest first. */
+ * mutations, oldest first, all full-rank (rank 0) or all low-rank at `rank` (a GA with
+ * ga.rank). The rank is not in a chain's bytes: its owner keeps it beside them. */
 typedef struct NevoChain {
     uint32_t init_generation, init_individual;
     int n;
+    int rank;
     const NevoMutation *muts; /* (n) */
 } NevoChain;
 
@@ -58,6 +62,11 @@ void nevo_weighted_sum(double *g, const float *const *rows, const double *w, int
 size_t nevo_lowrank_floats(const NevoPolicy *p, int rank);
 /* eps[k - k0] for k0 <= k < k1: the full vector of z at `rank`, over that range. */
 void nevo_lowrank_expand(const NevoPolicy *p, int rank, const float *z, float *eps, size_t k0, size_t k1);
+/* plus = theta + sigma eps and minus = theta - sigma eps (nevo_perturb_rows's operations),
+ * eps the full vector of z at `rank`, expanded a chunk at a time; either row NULL, and
+ * plus may be theta when minus is NULL (in place). */
+void nevo_lowrank_perturb(const NevoPolicy *p, int rank, const float *z, float sigma, const float *theta,
+                          float *plus, float *minus);
 
 /* A member's factor row, what the factored forward (nevo_policy_forward_factored) reads
  * in place of its built network: coef = (sign sigma) c and s = sign sigma (floats 0 and
@@ -75,7 +84,8 @@ void nevo_factor_head(float s, int rank, float *head);
 void nevo_factor_row(const NevoPolicy *p, int rank, const float *z, float s, float *row);
 
 /* Rebuilds a chain's vector into theta (p->nparams floats): init, then each mutation in
- * place, the same operations as the live run that made it. */
+ * place, the same operations as the live run that made it (a low-rank mutation: those of
+ * building its NEVO_NET_LOWRANK recipe, tasks.h). */
 void nevo_chain_build(const NevoPolicy *p, const NevoNoise *noise, uint64_t seed, const NevoChain *chain,
                       float *theta);
 
@@ -83,7 +93,8 @@ void nevo_chain_build(const NevoPolicy *p, const NevoNoise *noise, uint64_t seed
  * u32, n u32, then n x (generation u32, individual u32, sigma f32). */
 void nevo_chain_write(NevoBuf *b, const NevoChain *chain);
 /* Reads one into the caller's muts (room for max_muts), refusing (0) a count beyond
- * max_muts or beyond the bytes left, a non-finite sigma, or a truncated read. */
+ * max_muts or beyond the bytes left, a non-finite sigma, or a truncated read. The
+ * chain's rank is left 0: the caller sets the one it kept. */
 int nevo_chain_read(NevoReader *r, NevoChain *chain, NevoMutation *muts, size_t max_muts);
 /* The count a chain at r's position says it holds (r unmoved; 0 where unreadable). */
 uint32_t nevo_chain_peek_count(const NevoReader *r);

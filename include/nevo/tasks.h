@@ -41,7 +41,7 @@ typedef enum NevoNetKind {
                              * (nevo_perturb_scaled): a safe mutation's child (Lehman et al. 2018) */
     NEVO_NET_LOWRANK = 4,   /* base `base` + sign * sigma * eps, eps the full vector of the compact slice
                              * (purpose, generation, individual) of nevo_lowrank_floats floats at `rank`
-                             * (params.h): an ES member's low-rank perturbation */
+                             * (params.h): an ES member's low-rank perturbation, a GA child's (ga.rank) */
     NEVO_NET_FACTORED = 5,  /* the LOWRANK network computed by the factored forward (EGGROLL's: the
                              * base's product plus a rank-r correction, nevo_policy_forward_factored),
                              * which the evaluator always uses for it: its bits are that forward's.

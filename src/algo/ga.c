@@ -37,7 +37,17 @@
  *              SM-R: each child's step size by line search (a PERTURBED recipe with it)
  * With a recurrent policy the states are sequences (smg.h): each base also keeps where
  * each of its episodes' states begin, and a checkpoint keeps that with them.
- * Plain mutation needs no states: its bases travel and are saved as seed chains. */
+ * Plain mutation needs no states: its bases travel and are saved as seed chains.
+ *
+ * Low-rank mutations (ga.rank = r >= 1): a child's noise is the compact slice of its name
+ * at rank r (params.h; es.rank's perturbations), its recipe NEVO_NET_LOWRANK, and the
+ * chains say their rank (kept beside their bytes: a checkpoint's config, a task set's
+ * own field). With ga.factored the children are NEVO_NET_FACTORED, not built for their
+ * episodes: each runs its parent's product plus its rank-r correction, the rows of one
+ * parent sharing the parent's weights. A factored set is all FACTORED, so there the
+ * elite's unmodified copy and the previous elite run as FACTORED networks of sigma 0
+ * (their base plus a zero correction: the same values); their recipes stay BASE, and
+ * the next bases are built from the recipes, never from what the forward ran. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +127,7 @@ static void genome_reserve(Genome *g, int n) {
 
 static void genome_copy(Genome *dst, const Genome *src) {
     genome_reserve(dst, src->c.n);
+    dst->c.rank = src->c.rank;
     dst->c.init_generation = src->c.init_generation;
     dst->c.init_individual = src->c.init_individual;
     dst->c.n = src->c.n;
@@ -175,6 +186,7 @@ static void ga_breed(GA *ga) {
             g->c.init_generation = ga->gen;
             g->c.init_individual = (uint32_t)i;
             g->c.n = 0;
+            g->c.rank = cfg->ga.rank;
             *n = (NevoNet){.kind = NEVO_NET_INIT, .generation = ga->gen, .individual = (uint32_t)i};
         } else if (cfg->ga.elitism && i == 0 && ga->has_elite) {
             if (plain) genome_copy(g, &ga->base_genomes[0]);
@@ -193,6 +205,10 @@ static void ga_breed(GA *ga) {
             /* SM-R's sigma and SM-G-SO's child are filled in by the scale stage */
             *n = (NevoNet){.kind = NEVO_NET_PERTURBED, .base = 1 + p, .purpose = NEVO_RNG_MUTATE,
                            .generation = m.generation, .individual = m.individual, .sigma = m.sigma, .sign = 1};
+            if (cfg->ga.rank > 0) {
+                n->kind = cfg->ga.factored ? NEVO_NET_FACTORED : NEVO_NET_LOWRANK;
+                n->rank = (uint32_t)cfg->ga.rank;
+            }
             if (ga->sm == NEVO_SM_G_SUM || ga->sm == NEVO_SM_G_ABS) n->kind = NEVO_NET_SCALED;
             if (ga->sm == NEVO_SM_G_SO) *n = (NevoNet){.kind = NEVO_NET_BASE, .base = 1 + i};
         }
@@ -238,6 +254,18 @@ static void ga_scale(GA *ga) {
     nevo_pool_run(pool, ga->P, scale_child, ga);
 }
 
+/* ga.factored: a set's BASE networks (the elite's copy, the previous elite) as FACTORED
+ * networks of sigma 0 beside the children, when the set has factored children at all */
+static void factor_bases(const GA *ga, NevoNet *nets, int n) {
+    const NevoConfig *cfg = ga->base.cfg;
+    int factored = 0;
+    for (int j = 0; j < n; j++) factored |= nets[j].kind == NEVO_NET_FACTORED;
+    for (int j = 0; factored && j < n; j++)
+        if (nets[j].kind == NEVO_NET_BASE)
+            nets[j] = (NevoNet){.kind = NEVO_NET_FACTORED, .base = nets[j].base, .purpose = NEVO_RNG_MUTATE,
+                                .generation = ga->gen, .sigma = 0.0f, .sign = 1, .rank = (uint32_t)cfg->ga.rank};
+}
+
 static void ga_ask(NevoAlgo *a) {
     GA *ga = (GA *)a;
     const NevoConfig *cfg = a->cfg;
@@ -247,6 +275,7 @@ static void ga_ask(NevoAlgo *a) {
         ga_scale(ga);
         NevoNet *nets = nevo_algo_tasks(a, ga->P, cfg->episodes, ga->gen, ga->child_ids);
         memcpy(nets, ga->recipes, sizeof(NevoNet) * (size_t)ga->P);
+        factor_bases(ga, nets, ga->P);
         if (ga->sm != NEVO_SM_PLAIN) {
             /* each child's episodes keep its states, ga.sm_states split over them */
             a->ts.states_cap = (ga->sm_cap + cfg->episodes - 1) / cfg->episodes;
@@ -255,6 +284,7 @@ static void ga_ask(NevoAlgo *a) {
     } else {
         NevoNet *nets = nevo_algo_tasks(a, ga->k, cfg->ga.validation_episodes, ga->gen, ga->val_ids);
         for (int c = 0; c < ga->k; c++) nets[c] = ga->recipes[ga->cand[c]];
+        factor_bases(ga, nets, ga->k);
     }
     set_bases(ga);
 }
@@ -438,11 +468,13 @@ static void ga_best(const NevoAlgo *a, float *theta) {
 
 static void save_genome(NevoBuf *b, const Genome *g) { nevo_chain_write(b, &g->c); }
 
-static int load_genome(NevoReader *r, Genome *g) {
+static int load_genome(NevoReader *r, Genome *g, int rank) {
     uint32_t n = nevo_chain_peek_count(r);
     if (n > (r->len - r->pos) / 12) return 0; /* room only for what the bytes can hold */
     genome_reserve(g, (int)n);
-    return nevo_chain_read(r, &g->c, g->muts, (size_t)g->cap);
+    int ok = nevo_chain_read(r, &g->c, g->muts, (size_t)g->cap);
+    g->c.rank = rank; /* the config's: a checkpoint keeps the config beside the chains */
+    return ok;
 }
 
 /* A base with safe mutations: its vector and its states. */
@@ -501,14 +533,14 @@ static NevoStatus ga_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
     uint32_t has_elite = nevo_read_u32(r);
     if (has_elite > 1) goto corrupt;
     ga->has_elite = (int)has_elite;
-    int plain = ga->sm == NEVO_SM_PLAIN;
-    if (ga->has_elite && !(plain ? load_genome(r, &ga->base_genomes[0]) : load_base(ga, r, 0))) goto corrupt;
+    int plain = ga->sm == NEVO_SM_PLAIN, rank = a->cfg->ga.rank;
+    if (ga->has_elite && !(plain ? load_genome(r, &ga->base_genomes[0], rank) : load_base(ga, r, 0))) goto corrupt;
     uint32_t n = nevo_read_u32(r);
     /* parents come with an elite, and random search keeps none */
     if (n > (uint32_t)(ga->variant == NEVO_GA_RS ? 0 : ga->T) || (n > 0 && !ga->has_elite)) goto corrupt;
     ga->n_parents = (int)n;
     for (int t = 0; t < ga->n_parents; t++)
-        if (!(plain ? load_genome(r, &ga->base_genomes[1 + t]) : load_base(ga, r, 1 + t))) goto corrupt;
+        if (!(plain ? load_genome(r, &ga->base_genomes[1 + t], rank) : load_base(ga, r, 1 + t))) goto corrupt;
     if (ga->variant == NEVO_GA_NS && !nevo_archive_load(&ga->archive, r)) goto corrupt;
     for (int b = 0; plain && b < n_bases(ga); b++)
         nevo_chain_build(a->policy, a->noise, a->cfg->seed, &ga->base_genomes[b].c, ga->rows + (size_t)b * ga->np);
@@ -594,14 +626,24 @@ NevoStatus nevo_ga_check(const NevoConfig *cfg, int variant, NevoError *err) {
     if (sm != NEVO_SM_PLAIN && variant == NEVO_GA_RS)
         return nevo_error(err, NEVO_ERR_INVALID, "ga.mutation = %s needs parents: algo %s draws every network fresh "
                           "(use plain)", cfg->ga.mutation, cfg->algo);
+    if (cfg->ga.rank > 0 && (variant == NEVO_GA_RS || sm != NEVO_SM_PLAIN))
+        return nevo_error(err, NEVO_ERR_INVALID, "ga.rank is for plain mutations of parents: %s", variant == NEVO_GA_RS
+                          ? "random search draws every network fresh" : "a safe mutation scales full-rank noise");
+    if (cfg->ga.factored && cfg->ga.rank < 1)
+        return nevo_error(err, NEVO_ERR_INVALID, "ga.factored runs low-rank children: set ga.rank (1 to %d) too",
+                          NEVO_LOWRANK_MAX);
+    if (cfg->ga.factored && (cfg->dataset[0] || cfg->policy.lstm > 0))
+        return nevo_error(err, NEVO_ERR_INVALID, "ga.factored needs an env (not a dataset) and a feed-forward policy "
+                          "(policy.lstm 0)");
     return NEVO_OK;
 }
 
 double nevo_ga_state_bytes(const NevoConfig *cfg, int variant, size_t nparams) {
     double T = variant == NEVO_GA_RS ? 0 : cfg->ga.truncation;
     /* this generation's bases and the next (elite and parents), and the candidates the
-     * evaluator builds for the validation */
-    double rows = 2 * (1 + T) + (cfg->ga.validation_episodes > 1 ? cfg->ga.validation_candidates : 0);
+     * evaluator builds for the validation (factored ones are not built) */
+    double rows = 2 * (1 + T) + (cfg->ga.validation_episodes > 1 && !cfg->ga.factored ? cfg->ga.validation_candidates
+                                                                                         : 0);
     /* safe mutations: the parents' scale rows (SM-G-SUM/ABS), the children built (SM-G-SO) */
     int sm = nevo_sm_mode(cfg->ga.mutation);
     if (sm == NEVO_SM_G_SUM || sm == NEVO_SM_G_ABS) rows += 1 + T;

@@ -101,6 +101,12 @@ static const Key schema[] = {
      "rescaled by a line search to an output change of ga.sigma (sm-r)"},
     {"ga.sm_states", T_INT, OFF(ga.sm_states), 1, 1e6, NULL, 0, 0,
      "safe mutations: states from the parent's own episodes behind its output gradients"},
+    {"ga.rank", T_INT, OFF(ga.rank), 0, 64, NULL, 0, 0,
+     "low-rank mutations (EGGROLL's perturbations, es.rank's): each weight matrix of a child moves by "
+     "A B^T / sqrt(rank), biases by full noise; 0 = full-rank noise (Deep GA)"},
+    {"ga.factored", T_BOOL, OFF(ga.factored), 0, 1, NULL, 0, 0,
+     "with ga.rank: each child runs the factored forward, its parent's product x W shared by the parent's "
+     "children plus its rank-r correction, instead of its own built network (feed-forward policies on an env)"},
     {"es.sigma", T_DOUBLE, OFF(es.sigma), 1e-8, 1e6, NULL, 0, 0, "perturbation std"},
     {"es.sigma_decay", T_DOUBLE, OFF(es.sigma_decay), 1e-6, 1, NULL, 0, 0,
      "generation g perturbs with max(es.sigma_min, es.sigma x es.sigma_decay^g) (1 = a constant sigma)"},

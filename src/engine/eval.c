@@ -43,6 +43,11 @@ typedef struct Batch {
     NevoRows *frows;  /* factored layout: (slots) factor rows of frow_floats, at first use */
     size_t frow_floats;
     int *base;        /* factored layout: (slots) the base each live slot's member perturbs */
+    float *sobs, *sout; /* factored layout: (slots, obs_dim), (slots, n_out) a call's rows in
+                           base order (forward_factored), at first use */
+    int *perm, *sbase, *snet; /* (slots) each sorted row's slot, its base and factor row */
+    int *first;       /* (first_cap) counting sort of the bases */
+    int first_cap;
     int *task;        /* (slots) task index of each live slot */
     float *rstate;    /* (slots, state floats) each live slot's recurrent state, zeroed as
                          its episode starts; NULL for a feed-forward policy */
@@ -140,6 +145,12 @@ static void batches_free(NevoEvaluator *ev) {
         free(b->task);
         free(b->row);
         free(b->base);
+        nevo_backend_host_free(ev->backend, b->sobs);
+        nevo_backend_host_free(ev->backend, b->sout);
+        free(b->perm);
+        free(b->sbase);
+        free(b->snet);
+        free(b->first);
         free(b->rstate);
         nevo_rows_free(b->rows);
         nevo_rows_free(b->frows);
@@ -380,12 +391,48 @@ static int fill(NevoEvaluator *ev, Batch *bt, Clock *clk) {
     return live;
 }
 
+/* The factored forward of the live slots. A base's product reads its weights once for
+ * each run of rows on it, and compaction mixes the slots of several bases (a GA's
+ * children of its parents), so where a base is in more than one run the rows go to the
+ * backend gathered by base (a stable counting sort) and their outputs come back to
+ * their slots. A row's result does not depend on its place. */
+static void forward_factored(NevoEvaluator *ev, Batch *bt, int live) {
+    const NevoPolicy *pol = ev->policy;
+    int rank = (int)ev->ts->nets[0].rank, nb = ev->ts->n_bases, runs = 1, distinct = 0;
+    if (bt->first_cap < nb + 1) {
+        free(bt->first);
+        bt->first = nevo_alloc(sizeof(int) * (size_t)(nb + 1));
+        bt->first_cap = nb + 1;
+    }
+    int *first = bt->first;
+    memset(first, 0, sizeof(int) * (size_t)(nb + 1));
+    for (int s = 0; s < live; s++) {
+        runs += s > 0 && bt->base[s] != bt->base[s - 1];
+        distinct += first[bt->base[s] + 1]++ == 0;
+    }
+    if (runs == distinct) {
+        nevo_backend_forward_factored(ev->backend, pol, ev->bases, bt->base, bt->frows, bt->net, rank, bt->obs, live,
+                                      bt->out, bt->ws);
+        return;
+    }
+    size_t D = (size_t)pol->obs_dim, O = (size_t)pol->n_out;
+    for (int b = 0; b < nb; b++) first[b + 1] += first[b];
+    for (int s = 0; s < live; s++) {
+        int i = first[bt->base[s]]++;
+        bt->perm[i] = s, bt->sbase[i] = bt->base[s], bt->snet[i] = bt->net[s];
+        memcpy(bt->sobs + (size_t)i * D, bt->obs + (size_t)s * D, sizeof(float) * D);
+    }
+    nevo_backend_forward_factored(ev->backend, pol, ev->bases, bt->sbase, bt->frows, bt->snet, rank, bt->sobs, live,
+                                  bt->sout, bt->ws);
+    for (int i = 0; i < live; i++)
+        memcpy(bt->out + (size_t)bt->perm[i] * O, bt->sout + (size_t)i * O, sizeof(float) * O);
+}
+
 /* The batched forward of the live slots and their actions; returns 0 on failure. */
 static int infer(NevoEvaluator *ev, Batch *bt, int live) {
     const NevoPolicy *pol = ev->policy;
     if (ev->layout == LAYOUT_FACTORED) {
-        nevo_backend_forward_factored(ev->backend, pol, ev->bases, bt->base, bt->frows, bt->net,
-                                      (int)ev->ts->nets[0].rank, bt->obs, live, bt->out, bt->ws);
+        forward_factored(ev, bt, live);
     } else {
         const NevoRows *rows = ev->layout == LAYOUT_BUILT ? bt->rows : ev->layout == LAYOUT_BASES ? ev->bases : ev->pop;
         nevo_backend_forward(ev->backend, pol, rows, bt->net, bt->obs, live, bt->rstate, bt->out, bt->ws);
@@ -669,7 +716,8 @@ NevoStatus nevo_evaluate_tasks(NevoEvaluator *ev, const NevoTaskSet *ts, NevoEpi
     ev->layout = choose_layout(ts, episodes_of);
     if (ev->layout == LAYOUT_FACTORED && !nevo_backend_has_factored(ev->backend)) {
         free(episodes_of);
-        return nevo_error(err, NEVO_ERR_INVALID, "backend %s has no factored low-rank forward (es.factored)",
+        return nevo_error(err, NEVO_ERR_INVALID,
+                          "backend %s has no factored low-rank forward (es.factored, ga.factored)",
                           nevo_backend_name(ev->backend));
     }
     make_queue(ev, episodes_of);
@@ -685,6 +733,14 @@ NevoStatus nevo_evaluate_tasks(NevoEvaluator *ev, const NevoTaskSet *ts, NevoEpi
         size_t ff = nevo_factor_row_floats(ev->policy, (int)ts->nets[0].rank);
         for (int i = 0; i < ev->n_batches; i++) {
             Batch *b = &ev->batches[i];
+            if (!b->sobs) {
+                size_t S = (size_t)ev->slots;
+                b->sobs = nevo_backend_host_alloc(ev->backend, sizeof(float) * S * ev->policy->obs_dim);
+                b->sout = nevo_backend_host_alloc(ev->backend, sizeof(float) * S * ev->policy->n_out);
+                b->perm = nevo_alloc(sizeof(int) * (size_t)ev->slots);
+                b->sbase = nevo_alloc(sizeof(int) * (size_t)ev->slots);
+                b->snet = nevo_alloc(sizeof(int) * (size_t)ev->slots);
+            }
             if (b->frows && b->frow_floats == ff) continue;
             nevo_rows_free(b->frows);
             b->frows = nevo_rows_new(ev->backend, ff, ev->slots);

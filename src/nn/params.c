@@ -17,17 +17,32 @@ void nevo_weighted_sum(double *g, const float *const *rows, const double *w, int
     nevo_kernels()->weighted_sum(g, rows, w, m, k0, k1);
 }
 
-/* The GA's mutation step: dst = src + sigma * eps(mutation), dst may be src. */
-static void mutate(const NevoPolicy *p, const NevoNoise *noise, uint64_t seed, NevoMutation m, float *dst,
-                 const float *src, int stream) {
-    const float *eps = nevo_noise_slice(noise, p->nparams, seed, NEVO_RNG_MUTATE, m.generation, m.individual, 0);
-    nevo_perturb_rows(dst, NULL, src, m.sigma, eps, p->nparams, stream);
+void nevo_lowrank_perturb(const NevoPolicy *p, int rank, const float *z, float sigma, const float *theta,
+                          float *plus, float *minus) {
+    float eps[1024];
+    for (size_t k0 = 0; k0 < p->nparams; k0 += 1024) {
+        size_t k1 = k0 + 1024 < p->nparams ? k0 + 1024 : p->nparams;
+        nevo_lowrank_expand(p, rank, z, eps, k0, k1);
+        nevo_perturb_rows(plus ? plus + k0 : NULL, minus ? minus + k0 : NULL, theta + k0, sigma, eps, k1 - k0, 0);
+    }
+}
+
+/* The GA's mutation step in place: theta += sigma * eps(mutation), full rank or low. */
+static void mutate(const NevoPolicy *p, const NevoNoise *noise, uint64_t seed, NevoMutation m, int rank,
+                   float *theta) {
+    size_t len = rank ? nevo_lowrank_floats(p, rank) : p->nparams;
+    const float *eps = nevo_noise_slice(noise, len, seed, NEVO_RNG_MUTATE, m.generation, m.individual, 0);
+    if (rank)
+        nevo_lowrank_perturb(p, rank, eps, m.sigma, theta, theta, NULL);
+    else
+        nevo_perturb_rows(theta, NULL, theta, m.sigma, eps, p->nparams, 0);
 }
 
 void nevo_chain_build(const NevoPolicy *p, const NevoNoise *noise, uint64_t seed, const NevoChain *chain,
                       float *theta) {
+    NEVO_ASSERT(chain->rank >= 0 && chain->rank <= NEVO_LOWRANK_MAX);
     nevo_policy_init_params(p, noise, seed, chain->init_generation, chain->init_individual, theta);
-    for (int j = 0; j < chain->n; j++) mutate(p, noise, seed, chain->muts[j], theta, theta, 0);
+    for (int j = 0; j < chain->n; j++) mutate(p, noise, seed, chain->muts[j], chain->rank, theta);
 }
 
 void nevo_chain_write(NevoBuf *b, const NevoChain *chain) {
@@ -54,6 +69,7 @@ int nevo_chain_read(NevoReader *r, NevoChain *chain, NevoMutation *muts, size_t 
     chain->init_individual = nevo_read_u32(r);
     uint32_t n = nevo_read_u32(r);
     chain->n = 0;
+    chain->rank = 0;
     chain->muts = muts;
     if (r->failed || n > max_muts || n > (r->len - r->pos) / 12) return 0;
     for (uint32_t j = 0; j < n; j++) {

@@ -11,7 +11,7 @@
 
 #define TASKS_MAGIC "NEVOTSK1"
 #define RESULTS_MAGIC "NEVORES1"
-#define TASKS_VERSION 1u
+#define TASKS_VERSION 2u
 
 /* The most floats a read set's bases may take once built (4 GiB): a crafted set of a
  * few KB cannot ask for more memory than that. The states its tasks keep are bounded
@@ -86,10 +86,14 @@ static NevoStatus check_structure(const NevoTaskSet *ts, NevoError *err) {
             return nevo_error(err, NEVO_ERR_INVALID, "task set: task %d has unknown flags 0x%x", t, k->flags);
     }
     if (ts->chains)
-        for (int b = 0; b < ts->n_bases; b++)
+        for (int b = 0; b < ts->n_bases; b++) {
+            if (ts->chains[b].rank < 0 || ts->chains[b].rank > NEVO_LOWRANK_MAX)
+                return nevo_error(err, NEVO_ERR_INVALID, "task set: base %d's chain has rank %d (0 to %d)", b,
+                                  ts->chains[b].rank, NEVO_LOWRANK_MAX);
             for (int j = 0; j < ts->chains[b].n; j++)
                 if (!isfinite(ts->chains[b].muts[j].sigma))
                     return nevo_error(err, NEVO_ERR_INVALID, "task set: base %d has a non-finite mutation", b);
+        }
     if (ts->scales) {
         if (ts->base_stride < ts->nparams)
             return nevo_error(err, NEVO_ERR_INVALID, "task set's scale rows are %zu floats apart, closer than a "
@@ -191,18 +195,10 @@ const float *nevo_taskset_slice(const NevoTaskSet *ts, const NevoPolicy *policy,
     return slice_of(ts, policy, &ts->nets[net]);
 }
 
-/* base +- sigma eps of a low-rank recipe, eps expanded a chunk at a time into a buffer
- * on the stack (then the perturbation's operations, nevo_perturb_rows's bits) */
+/* base +- sigma eps of a low-rank recipe */
 static void build_lowrank(const NevoTaskSet *ts, const NevoPolicy *policy, const NevoNet *n, float *plus,
                           float *minus) {
-    const float *base = base_of(ts, n);
-    const float *z = slice_of(ts, policy, n);
-    float eps[1024];
-    for (size_t k0 = 0; k0 < ts->nparams; k0 += 1024) {
-        size_t k1 = k0 + 1024 < ts->nparams ? k0 + 1024 : ts->nparams;
-        nevo_lowrank_expand(policy, (int)n->rank, z, eps, k0, k1);
-        nevo_perturb_rows(plus ? plus + k0 : NULL, minus ? minus + k0 : NULL, base + k0, n->sigma, eps, k1 - k0, 0);
-    }
+    nevo_lowrank_perturb(policy, (int)n->rank, slice_of(ts, policy, n), n->sigma, base_of(ts, n), plus, minus);
 }
 
 void nevo_taskset_build(const NevoTaskSet *ts, const NevoPolicy *policy, int net, float *theta, int stream) {
@@ -279,6 +275,7 @@ NevoStatus nevo_taskset_write(const NevoTaskSet *ts, NevoBuf *out, NevoError *er
     nevo_buf_u32(&p, ts->chains ? 1u : 0u);
     for (int b = 0; b < ts->n_bases; b++) {
         if (ts->chains) {
+            nevo_buf_u32(&p, (uint32_t)ts->chains[b].rank); /* the chain's bytes leave it out */
             nevo_chain_write(&p, &ts->chains[b]);
         } else {
             nevo_buf_f32s(&p, ts->bases + (size_t)b * ts->base_stride, ts->nparams);
@@ -355,20 +352,27 @@ NevoStatus nevo_taskset_read(const uint8_t *data, size_t len, NevoTaskSet **out,
     ok = ok && (chains == 0 || chains == 1) && (size_t)ts->n_bases <= MAX_BASE_FLOATS / ts->nparams;
     if (ok && chains) {
         o->chains = nevo_alloc(sizeof(NevoChain) * (size_t)(ts->n_bases ? ts->n_bases : 1));
-        /* all mutations in one array: count them first, each 12 bytes in the payload */
+        /* all mutations in one array: count them first, each chain its rank (4 bytes),
+         * a 12-byte head and 12 bytes a mutation in the payload */
         size_t total = 0;
         NevoReader scan = r;
         for (int b = 0; b < ts->n_bases && ok; b++) {
+            ok = scan.len - scan.pos >= 16;
+            if (!ok) break;
+            scan.pos += 4;
             uint32_t n = nevo_chain_peek_count(&scan);
             size_t left = scan.len - scan.pos;
-            ok = left >= 12 && n <= (left - 12) / 12;
+            ok = n <= (left - 12) / 12;
             scan.pos += 12 + (size_t)n * 12;
             total += n;
         }
         if (ok) o->muts = nevo_alloc(sizeof(NevoMutation) * (total ? total : 1));
         size_t used = 0;
         for (int b = 0; b < ts->n_bases && ok; b++) {
+            uint32_t rank = nevo_read_u32(&r);
             ok = nevo_chain_read(&r, &o->chains[b], o->muts + used, total - used);
+            o->chains[b].rank = (int)rank;
+            ok = ok && rank <= NEVO_LOWRANK_MAX;
             used += (size_t)o->chains[b].n;
         }
         ts->chains = o->chains;
@@ -443,6 +447,10 @@ NevoStatus nevo_taskset_materialise(NevoTaskSet *ts, const NevoPolicy *policy, c
         return nevo_error(err, NEVO_ERR_INVALID, "task set needs a noise table of %zu floats, not %zu",
                           ts->noise_floats, noise ? noise->size : 0);
     ts->noise = ts->noise_floats > 0 ? noise : NULL;
+    for (int b = 0; ts->chains && !ts->bases && b < ts->n_bases; b++) /* a compact slice within the table */
+        if (ts->chains[b].rank > 0 && nevo_lowrank_floats(policy, ts->chains[b].rank) >= ts->noise_floats)
+            return nevo_error(err, NEVO_ERR_INVALID, "task set: base %d's rank-%d mutations are longer than the "
+                              "noise table", b, ts->chains[b].rank);
     if (ts->chains && !ts->bases) {
         o->bases = nevo_alloc_aligned(sizeof(float) * ts->nparams * (size_t)(ts->n_bases ? ts->n_bases : 1));
         for (int b = 0; b < ts->n_bases; b++)
