@@ -285,7 +285,8 @@ typedef struct R2 {
                                 pool), all E on a device, whose cost is per call */
     NevoR2D2Work **work;     /* per worker */
     float **fgrad;           /* per worker: a chunk's float gradient */
-    /* the envs and their histories */
+    /* the envs and their histories (async mode: the runtime's actors own the envs, and
+       only tau, h_len and the histories are allocated) */
     NevoActorEnvs envs;
     float *obs;              /* (E, D) the observations to act on */
     float *state;            /* (E, S) each env's recurrent state (before acting on obs) */
@@ -680,7 +681,7 @@ static NevoStatus r2_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
         const float *x;
         size_t n;
     } fl[] = {{"parameter", v->theta, v->np},       {"target parameter", v->target, v->np},
-              {"recurrent state", v->state, E * S}, {"history observation", v->h_obs, E * M * D},
+              {"recurrent state", v->state, envs ? E * S : 0}, {"history observation", v->h_obs, E * M * D},
               {"history state", v->h_state, E * M * S}, {"history reward", v->h_rew, E * M},
               {"replay observation", rp->obs, n * (M + 1) * D}, {"replay state", rp->state, n * S},
               {"replay reward", rp->rew, n * M}};
@@ -850,28 +851,14 @@ NevoStatus nevo_r2d2_new(const NevoAlgo *base, int variant, NevoAlgo **out, Nevo
         r2_free(&v->base);
         return st;
     }
-    v->obs = nevo_alloc_aligned(sizeof(float) * E * D);
-    v->state = nevo_alloc_aligned(sizeof(float) * E * S);
-    v->fresh = nevo_alloc(E);
     v->tau = nevo_alloc(sizeof(long long) * E);
     v->h_len = nevo_alloc(sizeof(int) * E);
-    v->sin = nevo_alloc_aligned(sizeof(float) * E * S);
-    v->epsilon = nevo_alloc(sizeof(double) * E);
-    for (int e = 0; e < v->E; e++) v->epsilon[e] = nevo_apex_epsilon(e, v->E, cfg->rl.epsilon, cfg->rl.epsilon_alpha);
     v->h_obs = nevo_alloc(sizeof(float) * E * M * D);
     v->h_state = nevo_alloc(sizeof(float) * E * M * S);
     v->h_reset = nevo_alloc(E * M);
     v->h_act = nevo_alloc(sizeof(int) * E * M);
     v->h_rew = nevo_alloc(sizeof(float) * E * M);
     v->h_disc = nevo_alloc(sizeof(float) * E * M);
-    v->done_ret = nevo_alloc(sizeof(double) * E);
-    v->done = nevo_alloc(sizeof(int) * E);
-    v->out = nevo_alloc_aligned(sizeof(float) * E * (size_t)v->O);
-    v->nets0 = nevo_alloc(sizeof(int) * E);
-    v->fwd_rows = strcmp(nevo_backend_name(v->backend), "cpu") == 0 ? 16 : v->E;
-    v->ws = nevo_alloc(sizeof(NevoWorkspace *) * (size_t)v->workers);
-    for (int w = 0; w < (v->fwd_rows >= v->E ? 1 : v->workers); w++) /* one a worker that forwards */
-        v->ws[w] = nevo_workspace_new(v->backend, p, v->fwd_rows);
     Replay *rp = &v->rp;
     size_t C = (size_t)cfg->rl.replay;
     rp->cap = cfg->rl.replay;
@@ -898,6 +885,21 @@ NevoStatus nevo_r2d2_new(const NevoAlgo *base, int variant, NevoAlgo **out, Nevo
         *out = &v->base;
         return NEVO_OK;
     }
+    /* sync mode: its envs, their recurrent states and the acting forward's workspaces */
+    v->obs = nevo_alloc_aligned(sizeof(float) * E * D);
+    v->state = nevo_alloc_aligned(sizeof(float) * E * S);
+    v->fresh = nevo_alloc(E);
+    v->sin = nevo_alloc_aligned(sizeof(float) * E * S);
+    v->epsilon = nevo_alloc(sizeof(double) * E);
+    for (int e = 0; e < v->E; e++) v->epsilon[e] = nevo_apex_epsilon(e, v->E, cfg->rl.epsilon, cfg->rl.epsilon_alpha);
+    v->done_ret = nevo_alloc(sizeof(double) * E);
+    v->done = nevo_alloc(sizeof(int) * E);
+    v->out = nevo_alloc_aligned(sizeof(float) * E * (size_t)v->O);
+    v->nets0 = nevo_alloc(sizeof(int) * E);
+    v->fwd_rows = strcmp(nevo_backend_name(v->backend), "cpu") == 0 ? 16 : v->E;
+    v->ws = nevo_alloc(sizeof(NevoWorkspace *) * (size_t)v->workers);
+    for (int w = 0; w < (v->fwd_rows >= v->E ? 1 : v->workers); w++) /* one a worker that forwards */
+        v->ws[w] = nevo_workspace_new(v->backend, p, v->fwd_rows);
     nevo_actor_envs_init(&v->envs, v->env, v->E, cfg->seed, v->obs);
     memset(v->fresh, 1, E); /* every env's first observation begins an episode */
     *out = &v->base;
