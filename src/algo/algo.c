@@ -147,6 +147,17 @@ double nevo_algo_sigma(double sigma, double decay, double floor, uint32_t gen) {
     return s > floor ? s : floor;
 }
 
+NevoStatus nevo_algo_factored_check(const NevoConfig *cfg, const char *prefix, const char *who, int factored,
+                                    int rank, NevoError *err) {
+    if (factored && rank < 1)
+        return nevo_error(err, NEVO_ERR_INVALID, "%s.factored runs low-rank %s: set %s.rank (1 to %d) too", prefix,
+                          who, prefix, NEVO_LOWRANK_MAX);
+    if (factored && (cfg->dataset[0] || cfg->policy.lstm > 0))
+        return nevo_error(err, NEVO_ERR_INVALID, "%s.factored needs an env (not a dataset) and a feed-forward "
+                          "policy (policy.lstm 0)", prefix);
+    return NEVO_OK;
+}
+
 int nevo_algo_obs_norm(const NevoConfig *cfg) {
     const Entry *e = find(cfg->algo);
     /* a dataset's inputs are fixed pixel values, scaled to [0, 1] already */

@@ -66,6 +66,10 @@ NevoStatus nevo_ga_new(const NevoAlgo *base, int variant, NevoAlgo **out, NevoEr
 NevoStatus nevo_es_new(const NevoAlgo *base, int variant, NevoAlgo **out, NevoError *err);
 NevoStatus nevo_ga_check(const NevoConfig *cfg, int variant, NevoError *err);
 NevoStatus nevo_es_check(const NevoConfig *cfg, int variant, NevoError *err);
+/* es.factored's and ga.factored's needs (prefix "es" or "ga"; `who` names what runs
+ * factored): a rank, an env and a feed-forward policy, as the factored forward has. */
+NevoStatus nevo_algo_factored_check(const NevoConfig *cfg, const char *prefix, const char *who, int factored,
+                                    int rank, NevoError *err);
 /* The bytes of the algorithm's own state for a network of nparams parameters. */
 double nevo_ga_state_bytes(const NevoConfig *cfg, int variant, size_t nparams);
 double nevo_es_state_bytes(const NevoConfig *cfg, int variant, size_t nparams);

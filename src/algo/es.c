@@ -538,12 +538,8 @@ NevoStatus nevo_es_check(const NevoConfig *cfg, int variant, NevoError *err) {
         return nevo_error(err, NEVO_ERR_INVALID,
                           "es.shaping=reward_std is for algo es (ARS); %s mixes reward and novelty ranks, "
                           "so keep es.shaping=ranks", cfg->algo);
-    if (cfg->es.factored && cfg->es.rank < 1)
-        return nevo_error(err, NEVO_ERR_INVALID, "es.factored runs low-rank members: set es.rank (1 to %d) too",
-                          NEVO_LOWRANK_MAX);
-    if (cfg->es.factored && (cfg->dataset[0] || cfg->policy.lstm > 0))
-        return nevo_error(err, NEVO_ERR_INVALID, "es.factored needs an env (not a dataset) and a feed-forward policy "
-                          "(policy.lstm 0)");
+    NevoStatus st = nevo_algo_factored_check(cfg, "es", "members", cfg->es.factored, cfg->es.rank, err);
+    if (st) return st;
     if (cfg->es.top_directions > cfg->population / 2)
         return nevo_error(err, NEVO_ERR_INVALID,
                           "es.top_directions (%d) must not exceed the number of perturbation pairs, population / 2 (%d)",

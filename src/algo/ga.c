@@ -629,13 +629,7 @@ NevoStatus nevo_ga_check(const NevoConfig *cfg, int variant, NevoError *err) {
     if (cfg->ga.rank > 0 && (variant == NEVO_GA_RS || sm != NEVO_SM_PLAIN))
         return nevo_error(err, NEVO_ERR_INVALID, "ga.rank is for plain mutations of parents: %s", variant == NEVO_GA_RS
                           ? "random search draws every network fresh" : "a safe mutation scales full-rank noise");
-    if (cfg->ga.factored && cfg->ga.rank < 1)
-        return nevo_error(err, NEVO_ERR_INVALID, "ga.factored runs low-rank children: set ga.rank (1 to %d) too",
-                          NEVO_LOWRANK_MAX);
-    if (cfg->ga.factored && (cfg->dataset[0] || cfg->policy.lstm > 0))
-        return nevo_error(err, NEVO_ERR_INVALID, "ga.factored needs an env (not a dataset) and a feed-forward policy "
-                          "(policy.lstm 0)");
-    return NEVO_OK;
+    return nevo_algo_factored_check(cfg, "ga", "children", cfg->ga.factored, cfg->ga.rank, err);
 }
 
 double nevo_ga_state_bytes(const NevoConfig *cfg, int variant, size_t nparams) {

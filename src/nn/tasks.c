@@ -371,8 +371,7 @@ NevoStatus nevo_taskset_read(const uint8_t *data, size_t len, NevoTaskSet **out,
         for (int b = 0; b < ts->n_bases && ok; b++) {
             uint32_t rank = nevo_read_u32(&r);
             ok = nevo_chain_read(&r, &o->chains[b], o->muts + used, total - used);
-            o->chains[b].rank = (int)rank;
-            ok = ok && rank <= NEVO_LOWRANK_MAX;
+            o->chains[b].rank = rank > INT32_MAX ? -1 : (int)rank; /* check_structure bounds it */
             used += (size_t)o->chains[b].n;
         }
         ts->chains = o->chains;
