@@ -377,11 +377,7 @@ TEST(config_cross_checks) {
     override_ok(&c, "population=10");
     CHECK(nevo_algo_check(&c, NULL, &err) == NEVO_OK);
     override_ok(&c, "algo=nsr-es");
-    override_ok(&c, "es.shaping=reward_std");
-    CHECK(nevo_algo_check(&c, NULL, &err) == NEVO_ERR_INVALID);
-    CHECK_CONTAINS(err.msg, "es.shaping=reward_std is for algo es");
     /* novelty search needs an env with a behaviour characterisation */
-    override_ok(&c, "es.shaping=ranks");
     NevoEnvSpec spec = {.name = "CartPole-v1", .bc_dim = 0};
     CHECK(nevo_algo_check(&c, &spec, &err) == NEVO_ERR_INVALID);
     CHECK_CONTAINS(err.msg, "needs a behaviour characterisation");

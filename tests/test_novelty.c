@@ -76,6 +76,22 @@ static void ref_centered_ranks(const double *x, int n, double *out) {
     }
 }
 
+/* z-scores with the population sd: (x - mean) / sqrt(sum (x - mean)^2 / n); 0 when sd is 0 */
+static void ref_zscores(const double *x, int n, double *out) {
+    double mean = 0.0, var = 0.0;
+    for (int i = 0; i < n; i++) mean += x[i] / n;
+    for (int i = 0; i < n; i++) var += (x[i] - mean) * (x[i] - mean) / n;
+    for (int i = 0; i < n; i++) out[i] = var > 0.0 ? (x[i] - mean) / sqrt(var) : 0.0;
+}
+
+/* |mean| / sd of n values (sd the population's; 0 when sd is 0) */
+static double ref_conditioning(const double *x, int n) {
+    double mean = 0.0, var = 0.0;
+    for (int i = 0; i < n; i++) mean += x[i] / n;
+    for (int i = 0; i < n; i++) var += (x[i] - mean) * (x[i] - mean) / n;
+    return var > 0.0 ? fabs(mean) / sqrt(var) : 0.0;
+}
+
 static void near_rel(double got, double want, double rel, const char *what, int i) {
     double tol = rel * fabs(want) + 1e-12;
     CHECK_MSG(fabs(got - want) <= tol, "%s[%d]: library %.17g vs reference %.17g", what, i, got, want);
@@ -910,10 +926,20 @@ static void check_es_generation(const Stack *s, const EsState *b, const EsState 
         float q[2] = {(float)bcs[i][0], (float)bcs[i][1]};
         nv[i] = ref_novelty(arch, n_arch, NULL, 0, -1, q, 2, k);
     }
-    /* 3. weights w rank(reward) + (1 - w) rank(novelty) */
-    double rr[64], nr[64], wt[64];
-    ref_centered_ranks(r, 2 * n, rr);
-    ref_centered_ranks(nv, 2 * n, nr);
+    /* 3. weights w rank(reward) + (1 - w) rank(novelty), or with es.shaping = reward_std
+     * their z-scores (x - mean) / sd over the 2n rollouts */
+    double rr[64], nr[64], wt[64], tol = 1.0;
+    if (strcmp(cfg->es.shaping, "reward_std") == 0) {
+        ref_zscores(r, 2 * n, rr);
+        ref_zscores(nv, 2 * n, nr);
+        /* a z-score magnifies the float rounding of its input by |mean| / sd (the toy's
+         * rewards crowd towards 1 as it learns), so the tolerances scale by that */
+        tol = fmax(1.0, fmax(ref_conditioning(r, 2 * n), ref_conditioning(nv, 2 * n)));
+        CHECK_MSG(tol < 1e3, "gen %u: |mean| / sd %.0f would loosen the check too far", gen, tol);
+    } else {
+        ref_centered_ranks(r, 2 * n, rr);
+        ref_centered_ranks(nv, 2 * n, nr);
+    }
     double w = mode == 0 ? 0.0 : mode == 1 ? 0.5 : b->w;
     for (int i = 0; i < 2 * n; i++) wt[i] = w * rr[i] + (1.0 - w) * nr[i];
     /* 4. g = 1/(n sigma) sum (w+ - w-) eps; optimiser on -g + l2 theta */
@@ -934,10 +960,10 @@ static void check_es_generation(const Stack *s, const EsState *b, const EsState 
             v1 = b2 * ob->v[j] + (1 - b2) * grad * grad;
             double step = cfg->es.lr * sqrt(1 - pow(b2, t)) / (1 - pow(b1, t));
             th1 = theta[j] - step * m1 / (sqrt(v1) + 1e-8);
-            near_rel(oa->v[j], v1, 1e-5, "adam v", j);
+            near_rel(oa->v[j], v1, 1e-5 * tol, "adam v", j);
         }
-        near_rel(oa->m[j], m1, 1e-5, "first moment", j);
-        CHECK_MSG(fabs(oa->theta[j] - th1) <= 1e-6, "gen %u mode %d agent %d theta[%d]: library %.9g, by hand %.9g",
+        near_rel(oa->m[j], m1, 1e-5 * tol, "first moment", j);
+        CHECK_MSG(fabs(oa->theta[j] - th1) <= 1e-6 * tol, "gen %u mode %d agent %d theta[%d]: library %.9g, by hand %.9g",
                   gen, mode, c, j, oa->theta[j], th1);
     }
     /* the other agents are untouched */
@@ -996,11 +1022,12 @@ static void check_es_generation(const Stack *s, const EsState *b, const EsState 
     for (int m = 0; m < M; m++) CHECK(a->ag[m].reward <= a->ag[a->best_agent].reward);
 }
 
-static void es_by_hand(const char *algo, int mode, const char *optimizer, int generations, int need_spread,
-                       double *w_seen) {
+static void es_by_hand(const char *algo, int mode, const char *optimizer, const char *shaping, int generations,
+                       int need_spread, double *w_seen) {
     NevoConfig cfg;
     toy_config(&cfg, algo);
     strcpy(cfg.es.optimizer, optimizer);
+    strcpy(cfg.es.shaping, shaping);
     cfg.es.lr = strcmp(optimizer, "sgd") == 0 ? 0.2 : 0.05;
     cfg.es.momentum = 0.6;
     cfg.es.l2 = 0.01;
@@ -1030,16 +1057,23 @@ static void es_by_hand(const char *algo, int mode, const char *optimizer, int ge
 }
 
 TEST(novelty_es_update_by_hand) {
-    es_by_hand("ns-es", 0, "sgd", 8, 1, NULL);
-    es_by_hand("nsr-es", 1, "sgd", 8, 1, NULL);
-    es_by_hand("nsr-es", 1, "adam", 6, 0, NULL);
+    es_by_hand("ns-es", 0, "sgd", "ranks", 8, 1, NULL);
+    es_by_hand("nsr-es", 1, "sgd", "ranks", 8, 1, NULL);
+    es_by_hand("nsr-es", 1, "adam", "ranks", 6, 0, NULL);
     double w[12];
-    es_by_hand("nsra-es", 2, "sgd", 12, 1, w);
+    es_by_hand("nsra-es", 2, "sgd", "ranks", 12, 1, w);
     /* w moved during the run, so the by-hand weights covered more than the start value */
     int moved = 0;
     for (int g = 0; g < 12; g++) moved += fabs(w[g] - 0.7) > 1e-9;
     CHECK_MSG(moved > 0, "NSRA-ES weight never left 0.7");
-    es_by_hand("nsra-es", 2, "adam", 8, 0, NULL);
+    es_by_hand("nsra-es", 2, "adam", "ranks", 8, 0, NULL);
+}
+
+/* es.shaping = reward_std in the NS family: reward and novelty as z-scores, mixed (the
+ * choice of agent does not depend on the shaping; the ranks cases check its spread) */
+TEST(novelty_es_reward_std_update_by_hand) {
+    es_by_hand("nsr-es", 1, "sgd", "reward_std", 8, 0, NULL);
+    es_by_hand("nsra-es", 2, "adam", "reward_std", 8, 0, NULL);
 }
 
 /* ---------------------------------------------------------------- NSRA-ES weight */

@@ -68,7 +68,8 @@ typedef struct NevoESConfig {
     double obs_norm_prob; /* fraction of rollouts whose observations update the statistics */
     int center_episodes;  /* episodes evaluating the current mean each generation (reporting) */
     char shaping[12];     /* "ranks" (centred ranks, OpenAI ES) or "reward_std" (raw
-                           * rewards over their std, Mania et al.'s ARS) */
+                           * rewards over their std, Mania et al.'s ARS; the NS family
+                           * mixes reward and novelty z-scores) */
     int top_directions;   /* ARS's b: only the b pairs with the best max(r+, r-) step (0 = all) */
     double reward_shift;  /* ARS: subtracted per step from the perturbations' returns (the
                            * alive bonus of Hopper, Walker2d, Ant, Humanoid); 0 = none */

@@ -9,9 +9,10 @@
  *     (ES_NOISE, g, i)); theta_m +- sigma eps_i are evaluated on the same episodes
  *     (common random numbers make each pair's difference less noisy);
  *  3. each of the 2n rollouts gets a weight w * rank(reward) + (1 - w) * rank(novelty)
- *     from centred ranks: w = 1 for ES, 0 for NS-ES, 1/2 for NSR-ES, adaptive for
- *     NSRA-ES (starts at ns.weight; +delta when the agent's reward improves, -delta
- *     after ns.patience generations without improvement);
+ *     from centred ranks (or z-scores with es.shaping = reward_std): w = 1 for ES, 0 for
+ *     NS-ES, 1/2 for NSR-ES, adaptive for NSRA-ES (starts at ns.weight; +delta when the
+ *     agent's reward improves, -delta after ns.patience generations without
+ *     improvement);
  *  4. g = 1/(n sigma) sum_i (r+_i - r-_i) eps_i; the optimiser (Adam or SGD with
  *     momentum, OpenAI's forms) steps theta_m on -g + l2 * theta_m;
  *  5. the updated agent is evaluated on es.center_episodes common episodes: its reward
@@ -250,8 +251,19 @@ static void es_seed(ES *es, const NevoEpisode *results) {
     es->initialised = 1;
 }
 
-/* weigh: each rollout's weight from centred ranks of reward and (NS family) novelty,
- * then ARS's choice of directions; returns the reward weight used */
+/* z[i] = (x[i] - mean) / sd over n values (sd 0: every z is 0) */
+static void zscores(const double *x, int n, double *z) {
+    double sum = 0.0, sq = 0.0;
+    for (int i = 0; i < n; i++) sum += x[i];
+    double mean = sum / n;
+    for (int i = 0; i < n; i++) sq += (x[i] - mean) * (x[i] - mean);
+    double sd = sqrt(sq / n);
+    for (int i = 0; i < n; i++) z[i] = sd > 0.0 ? (x[i] - mean) / sd : 0.0;
+}
+
+/* weigh: each rollout's weight from reward and (NS family) novelty, as centred ranks or,
+ * with reward_std, raw rewards (ES) or z-scores (NS family), then ARS's choice of
+ * directions; returns the reward weight used */
 static double es_weigh(ES *es, const double *train) {
     NevoAlgo *a = &es->base;
     const NevoConfig *cfg = a->cfg;
@@ -266,11 +278,17 @@ static double es_weigh(ES *es, const double *train) {
         a->stats.novelty_mean = ns_sum / n2;
     }
     int raw = strcmp(cfg->es.shaping, "reward_std") == 0;
+    if (raw && es->mode != NEVO_ES_PLAIN) {
+        /* reward and novelty each as z-scores over the generation's rollouts, then mixed:
+         * the two scales made comparable the way ranks make them, without ranking */
+        zscores(train, n2, es->ranks);
+        zscores(es->novelty, n2, es->nranks);
+    }
     for (int i = 0; i < n2; i++) {
-        double r = raw ? train[i] : es->ranks[i];
+        double r = raw && es->mode == NEVO_ES_PLAIN ? train[i] : es->ranks[i];
         es->weights[i] = es->mode == NEVO_ES_PLAIN ? r : w * r + (1.0 - w) * es->nranks[i];
     }
-    es->used_pairs = select_directions(es, raw);
+    es->used_pairs = select_directions(es, raw && es->mode == NEVO_ES_PLAIN);
     return w;
 }
 
@@ -534,10 +552,6 @@ NevoStatus nevo_es_check(const NevoConfig *cfg, int variant, NevoError *err) {
         return nevo_error(err, NEVO_ERR_INVALID,
                           "es evaluates antithetic pairs, so population must be even and >= 2 (got %d)",
                           cfg->population);
-    if (strcmp(cfg->es.shaping, "reward_std") == 0 && variant != NEVO_ES_PLAIN)
-        return nevo_error(err, NEVO_ERR_INVALID,
-                          "es.shaping=reward_std is for algo es (ARS); %s mixes reward and novelty ranks, "
-                          "so keep es.shaping=ranks", cfg->algo);
     NevoStatus st = nevo_algo_factored_check(cfg, "es", "members", cfg->es.factored, cfg->es.rank, err);
     if (st) return st;
     if (cfg->es.top_directions > cfg->population / 2)

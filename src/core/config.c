@@ -122,7 +122,7 @@ static const Key schema[] = {
     {"es.obs_norm_prob", T_DOUBLE, OFF(es.obs_norm_prob), 0, 1, NULL, 0, 0,
      "fraction of rollouts that update the observation statistics"},
     {"es.shaping", T_STRING, OFF(es.shaping), 0, 0, "ranks|reward_std", sizeof(((NevoConfig *)0)->es.shaping), 0,
-     "fitness shaping: centred ranks (OpenAI ES) or rewards divided by their std (ARS)"},
+     "fitness shaping: centred ranks (OpenAI ES) or rewards divided by their std (ARS; the NS family mixes reward and novelty z-scores)"},
     {"es.top_directions", T_INT, OFF(es.top_directions), 0, 1e7, NULL, 0, 0,
      "ARS: step along only the b perturbation pairs with the best max(r+, r-) (0 = all pairs)"},
     {"es.reward_shift", T_DOUBLE, OFF(es.reward_shift), 0, 1e6, NULL, 0, 0,
