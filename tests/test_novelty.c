@@ -76,19 +76,13 @@ static void ref_centered_ranks(const double *x, int n, double *out) {
     }
 }
 
-/* z-scores with the population sd: (x - mean) / sqrt(sum (x - mean)^2 / n); 0 when sd is 0 */
-static void ref_zscores(const double *x, int n, double *out) {
+/* z-scores with the population sd: (x - mean) / sqrt(sum (x - mean)^2 / n), 0 when sd is
+ * 0; returns |mean| / sd (0 when sd is 0), how much z magnifies the rounding of x */
+static double ref_zscores(const double *x, int n, double *out) {
     double mean = 0.0, var = 0.0;
     for (int i = 0; i < n; i++) mean += x[i] / n;
     for (int i = 0; i < n; i++) var += (x[i] - mean) * (x[i] - mean) / n;
     for (int i = 0; i < n; i++) out[i] = var > 0.0 ? (x[i] - mean) / sqrt(var) : 0.0;
-}
-
-/* |mean| / sd of n values (sd the population's; 0 when sd is 0) */
-static double ref_conditioning(const double *x, int n) {
-    double mean = 0.0, var = 0.0;
-    for (int i = 0; i < n; i++) mean += x[i] / n;
-    for (int i = 0; i < n; i++) var += (x[i] - mean) * (x[i] - mean) / n;
     return var > 0.0 ? fabs(mean) / sqrt(var) : 0.0;
 }
 
@@ -930,11 +924,10 @@ static void check_es_generation(const Stack *s, const EsState *b, const EsState 
      * their z-scores (x - mean) / sd over the 2n rollouts */
     double rr[64], nr[64], wt[64], tol = 1.0;
     if (strcmp(cfg->es.shaping, "reward_std") == 0) {
-        ref_zscores(r, 2 * n, rr);
-        ref_zscores(nv, 2 * n, nr);
         /* a z-score magnifies the float rounding of its input by |mean| / sd (the toy's
          * rewards crowd towards 1 as it learns), so the tolerances scale by that */
-        tol = fmax(1.0, fmax(ref_conditioning(r, 2 * n), ref_conditioning(nv, 2 * n)));
+        double cr = ref_zscores(r, 2 * n, rr), cn = ref_zscores(nv, 2 * n, nr);
+        tol = fmax(1.0, fmax(cr, cn));
         CHECK_MSG(tol < 1e3, "gen %u: |mean| / sd %.0f would loosen the check too far", gen, tol);
     } else {
         ref_centered_ranks(r, 2 * n, rr);

@@ -268,27 +268,24 @@ static double es_weigh(ES *es, const double *train) {
     NevoAlgo *a = &es->base;
     const NevoConfig *cfg = a->cfg;
     int n2 = 2 * es->n_pairs;
-    nevo_centered_ranks(train, n2, es->ranks);
+    /* reward_std: ARS's raw rewards for plain ES; in the NS family reward and novelty each
+     * as z-scores over the generation's rollouts, comparable the way ranks make them */
+    int raw = strcmp(cfg->es.shaping, "reward_std") == 0, ars = raw && es->mode == NEVO_ES_PLAIN;
+    void (*shape)(const double *, int, double *) = raw ? zscores : nevo_centered_ranks;
+    if (!ars) shape(train, n2, es->ranks);
     double w = es->mode == NEVO_ES_PLAIN ? 1.0 : es->mode == NEVO_ES_NS ? 0.0 : es->mode == NEVO_ES_NSR ? 0.5 : es->w;
     if (es->mode != NEVO_ES_PLAIN) {
         nevo_novelty(&es->archive, NULL, 0, es->bcs, NULL, n2, cfg->ns.k, a->pool, es->novelty);
-        nevo_centered_ranks(es->novelty, n2, es->nranks);
+        shape(es->novelty, n2, es->nranks);
         double ns_sum = 0.0;
         for (int i = 0; i < n2; i++) ns_sum += es->novelty[i];
         a->stats.novelty_mean = ns_sum / n2;
     }
-    int raw = strcmp(cfg->es.shaping, "reward_std") == 0;
-    if (raw && es->mode != NEVO_ES_PLAIN) {
-        /* reward and novelty each as z-scores over the generation's rollouts, then mixed:
-         * the two scales made comparable the way ranks make them, without ranking */
-        zscores(train, n2, es->ranks);
-        zscores(es->novelty, n2, es->nranks);
-    }
     for (int i = 0; i < n2; i++) {
-        double r = raw && es->mode == NEVO_ES_PLAIN ? train[i] : es->ranks[i];
+        double r = ars ? train[i] : es->ranks[i];
         es->weights[i] = es->mode == NEVO_ES_PLAIN ? r : w * r + (1.0 - w) * es->nranks[i];
     }
-    es->used_pairs = select_directions(es, raw && es->mode == NEVO_ES_PLAIN);
+    es->used_pairs = select_directions(es, ars);
     return w;
 }
 
