@@ -433,6 +433,24 @@ TEST(algo_ga_lowrank_tasks_travel) {
     }
 }
 
+/* A chain's mutation steps are checked on reading: NaN, infinity and a finite step too
+ * large for the floats it builds (it passed as finite and turned the network into NaN
+ * mid-run) are refused; an ordinary one reads back as written. */
+TEST(algo_chain_read_checks_sigma) {
+    static const float sigmas[] = {0.5f, -0.02f, 1e6f, NAN, INFINITY, 3e38f, 1.5e6f};
+    for (int k = 0; k < 7; k++) {
+        NevoMutation in[2] = {{4, 1, 0.1f}, {5, 2, sigmas[k]}}, out[2];
+        NevoChain c = {.init_generation = 3, .init_individual = 7, .n = 2, .muts = in}, back;
+        NevoBuf b = {0};
+        nevo_chain_write(&b, &c);
+        NevoReader r = nevo_reader(b.data, b.len);
+        int ok = nevo_chain_read(&r, &back, out, 2);
+        CHECK_MSG(ok == (k < 3), "sigma %g: read %d", (double)sigmas[k], ok);
+        if (ok) CHECK(back.n == 2 && out[1].sigma == sigmas[k] && out[1].individual == 2 && back.init_individual == 7);
+        nevo_buf_free(&b);
+    }
+}
+
 /* A task set's chain rank is checked where the set is read: a crafted one past
  * NEVO_LOWRANK_MAX, in a container whose checksum is right, is refused; rank 0 in its
  * place reads, and rebuilds other bases than the rank-2 chains do. */
@@ -687,6 +705,54 @@ TEST(algo_tell_checks_the_results) {
     CHECK(nevo_results_read(ts, b.data, b.len, res, back, NULL, &err) == NEVO_ERR_CORRUPT);
     nevo_buf_free(&b);
     for (int t = 0; t < 6; t++) nevo_obs_stats_free(&stats[t]), nevo_obs_stats_free(&back[t]);
+    rig_close(&rig);
+}
+
+/* ES's saved observation statistics are checked on load: a count that is not a whole
+ * number of observations (a tiny one made every mean infinite in float), a mean beyond
+ * what the policy's floats hold. The plain ES state ends with them: dim, count, sum,
+ * sumsq. */
+TEST(algo_es_refuses_crafted_obs_statistics) {
+    const char *json = "{\"env\": \"Pendulum-v1\", \"algo\": \"es\", \"seed\": 2, \"population\": 6,"
+                       " \"max_episode_steps\": 20, \"policy\": {\"hidden\": [4], \"init\": \"normc\"},"
+                       " \"es\": {\"obs_norm\": true, \"obs_norm_prob\": 1.0}}";
+    AlgoRig rig;
+    rig_open(&rig, json);
+    NevoError err = {0};
+    NevoGenStats gs;
+    CHECK_MSG(nevo_train_generation(rig.algo, rig.ev, &gs, &err) == NEVO_OK, "%s", err.msg);
+    NevoBuf b = {0};
+    nevo_algo_save(rig.algo, &b);
+    const int dim = 3;
+    size_t at = b.len - 16 * (size_t)dim - 8;
+    uint32_t d;
+    double count;
+    memcpy(&d, b.data + at - 4, 4);
+    memcpy(&count, b.data + at, 8);
+    CHECK_MSG(d == (uint32_t)dim && count >= 1 && count == floor(count), "dim %u count %g", d, count);
+    static const struct {
+        double count, sum0;
+        const char *msg;
+    } bad[] = {{1e-300, 1, "out of range"}, {2.5, 1, "out of range"}, {-1, 1, "out of range"},
+               {1, 1e300, "beyond 1e30"}};
+    for (int k = 0; k < 5; k++) {
+        uint8_t *copy = malloc(b.len);
+        memcpy(copy, b.data, b.len);
+        if (k < 4) {
+            memcpy(copy + at, &bad[k].count, 8);
+            memcpy(copy + at + 8, &bad[k].sum0, 8);
+        }
+        NevoReader r = nevo_reader(copy, b.len);
+        NevoStatus st = nevo_algo_load(rig.algo, &r, &err);
+        if (k < 4) {
+            CHECK_MSG(st == NEVO_ERR_CORRUPT, "case %d loaded", k);
+            CHECK_CONTAINS(err.msg, bad[k].msg);
+        } else {
+            CHECK_MSG(st == NEVO_OK, "%s", err.msg); /* the unchanged state loads */
+        }
+        free(copy);
+    }
+    nevo_buf_free(&b);
     rig_close(&rig);
 }
 

@@ -637,3 +637,43 @@ TEST(cli_resume_removes_stale_temps) {
     CHECK(exists(live));
     CHECK(path_exists("run", "policy.nevo.tmp.keep"));
 }
+
+/* A FIFO where a config or a policy file should be hung the process waiting for a
+ * writer; text after a NUL byte in a config was never parsed (an unknown key behind it
+ * went unseen). */
+TEST(cli_refuses_fifo_and_nul_in_config) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/pipe.json", test_tmpdir());
+    CHECK(mkfifo(path, 0644) == 0);
+    expect_bad("train pipe.json --out run", "pipe.json: not a regular file", "run");
+    expect_bad("eval pipe.json", "pipe.json: not a regular file", NULL);
+    snprintf(path, sizeof path, "%s/nul.json", test_tmpdir());
+    static const char text[] = "{\"env\": \"CartPole-v1\"}\0{\"bogus\": 1}";
+    FILE *f = fopen(path, "wb");
+    CHECK(f);
+    CHECK(fwrite(text, 1, sizeof text - 1, f) == sizeof text - 1);
+    fclose(f);
+    expect_bad("train nul.json --out run", "nul.json: a NUL byte at offset 22", "run");
+}
+
+/* A killed run may leave metrics lines its checkpoint does not hold, and a torn last
+ * line: resume keeps the lines of the checkpoint's generations only, so the file ends
+ * as an uninterrupted run's does. */
+TEST(cli_resume_drops_metrics_past_the_checkpoint) {
+    write_file("small.json", small_ga);
+    CHECK_EQ_INT(train("full", "generations=3"), 0);
+    CHECK_EQ_INT(train("part", "generations=2"), 0);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/part/metrics.jsonl", test_tmpdir());
+    FILE *f = fopen(path, "ab");
+    CHECK(f);
+    fputs("{\"generation\": 2, \"frames\": 1}\n{\"generation\": 99999999999999999999, \"frames\": 1}\n"
+          "{\"generation\": -1}\n{\"generation\": 1",
+          f);
+    fclose(f);
+    char buf[16384];
+    int rc = test_run(buf, sizeof buf, "cd %s && %s/%s train --resume part generations=3 --quiet", test_tmpdir(),
+                      getenv("PWD"), test_nevo_bin());
+    CHECK_MSG(rc == 0, "%s", buf);
+    check_same_run("full", "part");
+}

@@ -178,7 +178,21 @@ TEST(dataset_malformed_files_refused) {
     uint8_t longer[16 + 19];
     memcpy(longer, good, 16 + 18);
     longer[34] = 0;
-    expect_refused(0, longer, sizeof longer, 0, NEVO_ERR_INVALID, "1 byte after the 3 images of 2 x 3 pixels");
+    expect_refused(0, longer, sizeof longer, 0, NEVO_ERR_INVALID, "1 byte after the values its header announces (34 bytes)");
+    NevoIdx parsed;
+    NevoError perr = {0};
+    CHECK(nevo_idx_parse(longer, sizeof longer, 3, "x", &parsed, &perr) == NEVO_ERR_INVALID);
+    CHECK_CONTAINS(perr.msg, "1 byte after the 3 images of 2 x 3 pixels");
+    /* a gzip bomb (3 MB of zero labels in a few KB): reading stops at the memory limit,
+     * where it read the whole file first */
+    uint32_t big = 3000000;
+    uint8_t *zeros = calloc(big, 1);
+    b = idx_bytes(0x801, 1, &big, zeros, big, &len);
+    setenv("NEVO_MAX_MEMORY_MB", "1", 1);
+    expect_refused(1, b, len, 1, NEVO_ERR_INVALID, "GiB limit (NEVO_MAX_MEMORY_MB)");
+    unsetenv("NEVO_MAX_MEMORY_MB");
+    free(b);
+    free(zeros);
     /* a zero dimension */
     uint32_t zero[3] = {3, 0, 3};
     b = idx_bytes(0x803, 3, zero, train_px, 0, &len);

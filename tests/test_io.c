@@ -213,6 +213,12 @@ TEST(io_reader_bounds) {
     CHECK(!r.failed && strcmp(s, "abc") == 0);
     CHECK(!nevo_reader_ok(&r, true) && nevo_reader_ok(&r, false));
     free(s);
+    sdata[5] = '\0'; /* "a\0c": as a C string it would read "a" and hide the rest */
+    r = nevo_reader(sdata, 8);
+    s = nevo_read_str(&r, 3);
+    CHECK(r.failed);
+    free(s);
+    sdata[5] = 'b';
     sdata[0] = 0xFF, sdata[1] = 0xFF, sdata[2] = 0xFF, sdata[3] = 0xFF; /* 4 GiB - 1 */
     r = nevo_reader(sdata, 8);
     s = nevo_read_str(&r, (size_t)-1);
@@ -403,6 +409,15 @@ TEST(io_container_missing_or_not_a_file) {
     CHECK(nevo_read_all(path, &data, &n, &err) == NEVO_ERR_IO);
     CHECK(data == NULL && n == 0);
     CHECK_CONTAINS(err.msg, path);
+    /* a FIFO with no writer: refused at once (a plain open would wait for a writer) */
+    const char *fifo = tmp_path("fifo.bin");
+    CHECK(mkfifo(fifo, 0644) == 0);
+    CHECK(nevo_read_all(fifo, &data, &n, &err) == NEVO_ERR_IO);
+    CHECK_CONTAINS(err.msg, "not a regular file");
+    CHECK(nevo_file_magic(fifo, m, &err) == NEVO_ERR_IO);
+    CHECK_CONTAINS(err.msg, "not a regular file");
+    CHECK(nevo_file_magic(test_tmpdir(), m, &err) == NEVO_ERR_IO); /* was "truncated (0 bytes)" */
+    CHECK_CONTAINS(err.msg, "not a regular file");
 }
 
 /* Names in dir other than . and .., joined by spaces. */

@@ -1013,6 +1013,39 @@ TEST(mujoco_model_file_errors) {
     CHECK(nevo_env_new("mujoco/hopper", NULL, 0, &env, &err) == NEVO_ERR_INVALID);
     CHECK_CONTAINS(err.msg, "nq=1");
     CHECK_CONTAINS(err.msg, "needs nq=6");
+    /* nevo's own hopper with one value changed: a stack MuJoCo runs out of mid-step (it
+     * aborted the process), a zero or NaN timestep, a mass beyond any robot's, a NaN or
+     * huge control range (these ran, meaninglessly) */
+    char own[1100];
+    snprintf(own, sizeof own, "%s/models/mujoco/hopper.xml", getenv("PWD"));
+    char *xml = test_read_file(own, NULL);
+    CHECK(xml != NULL);
+    static const struct {
+        const char *find, *put, *msg;
+    } bad[] = {
+        {"<option ", "<size nstack=\"270\"/><option ", "sets nstack=270, below the"},
+        {"<option ", "<size njmax=\"2000\"/><option ", "more than the"},
+        {"timestep=\"0.002\"", "timestep=\"0\"", "has timestep 0"},
+        {"timestep=\"0.002\"", "timestep=\"nan\"", "has timestep nan"},
+        {"<geom name=\"torso_geom\"", "<geom name=\"torso_geom\" density=\"1e300\"", "body 1 has mass 3.66"},
+        {"ctrlrange=\"-1 1\"", "ctrlrange=\"nan nan\"", "has ctrlrange [nan, nan]"},
+        {"ctrlrange=\"-1 1\"", "ctrlrange=\"-1e300 1e300\"", "has ctrlrange [-1e+300, 1e+300]"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *at = strstr(xml, bad[i].find);
+        CHECK_MSG(at, "hopper.xml lacks %s", bad[i].find);
+        FILE *f = fopen(path, "w");
+        CHECK(f);
+        fprintf(f, "%.*s%s%s", (int)(at - xml), xml, bad[i].put, at + strlen(bad[i].find));
+        fclose(f);
+        setenv("NEVO_MODELS", test_tmpdir(), 1);
+        memset(&err, 0, sizeof err);
+        CHECK_MSG(nevo_env_new("mujoco/hopper", NULL, 0, &env, &err) == NEVO_ERR_INVALID, "%s: %s", bad[i].put,
+                  err.msg);
+        CHECK(env == NULL);
+        CHECK_CONTAINS(err.msg, bad[i].msg);
+    }
+    free(xml);
     /* without NEVO_MODELS, from elsewhere: the build's own models directory */
     unsetenv("NEVO_MODELS");
     char cwd[1024];

@@ -423,6 +423,26 @@ TEST(plot_bad_input_exits_2_and_writes_nothing) {
     make_dir("broken");
     write_file("broken/metrics.jsonl", "{\"frames\": 1, \"elite_validation_mean\": 2}\n{\"frames\": 2,\n");
     expect_bad("plot curves r broken --out out.png", "broken/metrics.jsonl:2");
+    /* a last line without its newline is a live run's line being written: left out, where
+     * the same text ended by a newline above is damage */
+    make_dir("torn");
+    write_file("torn/metrics.jsonl", "{\"frames\": 1, \"elite_validation_mean\": 2}\n"
+                                     "{\"frames\": 2, \"elite_validation_mean\": 3}\n{\"frames\": 3,");
+    char out[4096];
+    int rc = nevo(out, sizeof out, "plot curves torn --out torn.png");
+    CHECK_MSG(rc == 0 && leaves_file("torn.png"), "exit %d: %s", rc, out);
+    /* values whose span overflows a double drew an empty picture and exited 0 */
+    make_dir("huge");
+    write_file("huge/metrics.jsonl", "{\"frames\": 1, \"elite_validation_mean\": -1e308}\n"
+                                     "{\"frames\": 2, \"elite_validation_mean\": 1e308}\n");
+    expect_bad("plot curves huge --out out.png", "huge/metrics.jsonl:1: frames = 1 or elite_validation_mean = -1e+308");
+    expect_bad("plot curves r --ref 'far=1e308' --out out.png", "--ref");
+    /* a FIFO in a run's place: refused at once instead of waiting for a writer */
+    make_dir("fifo");
+    char fifo[1024];
+    snprintf(fifo, sizeof fifo, "%s/fifo/metrics.jsonl", test_tmpdir());
+    CHECK(mkfifo(fifo, 0644) == 0);
+    expect_bad("plot curves fifo --out out.png", "fifo/metrics.jsonl: not a regular file");
 
     maze_run("three", "{\"env\": \"x\", \"algo\": \"ga\", \"bc_dim\": 3, \"population\": [[1, 2, 3]]}");
     expect_bad("plot behaviours three --out out.png", "bc_dim is 3");
@@ -431,4 +451,6 @@ TEST(plot_bad_input_exits_2_and_writes_nothing) {
     maze_run("m", maze_points);
     expect_bad("plot behaviours m", "--out");
     expect_bad("plot behaviours m m three --out out.png", "bc_dim is 3");
+    maze_run("far", "{\"env\": \"x\", \"algo\": \"ga\", \"bc_dim\": 2, \"population\": [[1, 2], [-1e308, 1e308]]}");
+    expect_bad("plot behaviours far --out out.png", "population[1] is beyond what a plot can span");
 }

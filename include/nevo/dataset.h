@@ -40,8 +40,10 @@ NevoStatus nevo_idx_parse(const uint8_t *data, size_t len, int rank, const char 
 
 /* Reads a whole file, gzip-compressed or plain (zlib reads both), into *data
  * (malloc'ed, caller frees). The buffer grows with what the file actually yields, up to
- * NEVO_IDX_MAX_BYTES. NEVO_ERR_IO when it cannot be opened or read, NEVO_ERR_INVALID
- * for a damaged gzip stream or one beyond the limit. */
+ * NEVO_IDX_MAX_BYTES, the memory limit (nevo_config_memory_limit) checked before each
+ * growth; once an IDX header is in, more bytes than it announces are refused.
+ * NEVO_ERR_IO when it cannot be opened or read, NEVO_ERR_INVALID for a damaged gzip
+ * stream, one beyond a limit or longer than its header says. */
 NevoStatus nevo_idx_read_file(const char *path, uint8_t **data, size_t *len, NevoError *err);
 
 /* One split: n images (n, height, width, 1), values in [0, 1] (byte / 255), and their

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "nevo/status.h"
 
@@ -70,6 +71,9 @@ NevoStatus nevo_write_atomic_parts(const char *path, const void *const *data, co
  * rename left: those of target `name` (NULL: of any name) whose PID names no live
  * process and whose lock nobody holds. Returns how many it removed. */
 int nevo_remove_stale_temps(const char *dir, const char *name);
+/* Opens path for reading if it is a regular file: a FIFO would block the open (and a
+ * directory reads as empty), so those get an error naming them instead. */
+FILE *nevo_open_regular(const char *path, NevoError *err);
 /* Reads a whole file; *data is malloc'ed (caller frees). */
 NevoStatus nevo_read_all(const char *path, uint8_t **data, size_t *n, NevoError *err);
 

@@ -93,8 +93,8 @@ void nevo_chain_build(const NevoPolicy *p, const NevoNoise *noise, uint64_t seed
  * u32, n u32, then n x (generation u32, individual u32, sigma f32). */
 void nevo_chain_write(NevoBuf *b, const NevoChain *chain);
 /* Reads one into the caller's muts (room for max_muts), refusing (0) a count beyond
- * max_muts or beyond the bytes left, a non-finite sigma, or a truncated read. The
- * chain's rank is left 0: the caller sets the one it kept. */
+ * max_muts or beyond the bytes left, a sigma that is NaN or beyond +-1e6, or a truncated
+ * read. The chain's rank is left 0: the caller sets the one it kept. */
 int nevo_chain_read(NevoReader *r, NevoChain *chain, NevoMutation *muts, size_t max_muts);
 /* The count a chain at r's position says it holds (r unmoved; 0 where unreadable). */
 uint32_t nevo_chain_peek_count(const NevoReader *r);

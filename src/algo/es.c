@@ -481,9 +481,15 @@ static NevoStatus es_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
     es->obs.count = nevo_read_f64(r);
     nevo_read_f64s(r, es->obs.sum, (size_t)es->obs.dim);
     nevo_read_f64s(r, es->obs.sumsq, (size_t)es->obs.dim);
-    if (!(es->obs.count >= 0.0) || !isfinite(es->obs.count) || !all_finite(es->obs.sum, (size_t)es->obs.dim) ||
-        !all_finite(es->obs.sumsq, (size_t)es->obs.dim))
+    /* count is a number of observations: 0 or a whole number from 1 (a tiny count
+     * would blow the means up to infinity) */
+    double count = es->obs.count;
+    if (!(count == 0.0 || (count >= 1.0 && count <= 0x1p53 && count == floor(count))) ||
+        !all_finite(es->obs.sum, (size_t)es->obs.dim) || !all_finite(es->obs.sumsq, (size_t)es->obs.dim))
         return nevo_error(err, NEVO_ERR_CORRUPT, "ES observation statistics hold values out of range");
+    for (int i = 0; count > 0.0 && i < es->obs.dim; i++) /* the policy keeps mean and sd as floats */
+        if (!(fabs(es->obs.sum[i] / count) <= 1e30 && es->obs.sumsq[i] / count <= 1e60))
+            return nevo_error(err, NEVO_ERR_CORRUPT, "ES observation statistics give a mean or sd beyond 1e30");
     if (es->mode != NEVO_ES_PLAIN && !nevo_archive_load(&es->archive, r))
         return nevo_error(err, NEVO_ERR_CORRUPT, "novelty archive is truncated or holds non-finite points");
     if (!nevo_reader_ok(r, false)) return nevo_error(err, NEVO_ERR_CORRUPT, "ES state is truncated");

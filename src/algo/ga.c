@@ -486,7 +486,10 @@ static void save_base(const GA *ga, NevoBuf *b, int j) {
 }
 
 static int load_base(GA *ga, NevoReader *r, int j) {
-    nevo_read_f32s(r, ga->rows + (size_t)j * ga->np, ga->np);
+    float *row = ga->rows + (size_t)j * ga->np;
+    nevo_read_f32s(r, row, ga->np);
+    for (size_t i = 0; i < ga->np; i++)
+        if (!isfinite(row[i])) return 0;
     uint32_t n = nevo_read_u32(r);
     /* a base kept at least its first observation, and at most ga.sm_states */
     if (r->failed || n < 1 || n > (uint32_t)ga->sm_cap) return 0;

@@ -446,6 +446,9 @@ static double number_or_nan(json_t *obj, const char *key) {
     return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
+/* Values beyond this cannot be plotted: the axis span (hi - lo) would overflow. */
+#define PLOT_MAX_ABS 1e300
+
 /* Reads x and y of every line of DIR/metrics.jsonl. *ykey NULL picks the default
  * (elite_validation_mean, else best_fitness) from the first line. */
 static NevoStatus load_series(const char *dir, const char *xkey, const char **ykey, Series *s,
@@ -453,20 +456,22 @@ static NevoStatus load_series(const char *dir, const char *xkey, const char **yk
     char path[4096];
     path_in(path, sizeof path, dir, "metrics.jsonl");
     memset(s, 0, sizeof *s);
-    FILE *fp = fopen(path, "r");
+    NevoError why = {0};
+    FILE *fp = nevo_open_regular(path, &why);
     if (!fp)
-        return nevo_error(err, NEVO_ERR_IO,
-                          "cannot read %s: %s; is %s a run directory written by `nevo train --out`?", path,
-                          strerror(errno), dir);
+        return nevo_error(err, NEVO_ERR_IO, "%.300s; is %.150s a run directory written by `nevo train --out`?",
+                          why.msg, dir);
     char *line = NULL;
     size_t cap = 0;
     int lineno = 0, alloc = 0;
     NevoStatus st = NEVO_OK;
-    while (st == NEVO_OK && getline(&line, &cap, fp) >= 0) {
+    ssize_t got;
+    while (st == NEVO_OK && (got = getline(&line, &cap, fp)) >= 0) {
         lineno++;
         if (strspn(line, " \t\r\n") == strlen(line)) continue;
         json_error_t je;
         json_t *obj = json_loads(line, 0, &je);
+        if (!obj && line[got - 1] != '\n') break; /* a live run's line still being written */
         if (!json_is_object(obj)) {
             st = nevo_error(err, NEVO_ERR_CORRUPT, "%s:%d: not a JSON object (%s); the metrics file is damaged",
                             path, lineno, obj ? "another JSON value" : je.text);
@@ -477,6 +482,9 @@ static NevoStatus load_series(const char *dir, const char *xkey, const char **yk
         double x = number_or_nan(obj, xkey), y = number_or_nan(obj, *ykey);
         if (isnan(x)) st = missing_key(path, lineno, obj, xkey, "--x", err);
         else if (isnan(y)) st = missing_key(path, lineno, obj, *ykey, "--y", err);
+        else if (fabs(x) > PLOT_MAX_ABS || fabs(y) > PLOT_MAX_ABS)
+            st = nevo_error(err, NEVO_ERR_CORRUPT, "%s:%d: %s = %g or %s = %g is beyond what a plot can span (%g)",
+                            path, lineno, xkey, x, *ykey, y, PLOT_MAX_ABS);
         else if (s->n > 0 && x < s->x[s->n - 1])
             st = nevo_error(err, NEVO_ERR_CORRUPT, "%s:%d: %s goes down from %g to %g; each line must not go "
                             "back (is the file one run's metrics?)", path, lineno, xkey, s->x[s->n - 1], x);
@@ -839,7 +847,7 @@ static int cmd_curves(int argc, char **argv) {
             const char *eq = v ? strrchr(v, '=') : NULL;
             char *end = NULL;
             double value = eq ? strtod(eq + 1, &end) : NAN;
-            if (!eq || eq == v || end == eq + 1 || *end || !isfinite(value) || eq - v >= LABEL_MAX)
+            if (!eq || eq == v || end == eq + 1 || *end || !(fabs(value) <= PLOT_MAX_ABS) || eq - v >= LABEL_MAX)
                 rc = cli_usage_error("plot curves", "--ref needs LABEL=NUMBER, e.g. --ref \"DQN 5M=15.9\", got '%s'",
                                      cli_esc(v));
             else if (n_refs == MAX_REFS)
@@ -948,6 +956,9 @@ static NevoStatus read_points(const char *path, json_t *root, const char *key, i
             return nevo_error(err, NEVO_ERR_CORRUPT, "%s: %s[%d] is not a pair of numbers", path, key, i);
         (*pts)[2 * i] = json_number_value(json_array_get(p, 0));
         (*pts)[2 * i + 1] = json_number_value(json_array_get(p, 1));
+        if (fabs((*pts)[2 * i]) > PLOT_MAX_ABS || fabs((*pts)[2 * i + 1]) > PLOT_MAX_ABS)
+            return nevo_error(err, NEVO_ERR_CORRUPT, "%s: %s[%d] is beyond what a plot can span (%g)", path, key, i,
+                              PLOT_MAX_ABS);
     }
     *n = count;
     return NEVO_OK;
@@ -962,6 +973,7 @@ static NevoStatus load_behaviours(const char *dir, Behaviours *b, NevoError *err
         return nevo_error(err, NEVO_ERR_IO,
                           "%s not found: the run's env has no behaviour characterisation, or the run has not "
                           "finished (behaviours.json is written after the last generation)", path);
+    if (!S_ISREG(st.st_mode)) return nevo_error(err, NEVO_ERR_IO, "cannot read %s: not a regular file", path);
     json_error_t je;
     json_t *root = json_load_file(path, 0, &je);
     if (!root) return nevo_error(err, NEVO_ERR_CORRUPT, "%s:%d:%d: %s", path, je.line, je.column, je.text);

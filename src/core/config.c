@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/strutil.h"
+#include "nevo/io.h"
 #include "nevo/noise.h"
 #include "nevo/threads.h"
 
@@ -551,19 +552,24 @@ NevoStatus nevo_config_apply_json(NevoConfig *cfg, const char *json_text, const 
 
 NevoStatus nevo_config_load(NevoConfig *cfg, const char *path, NevoError *err) {
     nevo_config_defaults(cfg);
-    FILE *f = fopen(path, "rb");
-    if (!f) return nevo_error(err, NEVO_ERR_IO, "cannot read config %s: %m", path);
+    FILE *f = nevo_open_regular(path, err);
+    if (!f) return NEVO_ERR_IO; /* "cannot read PATH: why" */
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
     if (n < 0 || n > (64 << 20)) {
         fclose(f);
-        return nevo_error(err, NEVO_ERR_IO, "cannot read config %s: not a regular file or too large", path);
+        return nevo_error(err, NEVO_ERR_IO, "cannot read config %s: too large", path);
     }
     char *text = nevo_alloc((size_t)n + 1);
     size_t got = fread(text, 1, (size_t)n, f);
     fclose(f);
     text[got] = '\0';
+    if (strlen(text) != got) { /* jansson would stop at the NUL and never see what follows */
+        size_t at = strlen(text);
+        free(text);
+        return nevo_error(err, NEVO_ERR_INVALID, "config %s: a NUL byte at offset %zu", path, at);
+    }
     NevoStatus st = nevo_config_apply_json(cfg, text, path, err);
     free(text);
     return st;

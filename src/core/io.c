@@ -89,6 +89,7 @@ char *nevo_read_str(NevoReader *r, size_t max_len) {
     }
     char *s = nevo_alloc((size_t)n + 1);
     nevo_read(r, s, n);
+    if (memchr(s, '\0', n)) r->failed = true; /* a C string would drop what follows the NUL */
     return s;
 }
 
@@ -321,15 +322,37 @@ NevoStatus nevo_write_atomic_parts(const char *path, const void *const *data, co
     return NEVO_OK;
 }
 
+FILE *nevo_open_regular(const char *path, NevoError *err) {
+    /* O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        nevo_error(err, NEVO_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    int flags = fcntl(fd, F_GETFL);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        close(fd);
+        nevo_error(err, NEVO_ERR_IO, "cannot read %s: not a regular file", path);
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        nevo_error(err, NEVO_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
 NevoStatus nevo_read_all(const char *path, uint8_t **data, size_t *n, NevoError *err) {
     *data = NULL;
     *n = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return nevo_error(err, NEVO_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+    FILE *f = nevo_open_regular(path, err);
+    if (!f) return NEVO_ERR_IO;
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fileno(f), &st) != 0) {
         fclose(f);
-        return nevo_error(err, NEVO_ERR_IO, "cannot read %s: not a regular file", path);
+        return nevo_error(err, NEVO_ERR_IO, "cannot read %s: %s", path, strerror(errno));
     }
     size_t size = (size_t)st.st_size;
     uint8_t *buf = malloc(size ? size : 1);
@@ -395,8 +418,8 @@ NevoStatus nevo_container_read(const char *path, const char magic[8], uint32_t v
 }
 
 NevoStatus nevo_file_magic(const char *path, char magic[8], NevoError *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return nevo_error(err, NEVO_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+    FILE *f = nevo_open_regular(path, err);
+    if (!f) return NEVO_ERR_IO;
     size_t got = fread(magic, 1, 8, f);
     fclose(f);
     if (got != 8) return nevo_error(err, NEVO_ERR_CORRUPT, "%s: truncated (%zu bytes): not a nevo file", path, got);

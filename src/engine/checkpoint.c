@@ -80,7 +80,7 @@ NevoStatus nevo_checkpoint_parse(const uint8_t *data, size_t n, const char *path
     totals->wall_s = nevo_read_f64(&r);
     totals->best_fitness = nevo_read_f64(&r);
     if (!nevo_reader_ok(&r, false)) {
-        st = nevo_error(err, NEVO_ERR_CORRUPT, "%s: checkpoint is truncated", path);
+        st = nevo_error(err, NEVO_ERR_CORRUPT, "%s: checkpoint is truncated or malformed", path);
     } else {
         nevo_config_defaults(cfg);
         st = nevo_config_apply_json(cfg, json, path, err);

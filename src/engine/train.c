@@ -62,9 +62,16 @@ static NevoStatus trim_metrics(const char *path, int keep, NevoError *err) {
     size_t start = 0;
     for (size_t i = 0; i < n; i++) {
         if (data[i] != '\n') continue;
-        int gen = -1;
-        if (sscanf((const char *)data + start, "{\"generation\": %d", &gen) == 1 && gen >= 0 && gen < keep)
-            nevo_buf_put(&out, data + start, i + 1 - start);
+        /* bounded parse: the buffer has no terminating NUL, so no sscanf */
+        static const char pre[] = "{\"generation\": ";
+        size_t at = start + sizeof pre - 1;
+        long gen = -1;
+        if (i - start > sizeof pre - 1 && memcmp(data + start, pre, sizeof pre - 1) == 0 && data[at] >= '0' &&
+            data[at] <= '9') {
+            gen = 0;
+            for (; at < i && data[at] >= '0' && data[at] <= '9' && gen < keep; at++) gen = gen * 10 + (data[at] - '0');
+        }
+        if (gen >= 0 && gen < keep) nevo_buf_put(&out, data + start, i + 1 - start);
         start = i + 1;
     }
     st = nevo_write_atomic(path, out.data ? (const void *)out.data : "", out.len, err);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 const char *const nevo_mj_options[] = {"frame_skip", "reset_noise_scale", NULL};
@@ -39,7 +40,12 @@ static void on_error(const char *msg) {
     abort();
 }
 
-static bool readable(const char *path) { return access(path, R_OK) == 0; }
+/* A FIFO or a directory is no model (mj_loadXML would wait on a FIFO): refused as a
+ * model file that is not there. */
+static bool readable(const char *path) {
+    struct stat st;
+    return access(path, R_OK) == 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
 
 /* Where the models are looked for after $NEVO_MODELS and ./models/mujoco: an installed
  * library's data directory (`make install` builds this file with
@@ -81,6 +87,51 @@ static NevoStatus find_model(const char *name, const char *file, char *path, siz
                       "directory)%s; set NEVO_MODELS to the directory holding nevo's "
                       "models/mujoco files",
                       name, file, tried);
+}
+
+/* MuJoCo 2.2's compiler's stack size for a model that sets none: running out of stack
+ * mid-step is a MuJoCo error (fatal), so a model may not set less than this. */
+static long stack_estimate(const mjModel *m) {
+    long rows = (long)m->njmax + m->neq + m->nv;
+    long s = 5 * rows * rows + 20L * ((long)m->nq + m->nv + m->nu + m->na + m->nbody + m->njnt + m->ngeom +
+                                     m->nsite + m->neq + m->ntendon + m->nwrap);
+    return s > 1000 ? s : 1000;
+}
+
+/* Most stack one instance may have (128 MiB; every env slot has its own instance): nevo's
+ * models need about 1.3M fields, and a failed mj_makeData is fatal in MuJoCo. */
+#define MJ_MAX_STACK (1L << 24)
+
+/* What the dimensions check cannot see: values a model file could set that make
+ * MuJoCo abort or the simulation meaningless. */
+static NevoStatus check_model_values(const char *name, const char *path, const mjModel *m, NevoError *err) {
+    long need = stack_estimate(m);
+    if (need > MJ_MAX_STACK || m->nstack > MJ_MAX_STACK)
+        return nevo_error(err, NEVO_ERR_INVALID,
+                          "%s: model %s needs a stack of %ld fields (nstack %d), more than the %ld allowed "
+                          "(is njmax or nstack too large?)",
+                          name, path, need, m->nstack, MJ_MAX_STACK);
+    if (m->nstack < need)
+        return nevo_error(err, NEVO_ERR_INVALID,
+                          "%s: model %s sets nstack=%d, below the %ld MuJoCo estimates it needs; remove "
+                          "<size nstack>",
+                          name, path, m->nstack, need);
+    if (!(m->opt.timestep > 0 && m->opt.timestep <= 1))
+        return nevo_error(err, NEVO_ERR_INVALID, "%s: model %s has timestep %g; it must be in (0, 1] s", name,
+                          path, m->opt.timestep);
+    for (int b = 0; b < m->nbody; b++)
+        if (!(m->body_mass[b] >= 0 && m->body_mass[b] < 1e9))
+            return nevo_error(err, NEVO_ERR_INVALID, "%s: model %s: body %d has mass %g; it must be in [0, 1e9)",
+                              name, path, b, m->body_mass[b]);
+    for (int j = 0; j < m->nu; j++) {
+        double lo = m->actuator_ctrlrange[2 * j], hi = m->actuator_ctrlrange[2 * j + 1];
+        if (!(lo < hi && lo >= -1e6 && hi <= 1e6))
+            return nevo_error(err, NEVO_ERR_INVALID,
+                              "%s: model %s: actuator %d has ctrlrange [%g, %g]; it must be finite, within "
+                              "+-1e6 and low < high",
+                              name, path, j, lo, hi);
+    }
+    return NEVO_OK;
 }
 
 static NevoStatus apply_options(const MjRobot *robot, MjParams *p, const char *name,
@@ -141,6 +192,8 @@ NevoStatus nevo_mj_configure(const MjRobot *robot, NevoEnvSpec *spec, void *para
                           "nv=%d nu=%d nbody=%d (is NEVO_MODELS pointing at nevo's models?)",
                           spec->name, p->path, m->nq, m->nv, m->nu, m->nbody, robot->nq,
                           robot->nv, robot->nu, robot->nbody);
+    NevoStatus vst = check_model_values(spec->name, p->path, m, err);
+    if (vst != NEVO_OK) return vst;
     p->dt = m->opt.timestep * p->frame_skip;
     p->total_mass = 0;
     for (int b = 0; b < m->nbody; b++) p->total_mass += m->body_mass[b];

@@ -8,9 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "nevo/config.h"
+#include "nevo/io.h"
 
 /* The four files of a dataset directory, in NevoIdxSet's order. */
 static const char *const file_names[4] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
@@ -72,19 +74,62 @@ NevoStatus nevo_idx_parse(const uint8_t *data, size_t len, int rank, const char 
     return NEVO_OK;
 }
 
-NevoStatus nevo_idx_read_file(const char *path, uint8_t **data, size_t *len, NevoError *err) {
+/* The bytes an IDX file's header of `rank` (0: 1 or 3) announces (header and values),
+ * once its first `n` bytes hold the header; 0 while they do not, or for a header the
+ * parser will refuse. */
+static double idx_announced(const uint8_t *buf, size_t n, int rank) {
+    if (n < 4 || buf[0] != 0 || buf[1] != 0 || buf[2] != 0x08 || (buf[3] != 1 && buf[3] != 3)) return 0;
+    if (rank && buf[3] != rank) return 0;
+    size_t head = 4 + 4 * (size_t)buf[3];
+    if (n < head) return 0;
+    double total = 1; /* exact up to 2^53, and dims beyond that are refused either way */
+    for (int d = 0; d < buf[3]; d++) total *= be32(buf + 4 + 4 * d);
+    return total > 0 ? (double)head + total : 0; /* a zero dimension: the parser's to name */
+}
+
+/* Counts the bytes left in f, up to `most` (a gzip bomb's tail is not read to its end). */
+static size_t count_rest(gzFile f, size_t most) {
+    uint8_t scratch[1 << 14];
+    size_t extra = 0;
+    int got;
+    while (extra <= most && (got = gzread(f, scratch, sizeof scratch)) > 0) extra += (size_t)got;
+    return extra;
+}
+
+#define IDX_MAX_TAIL ((size_t)1 << 20)
+
+/* nevo_idx_read_file for a file of `rank`, with `used` bytes already held by the caller's other files: the
+ * memory limit is checked before the buffer grows (so a gzip bomb stops at the limit),
+ * and once the header is in, the buffer holds no more than it announces. */
+static NevoStatus read_idx(const char *path, int rank, double used, uint8_t **data, size_t *len, NevoError *err) {
     *data = NULL;
     *len = 0;
+    FILE *fp = nevo_open_regular(path, err); /* a FIFO would block gzopen */
+    if (!fp) return NEVO_ERR_IO;
     errno = 0;
-    gzFile f = gzopen(path, "rb");
-    if (!f) return nevo_error(err, NEVO_ERR_IO, "%s: cannot open: %s", path, errno ? strerror(errno) : "out of memory");
+    int fd = dup(fileno(fp));
+    fclose(fp);
+    gzFile f = fd >= 0 ? gzdopen(fd, "rb") : NULL;
+    if (!f) {
+        if (fd >= 0) close(fd);
+        return nevo_error(err, NEVO_ERR_IO, "%s: cannot open: %s", path, errno ? strerror(errno) : "out of memory");
+    }
     gzbuffer(f, 1 << 17);
     /* the buffer doubles as the stream yields bytes: never more than twice what the file
      * actually holds, whatever its header claims */
     size_t cap = 1 << 16, n = 0;
+    double announced = 0;
     uint8_t *buf = malloc(cap);
     NevoStatus st = buf ? NEVO_OK : nevo_error(err, NEVO_ERR_IO, "%s: out of memory", path);
     while (st == NEVO_OK) {
+        if (!announced) announced = idx_announced(buf, n, rank);
+        if (announced && (double)n > announced) {
+            size_t extra = n - (size_t)announced + count_rest(f, IDX_MAX_TAIL);
+            st = nevo_error(err, NEVO_ERR_INVALID, "%s: %s%zu byte%s after the values its header announces (%.0f bytes)",
+                            path, extra > IDX_MAX_TAIL ? "more than " : "", extra > IDX_MAX_TAIL ? IDX_MAX_TAIL : extra,
+                            extra == 1 ? "" : "s", announced);
+            break;
+        }
         if (n == cap) {
             if (cap >= NEVO_IDX_MAX_BYTES) {
                 st = nevo_error(err, NEVO_ERR_INVALID, "%s: more than %zu bytes (uncompressed), larger than nevo reads",
@@ -92,6 +137,11 @@ NevoStatus nevo_idx_read_file(const char *path, uint8_t **data, size_t *len, Nev
                 break;
             }
             cap = cap * 2 < NEVO_IDX_MAX_BYTES ? cap * 2 : NEVO_IDX_MAX_BYTES;
+            if (announced && (double)cap > announced + 1) cap = (size_t)announced + 1; /* room for one byte too many */
+            char what[4200];
+            snprintf(what, sizeof what, "reading %s", path);
+            st = nevo_config_memory_limit(used + (double)cap, what, err);
+            if (st != NEVO_OK) break;
             uint8_t *grown = realloc(buf, cap);
             if (!grown) {
                 st = nevo_error(err, NEVO_ERR_IO, "%s: out of memory reading %zu bytes", path, cap);
@@ -109,8 +159,9 @@ NevoStatus nevo_idx_read_file(const char *path, uint8_t **data, size_t *len, Nev
          * a failed read (Z_ERRNO) */
         int zerr = Z_OK;
         const char *zmsg = gzerror(f, &zerr);
-        size_t plen = strlen(path); /* zlib's message starts with the path */
-        if (zmsg && strncmp(zmsg, path, plen) == 0 && strncmp(zmsg + plen, ": ", 2) == 0) zmsg += plen + 2;
+        /* zlib's message starts with what it was opened on: "<fd:N>: " (gzdopen) */
+        const char *colon = zmsg && strncmp(zmsg, "<fd:", 4) == 0 ? strstr(zmsg, ">: ") : NULL;
+        if (colon) zmsg = colon + 3;
         if (zerr == Z_ERRNO)
             st = nevo_error(err, NEVO_ERR_IO, "%s: read failed: %s", path, strerror(errno));
         else if (got < 0 || zerr != Z_OK)
@@ -128,6 +179,10 @@ NevoStatus nevo_idx_read_file(const char *path, uint8_t **data, size_t *len, Nev
     *data = buf;
     *len = n;
     return NEVO_OK;
+}
+
+NevoStatus nevo_idx_read_file(const char *path, uint8_t **data, size_t *len, NevoError *err) {
+    return read_idx(path, 0, 0.0, data, len, err);
 }
 
 /* Checks a split's images and labels against each other and against classes. */
@@ -246,6 +301,7 @@ static NevoStatus load_dir(const char *dir, const char *name, int classes, int t
     NevoIdxSet set = {0};
     idx[0] = &set.train_images, idx[1] = &set.train_labels, idx[2] = &set.test_images, idx[3] = &set.test_labels;
     NevoStatus st = NEVO_OK;
+    double used = 0; /* bytes the files read so far hold */
     for (int i = 0; i < 4 && st == NEVO_OK; i++) {
         if (!find_file(dir, file_names[i], paths[i], sizeof paths[i])) {
             st = nevo_error(err, NEVO_ERR_IO, "dataset %s: %s not found (nor %s.gz); expected " EXPECTED_FILES, dir,
@@ -253,7 +309,8 @@ static NevoStatus load_dir(const char *dir, const char *name, int classes, int t
             break;
         }
         set.names[i] = paths[i];
-        st = nevo_idx_read_file(paths[i], &bytes[i], &lens[i], err);
+        st = read_idx(paths[i], i % 2 == 0 ? 3 : 1, used, &bytes[i], &lens[i], err);
+        used += (double)lens[i];
         if (st == NEVO_OK) st = nevo_idx_parse(bytes[i], lens[i], i % 2 == 0 ? 3 : 1, paths[i], idx[i], err);
     }
     if (st == NEVO_OK) st = nevo_dataset_from_idx(&set, name, dir, classes, train_limit, test_limit, out, err);

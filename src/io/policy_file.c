@@ -70,7 +70,7 @@ NevoStatus nevo_policy_file_load(const char *path, NevoLoadedPolicy *out, NevoEr
     char *json = nevo_read_str(&r, len);
     nevo_config_defaults(&out->cfg);
     if (!nevo_reader_ok(&r, false)) {
-        st = nevo_error(err, NEVO_ERR_CORRUPT, "%s: policy file is truncated", path);
+        st = nevo_error(err, NEVO_ERR_CORRUPT, "%s: policy file is truncated or malformed", path);
     } else {
         st = nevo_config_apply_json(&out->cfg, json, path, err);
     }

@@ -76,7 +76,7 @@ int nevo_chain_read(NevoReader *r, NevoChain *chain, NevoMutation *muts, size_t 
         muts[j].generation = nevo_read_u32(r);
         muts[j].individual = nevo_read_u32(r);
         nevo_read(r, &muts[j].sigma, 4);
-        if (!isfinite(muts[j].sigma)) return 0;
+        if (!(fabsf(muts[j].sigma) <= 1e6f)) return 0; /* NaN too; a step beyond 1e6 overflows the floats */
     }
     chain->n = (int)n;
     return nevo_reader_ok(r, false);
