@@ -656,8 +656,8 @@ TEST(cli_refuses_fifo_and_nul_in_config) {
     expect_bad("train nul.json --out run", "nul.json: a NUL byte at offset 22", "run");
 }
 
-/* A killed run may leave metrics lines its checkpoint does not hold, and a torn last
- * line: resume keeps the lines of the checkpoint's generations only, so the file ends
+/* A killed run may leave metrics lines its checkpoint does not hold, or damaged ones:
+ * resume keeps the lines of the checkpoint's generations only, so the file ends
  * as an uninterrupted run's does. */
 TEST(cli_resume_drops_metrics_past_the_checkpoint) {
     write_file("small.json", small_ga);
@@ -667,8 +667,10 @@ TEST(cli_resume_drops_metrics_past_the_checkpoint) {
     snprintf(path, sizeof path, "%s/part/metrics.jsonl", test_tmpdir());
     FILE *f = fopen(path, "ab");
     CHECK(f);
+    /* the last: a number-less line at the very end, where sscanf read on past the
+     * buffer (it has no NUL) */
     fputs("{\"generation\": 2, \"frames\": 1}\n{\"generation\": 99999999999999999999, \"frames\": 1}\n"
-          "{\"generation\": -1}\n{\"generation\": 1",
+          "{\"generation\": -1}\n{\"generation\": \n",
           f);
     fclose(f);
     char buf[16384];

@@ -1046,6 +1046,11 @@ TEST(mujoco_model_file_errors) {
         CHECK_CONTAINS(err.msg, bad[i].msg);
     }
     free(xml);
+    /* a FIFO in the model's place: refused, where mj_loadXML would wait for a writer */
+    CHECK(remove(path) == 0 && mkfifo(path, 0644) == 0);
+    CHECK(nevo_env_new("mujoco/hopper", NULL, 0, &env, &err) == NEVO_ERR_IO);
+    CHECK_CONTAINS(err.msg, "is not a regular file");
+    CHECK(remove(path) == 0);
     /* without NEVO_MODELS, from elsewhere: the build's own models directory */
     unsetenv("NEVO_MODELS");
     char cwd[1024];

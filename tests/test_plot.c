@@ -443,6 +443,26 @@ TEST(plot_bad_input_exits_2_and_writes_nothing) {
     snprintf(fifo, sizeof fifo, "%s/fifo/metrics.jsonl", test_tmpdir());
     CHECK(mkfifo(fifo, 0644) == 0);
     expect_bad("plot curves fifo --out out.png", "fifo/metrics.jsonl: not a regular file");
+    /* a FIFO as config.json (read for the label only): the directory's name instead */
+    make_dir("fifocfg");
+    write_file("fifocfg/metrics.jsonl", "{\"frames\": 1, \"elite_validation_mean\": 2}\n"
+                                        "{\"frames\": 2, \"elite_validation_mean\": 3}\n");
+    snprintf(fifo, sizeof fifo, "%s/fifocfg/config.json", test_tmpdir());
+    CHECK(mkfifo(fifo, 0644) == 0);
+    char bin[1024];
+    bin_path(bin, sizeof bin);
+    rc = test_run(out, sizeof out, "cd %s && timeout 20 %s plot curves fifocfg --out fc.png", test_tmpdir(), bin);
+    CHECK_MSG(rc == 0 && leaves_file("fc.png"), "exit %d: %s", rc, out);
+    /* a NUL byte hid the rest of its line from the JSON parser (and a line starting with
+     * one counted as blank) */
+    make_dir("nul");
+    char nul_path[1024];
+    snprintf(nul_path, sizeof nul_path, "%s/nul/metrics.jsonl", test_tmpdir());
+    static const char nul_text[] = "{\"frames\": 1, \"elite_validation_mean\": 2}\n\0{\"frames\": 0}\n";
+    FILE *nf = fopen(nul_path, "wb");
+    CHECK(nf && fwrite(nul_text, 1, sizeof nul_text - 1, nf) == sizeof nul_text - 1);
+    fclose(nf);
+    expect_bad("plot curves nul --out out.png", "nul/metrics.jsonl:2: a NUL byte");
 
     maze_run("three", "{\"env\": \"x\", \"algo\": \"ga\", \"bc_dim\": 3, \"population\": [[1, 2, 3]]}");
     expect_bad("plot behaviours three --out out.png", "bc_dim is 3");

@@ -502,6 +502,51 @@ static NevoBuf run_state(const char *json, int threads, int gens) {
     return b;
 }
 
+/* A safe-mutation GA keeps its bases as vectors: a non-finite one in a saved state is
+ * refused on load (it was taken, and the run failed later with NaN, exit 1). The state:
+ * generation u32, has_elite u32, then the elite's floats. */
+TEST(smg_ga_state_refuses_nonfinite_base) {
+    char json[1024];
+    small_json("sm-r", json, sizeof json);
+    NevoBuf saved = run_state(json, 1, 2);
+    uint32_t has_elite;
+    memcpy(&has_elite, saved.data + 4, 4);
+    CHECK(has_elite == 1);
+    NevoConfig cfg;
+    NevoError err = {0};
+    nevo_config_defaults(&cfg);
+    CHECK_MSG(nevo_config_apply_json(&cfg, json, "test", &err) == NEVO_OK, "%s", err.msg);
+    NevoEnv *env = NULL;
+    CHECK(nevo_env_new(cfg.env, NULL, 0, &env, &err) == NEVO_OK);
+    NevoPolicy *p = NULL;
+    CHECK(nevo_policy_new(nevo_env_spec(env), &cfg.policy, 0, &p, &err) == NEVO_OK);
+    NevoPool *pool = nevo_pool_new(1);
+    NevoNoise *noise = nevo_noise_new((size_t)1 << 16, pool);
+    NevoAlgo *a = NULL;
+    CHECK_MSG(nevo_algo_new(&cfg, env, p, noise, pool, &a, &err) == NEVO_OK, "%s", err.msg);
+    static const float bad[] = {NAN, INFINITY};
+    for (int k = 0; k < 3; k++) {
+        NevoBuf copy = {0};
+        nevo_buf_put(&copy, saved.data, saved.len);
+        if (k < 2) memcpy(copy.data + 8 + 4 * (size_t)k, &bad[k], 4);
+        NevoReader r = nevo_reader(copy.data, copy.len);
+        NevoStatus st = nevo_algo_load(a, &r, &err);
+        if (k < 2) {
+            CHECK_MSG(st == NEVO_ERR_CORRUPT, "case %d loaded", k);
+            CHECK_CONTAINS(err.msg, "GA state is truncated or inconsistent");
+        } else {
+            CHECK_MSG(st == NEVO_OK, "%s", err.msg); /* the state as saved loads */
+        }
+        nevo_buf_free(&copy);
+    }
+    nevo_algo_free(a);
+    nevo_noise_free(noise);
+    nevo_pool_free(pool);
+    nevo_policy_free(p);
+    nevo_env_free(env);
+    nevo_buf_free(&saved);
+}
+
 /* Every mode ends in the same state, states and all, on 1 and on 2 threads; and the
  * modes do differ from plain mutation and from each other. */
 TEST(smg_ga_threads_bit_identical) {

@@ -133,7 +133,9 @@ static NevoStatus parse_run_arg(const char *arg, RunArg *r, NevoError *err) {
 static void default_label(RunArg *r, const char *fallback_algo) {
     char path[4096];
     path_in(path, sizeof path, r->dir, "config.json");
-    json_t *cfg = json_load_file(path, 0, NULL);
+    FILE *f = nevo_open_regular(path, NULL); /* a label is optional: no config, no error */
+    json_t *cfg = f ? json_loadf(f, 0, NULL) : NULL;
+    if (f) fclose(f);
     const char *algo = json_string_value(json_object_get(cfg, "algo"));
     json_t *seed = json_object_get(cfg, "seed");
     if (!algo) algo = fallback_algo;
@@ -468,6 +470,10 @@ static NevoStatus load_series(const char *dir, const char *xkey, const char **yk
     ssize_t got;
     while (st == NEVO_OK && (got = getline(&line, &cap, fp)) >= 0) {
         lineno++;
+        if (strlen(line) != (size_t)got) {
+            st = nevo_error(err, NEVO_ERR_CORRUPT, "%s:%d: a NUL byte; the metrics file is damaged", path, lineno);
+            break;
+        }
         if (strspn(line, " \t\r\n") == strlen(line)) continue;
         json_error_t je;
         json_t *obj = json_loads(line, 0, &je);

@@ -553,7 +553,10 @@ NevoStatus nevo_config_apply_json(NevoConfig *cfg, const char *json_text, const 
 NevoStatus nevo_config_load(NevoConfig *cfg, const char *path, NevoError *err) {
     nevo_config_defaults(cfg);
     FILE *f = nevo_open_regular(path, err);
-    if (!f) return NEVO_ERR_IO; /* "cannot read PATH: why" */
+    if (!f) {
+        nevo_error_prefix(err, "config: "); /* "config: cannot read PATH: why" */
+        return NEVO_ERR_IO;
+    }
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);

@@ -331,7 +331,12 @@ FILE *nevo_open_regular(const char *path, NevoError *err) {
     }
     struct stat st;
     int flags = fcntl(fd, F_GETFL);
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    if (fstat(fd, &st) != 0 || flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        nevo_error(err, NEVO_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
         close(fd);
         nevo_error(err, NEVO_ERR_IO, "cannot read %s: not a regular file", path);
         return NULL;

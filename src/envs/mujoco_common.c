@@ -40,12 +40,7 @@ static void on_error(const char *msg) {
     abort();
 }
 
-/* A FIFO or a directory is no model (mj_loadXML would wait on a FIFO): refused as a
- * model file that is not there. */
-static bool readable(const char *path) {
-    struct stat st;
-    return access(path, R_OK) == 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
+static bool readable(const char *path) { return access(path, R_OK) == 0; }
 
 /* Where the models are looked for after $NEVO_MODELS and ./models/mujoco: an installed
  * library's data directory (`make install` builds this file with
@@ -173,6 +168,9 @@ NevoStatus nevo_mj_configure(const MjRobot *robot, NevoEnvSpec *spec, void *para
     if (st != NEVO_OK) return st;
     st = find_model(spec->name, robot->model_file, p->path, sizeof p->path, err);
     if (st != NEVO_OK) return st;
+    struct stat sb; /* mj_loadXML would wait on a FIFO */
+    if (stat(p->path, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return nevo_error(err, NEVO_ERR_IO, "%s: model %s is not a regular file", spec->name, p->path);
 
     char msg[1024] = "";
     pthread_mutex_lock(&load_lock);

@@ -3,6 +3,7 @@
 #include "nevo/dataset.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,7 +108,7 @@ static NevoStatus read_idx(const char *path, int rank, double used, uint8_t **da
     FILE *fp = nevo_open_regular(path, err); /* a FIFO would block gzopen */
     if (!fp) return NEVO_ERR_IO;
     errno = 0;
-    int fd = dup(fileno(fp));
+    int fd = fcntl(fileno(fp), F_DUPFD_CLOEXEC, 0);
     fclose(fp);
     gzFile f = fd >= 0 ? gzdopen(fd, "rb") : NULL;
     if (!f) {
