@@ -473,32 +473,51 @@ static const char *small_json(const char *mutation, char *buf, size_t size) {
 
 /* `gens` generations of the config on a pool of `threads`; returns the algorithm's
  * whole state (caller frees). */
-static NevoBuf run_state(const char *json, int threads, int gens) {
+typedef struct Rig {
     NevoConfig cfg;
+    NevoEnv *env;
+    NevoPolicy *p;
+    NevoPool *pool;
+    NevoNoise *noise;
+    NevoEvaluator *ev;
+    NevoAlgo *a;
+} Rig;
+
+static void rig_open(Rig *r, const char *json, int threads) {
     NevoError err = {0};
-    nevo_config_defaults(&cfg);
-    CHECK_MSG(nevo_config_apply_json(&cfg, json, "test", &err) == NEVO_OK, "%s", err.msg);
-    NevoEnv *env = NULL;
-    CHECK(nevo_env_new(cfg.env, NULL, 0, &env, &err) == NEVO_OK);
-    NevoPolicy *p = NULL;
-    CHECK(nevo_policy_new(nevo_env_spec(env), &cfg.policy, 0, &p, &err) == NEVO_OK);
-    NevoPool *pool = nevo_pool_new(threads);
-    NevoNoise *noise = nevo_noise_new((size_t)1 << 16, pool);
-    NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, 0);
-    NevoAlgo *a = NULL;
-    CHECK_MSG(nevo_algo_new(&cfg, env, p, noise, pool, &a, &err) == NEVO_OK, "%s", err.msg);
+    nevo_config_defaults(&r->cfg);
+    CHECK_MSG(nevo_config_apply_json(&r->cfg, json, "test", &err) == NEVO_OK, "%s", err.msg);
+    r->env = NULL;
+    CHECK(nevo_env_new(r->cfg.env, NULL, 0, &r->env, &err) == NEVO_OK);
+    r->p = NULL;
+    CHECK(nevo_policy_new(nevo_env_spec(r->env), &r->cfg.policy, 0, &r->p, &err) == NEVO_OK);
+    r->pool = nevo_pool_new(threads);
+    r->noise = nevo_noise_new((size_t)1 << 16, r->pool);
+    r->ev = nevo_evaluator_new(r->env, r->p, r->pool, 0);
+    r->a = NULL;
+    CHECK_MSG(nevo_algo_new(&r->cfg, r->env, r->p, r->noise, r->pool, &r->a, &err) == NEVO_OK, "%s", err.msg);
+}
+
+static void rig_close(Rig *r) {
+    nevo_algo_free(r->a);
+    nevo_evaluator_free(r->ev);
+    nevo_noise_free(r->noise);
+    nevo_pool_free(r->pool);
+    nevo_policy_free(r->p);
+    nevo_env_free(r->env);
+}
+
+static NevoBuf run_state(const char *json, int threads, int gens) {
+    Rig r;
+    rig_open(&r, json, threads);
+    NevoError err = {0};
     for (int g = 0; g < gens; g++) {
         NevoGenStats gs;
-        CHECK_MSG(nevo_train_generation(a, ev, &gs, &err) == NEVO_OK, "%s", err.msg);
+        CHECK_MSG(nevo_train_generation(r.a, r.ev, &gs, &err) == NEVO_OK, "%s", err.msg);
     }
     NevoBuf b = {0};
-    nevo_algo_save(a, &b);
-    nevo_algo_free(a);
-    nevo_evaluator_free(ev);
-    nevo_noise_free(noise);
-    nevo_pool_free(pool);
-    nevo_policy_free(p);
-    nevo_env_free(env);
+    nevo_algo_save(r.a, &b);
+    rig_close(&r);
     return b;
 }
 
@@ -512,25 +531,16 @@ TEST(smg_ga_state_refuses_nonfinite_base) {
     uint32_t has_elite;
     memcpy(&has_elite, saved.data + 4, 4);
     CHECK(has_elite == 1);
-    NevoConfig cfg;
+    Rig rig;
+    rig_open(&rig, json, 1);
     NevoError err = {0};
-    nevo_config_defaults(&cfg);
-    CHECK_MSG(nevo_config_apply_json(&cfg, json, "test", &err) == NEVO_OK, "%s", err.msg);
-    NevoEnv *env = NULL;
-    CHECK(nevo_env_new(cfg.env, NULL, 0, &env, &err) == NEVO_OK);
-    NevoPolicy *p = NULL;
-    CHECK(nevo_policy_new(nevo_env_spec(env), &cfg.policy, 0, &p, &err) == NEVO_OK);
-    NevoPool *pool = nevo_pool_new(1);
-    NevoNoise *noise = nevo_noise_new((size_t)1 << 16, pool);
-    NevoAlgo *a = NULL;
-    CHECK_MSG(nevo_algo_new(&cfg, env, p, noise, pool, &a, &err) == NEVO_OK, "%s", err.msg);
     static const float bad[] = {NAN, INFINITY};
     for (int k = 0; k < 3; k++) {
         NevoBuf copy = {0};
         nevo_buf_put(&copy, saved.data, saved.len);
         if (k < 2) memcpy(copy.data + 8 + 4 * (size_t)k, &bad[k], 4);
         NevoReader r = nevo_reader(copy.data, copy.len);
-        NevoStatus st = nevo_algo_load(a, &r, &err);
+        NevoStatus st = nevo_algo_load(rig.a, &r, &err);
         if (k < 2) {
             CHECK_MSG(st == NEVO_ERR_CORRUPT, "case %d loaded", k);
             CHECK_CONTAINS(err.msg, "GA state is truncated or inconsistent");
@@ -539,11 +549,7 @@ TEST(smg_ga_state_refuses_nonfinite_base) {
         }
         nevo_buf_free(&copy);
     }
-    nevo_algo_free(a);
-    nevo_noise_free(noise);
-    nevo_pool_free(pool);
-    nevo_policy_free(p);
-    nevo_env_free(env);
+    rig_close(&rig);
     nevo_buf_free(&saved);
 }
 
