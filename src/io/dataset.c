@@ -99,9 +99,10 @@ static size_t count_rest(gzFile f, size_t most) {
 
 #define IDX_MAX_TAIL ((size_t)1 << 20)
 
-/* nevo_idx_read_file for a file of `rank`, with `used` bytes already held by the caller's other files: the
- * memory limit is checked before the buffer grows (so a gzip bomb stops at the limit),
- * and once the header is in, the buffer holds no more than it announces. */
+/* nevo_idx_read_file for a file of `rank`, with `used` bytes already held by the
+ * caller's other files: the memory limit is checked before the buffer grows (so a gzip
+ * bomb stops at the limit), and once the header is in, the buffer holds no more than it
+ * announces. */
 static NevoStatus read_idx(const char *path, int rank, double used, uint8_t **data, size_t *len, NevoError *err) {
     *data = NULL;
     *len = 0;
@@ -310,9 +311,10 @@ static NevoStatus load_dir(const char *dir, const char *name, int classes, int t
             break;
         }
         set.names[i] = paths[i];
-        st = read_idx(paths[i], i % 2 == 0 ? 3 : 1, used, &bytes[i], &lens[i], err);
+        int rank = i % 2 == 0 ? 3 : 1; /* images, labels */
+        st = read_idx(paths[i], rank, used, &bytes[i], &lens[i], err);
         used += (double)lens[i];
-        if (st == NEVO_OK) st = nevo_idx_parse(bytes[i], lens[i], i % 2 == 0 ? 3 : 1, paths[i], idx[i], err);
+        if (st == NEVO_OK) st = nevo_idx_parse(bytes[i], lens[i], rank, paths[i], idx[i], err);
     }
     if (st == NEVO_OK) st = nevo_dataset_from_idx(&set, name, dir, classes, train_limit, test_limit, out, err);
     for (int i = 0; i < 4; i++) free(bytes[i]);
