@@ -838,22 +838,28 @@ TEST(cuda_factored_forward_matches_cpu_backend) {
                                       .sign = j % 2 ? -1 : 1, .rank = (uint32_t)ranks[ri]};
             size_t no = (size_t)N * (size_t)p->n_out;
             float *out[2] = {nevo_alloc(sizeof(float) * no), nevo_alloc(sizeof(float) * no)};
+            NevoRows *bases[2], *rows[2];
+            NevoWorkspace *ws[2];
             for (int b = 0; b < 2; b++) {
-                NevoRows *bases = nevo_rows_host(be[b], s.bases, stride, 6);
-                NevoRows *rows = nevo_rows_new(be[b], nevo_factor_row_floats(p, ranks[ri]), M);
-                for (int j = 0; j < M; j++) nevo_rows_build_factored(rows, j, &s.ts, p, j);
-                NevoWorkspace *ws = nevo_workspace_new(be[b], p, N);
-                for (int m = N; m >= N / 3; m -= N / 3 + 1) { /* fewer rows after more: the same bits */
+                bases[b] = nevo_rows_host(be[b], s.bases, stride, 6);
+                rows[b] = nevo_rows_new(be[b], nevo_factor_row_floats(p, ranks[ri]), M);
+                for (int j = 0; j < M; j++) nevo_rows_build_factored(rows[b], j, &s.ts, p, j);
+                ws[b] = nevo_workspace_new(be[b], p, N);
+            }
+            /* each call on both backends; fewer rows after more: the same bits */
+            for (int m = N; m >= N / 3; m -= N / 3 + 1) {
+                for (int b = 0; b < 2; b++) {
                     memset(out[b], 0xff, sizeof(float) * no);
-                    nevo_backend_forward_factored(be[b], p, bases, base, rows, which, ranks[ri], obs, m, out[b], ws);
-                    if (b == 1) {
-                        char what[96];
-                        snprintf(what, sizeof what, "shape %d, rank %d, %d rows", shape, ranks[ri], m);
-                        check_same(out[0], out[1], (size_t)m * (size_t)p->n_out, what);
-                    }
+                    nevo_backend_forward_factored(be[b], p, bases[b], base, rows[b], which, ranks[ri], obs, m, out[b],
+                                                  ws[b]);
                 }
-                nevo_workspace_free(ws);
-                nevo_rows_free(rows), nevo_rows_free(bases);
+                char what[96];
+                snprintf(what, sizeof what, "shape %d, rank %d, %d rows", shape, ranks[ri], m);
+                check_same(out[0], out[1], (size_t)m * (size_t)p->n_out, what);
+            }
+            for (int b = 0; b < 2; b++) {
+                nevo_workspace_free(ws[b]);
+                nevo_rows_free(rows[b]), nevo_rows_free(bases[b]);
             }
             free(out[0]), free(out[1]);
         }
@@ -912,6 +918,7 @@ TEST(cuda_evaluation_matches_cpu) {
         NevoError err = {0};
         CHECK_MSG(nevo_evaluate_tasks(ev, &ts, want, NULL, NULL, &err) == NEVO_OK, "%s", err.msg);
         nevo_evaluator_set_backend(ev, gpu);
+        nevo_evaluator_set_host_tasks(ev, 0); /* 40 tasks: on the device, not the host */
         CHECK_MSG(nevo_evaluate_tasks(ev, &ts, got, NULL, NULL, &err) == NEVO_OK, "%s", err.msg);
         for (int t = 0; t < T; t++)
             CHECK_MSG(want[t].ret == got[t].ret && want[t].length == got[t].length,

@@ -806,6 +806,62 @@ TEST(eval_default_slots_fit_the_cache) {
 }
 
 /* Timing (for benchmarks) adds up and never changes results. */
+/* A device backend's small calls run on the CPU backend (nevo_evaluator_set_host_tasks),
+ * the logged backend standing for the device: a call of at most max_tasks tasks builds
+ * nothing through it, one task more builds each network there; both give the
+ * reference's episodes, and the host's call counts in the progress and timing. */
+TEST(eval_small_calls_run_on_the_host) {
+    NevoEnv *env = open_env("CartPole-v1");
+    nevo_env_set_max_steps(env, 60);
+    NevoPolicy *p = small_policy(env);
+    size_t stride;
+    float *params = population(p, &stride);
+    Recipes rc;
+    recipes_open(&rc, env, p, params, stride);
+    NevoTask firsts[N_NETS];
+    NevoEpisode ref[N_NETS];
+    long long frames = 0;
+    for (int j = 0; j < N_NETS; j++) {
+        firsts[j] = (NevoTask){j, 0, nevo_rng_derive(99, NEVO_RNG_ENV_SEED, 0, (uint32_t)j, 0)};
+        ref_episode(env, p, rc.built, p->nparams, &firsts[j], &ref[j], NULL);
+        frames += ref[j].length;
+    }
+    rc.ts.n_tasks = N_NETS, rc.ts.tasks = firsts;
+    NevoBackend logged = logged_backend();
+    NevoPool *pool = nevo_pool_new(2);
+    NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, 3);
+    nevo_evaluator_set_backend(ev, &logged);
+    Progress pr;
+    memset(&pr, 0, sizeof pr);
+    pthread_mutex_init(&pr.mu, NULL);
+    nevo_evaluator_set_progress(ev, on_progress, &pr);
+    nevo_evaluator_set_timing(ev, 1);
+    for (int k = 0; k < 2; k++) { /* N_NETS tasks: on the host, then on the backend */
+        nevo_evaluator_set_host_tasks(ev, N_NETS - k);
+        log_reset();
+        NevoEpisode res[N_NETS];
+        memset(res, 0xCD, sizeof res);
+        NevoError err = {0};
+        CHECK_MSG(nevo_evaluate_tasks(ev, &rc.ts, res, NULL, NULL, &err) == NEVO_OK, "%s", err.msg);
+        for (int j = 0; j < N_NETS; j++) check_same_episode(&res[j], &ref[j], j, k ? "on the backend" : "on the host");
+        CHECK_EQ_INT(atomic_load(&build_log.builds), k ? N_NETS : 0);
+    }
+    NevoEvalTimes t;
+    nevo_evaluator_times(ev, &t);
+    CHECK_EQ_INT(t.calls, 2);
+    CHECK_MSG(t.frames == 2 * frames, "frames %lld, episodes' lengths twice %lld", t.frames, 2 * frames);
+    CHECK(t.forward_s > 0.0 && t.env_s > 0.0 && t.build_s > 0.0);
+    CHECK_EQ_INT(pr.calls, 2 * N_NETS);
+    pthread_mutex_destroy(&pr.mu);
+    nevo_evaluator_free(ev);
+    nevo_pool_free(pool);
+    logged_ops.done(logged.ctx);
+    recipes_close(&rc);
+    free(params);
+    nevo_policy_free(p);
+    nevo_env_free(env);
+}
+
 TEST(eval_timing_sums_and_changes_nothing) {
     NevoEnv *env = open_env("CartPole-v1");
     NevoPolicy *p = small_policy(env);

@@ -12,7 +12,10 @@
 #   5. SEED RL's V-trace on MinAtar Breakout with its acting forward on cpu and cuda;
 # and between 2 and 3 the kernel variants of dev/cuda/variants.cu, checked against the
 # kernels in use and timed beside them.
-# Knobs: GENS (Breakout's generations), SWEEP=0 (no slots sweep), DENSE_ROWS (the
+# Knobs: STEPS (the steps and their order, default "1 2 2b 3 4 5 sweep sass": sweep is
+# GA runs over the cuda backend's slots and forward threads (SWEEP_SPECS, below), sass
+# the dense kernel's instructions),
+# GENS (Breakout's generations), DENSE_ROWS (the
 # NEVO_CUDA_DENSE_ROWS values step 2 times, default "8 16 0"), GA_RUNS= (no GA run with
 # the runs dense kernel), GA_FACTORED= (no Breakout runs of rank-1 factored children,
 # ga.factored), VT_SPECS (step 5's specs, vtrace_run.sh).
@@ -29,17 +32,23 @@ mkdir -p "$OUT"
 log() { echo "== [${SECONDS}s] $*" | tee -a "$OUT/summary.txt"; }
 THREADS=$(nproc)
 GENS=${GENS:-12}
-SWEEP=${SWEEP:-1} # 0: no sweep of the cuda backend's slots and forward threads
 
+step_device() {
 log "device"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit --format=csv 2>&1 | tee -a "$OUT/summary.txt"
 log "cpus: $THREADS ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2))"
 
+}
+
+step_1() {
 log "1. parity tests"
 "$BIN/nevo_tests" cuda backend_rows_write 2>&1 | tee "$OUT/tests.txt" | tail -12 | tee -a "$OUT/summary.txt"
 
+}
+
 # the default dense kernel, then each other NEVO_CUDA_DENSE_ROWS of DENSE_ROWS (0: the
 # runs kernel for every call, the one-row calls too)
+step_2() {
 for rows in ${DENSE_ROWS:-8 16 0}; do
     log "2. nevo bench --only gpu, NEVO_CUDA_DENSE_ROWS=$rows"
     NEVO_CUDA_DENSE_ROWS=$rows "$BIN/nevo" bench --only gpu --json > "$OUT/bench_gpu_r$rows.jsonl" 2>> "$OUT/summary.txt"
@@ -54,6 +63,9 @@ for line in open(sys.argv[1]):
 PY
 done
 
+}
+
+step_2b() {
 log "2b. kernel variants against the kernels in use (dev/cuda/variants.cu)"
 if nvcc -std=c++17 -O2 -arch=sm_90 --fmad=false -prec-div=true -Isrc -Iinclude dev/cuda/variants.cu \
         -o "$RUNS/variants" > "$RUNS/variants.build" 2>&1; then
@@ -61,6 +73,8 @@ if nvcc -std=c++17 -O2 -arch=sm_90 --fmad=false -prec-div=true -Isrc -Iinclude d
 else
     tail -5 "$RUNS/variants.build" | tee -a "$OUT/summary.txt"
 fi
+
+}
 
 # frames/s of generations 2.. (0 and 1 include start-up, the noise table's upload)
 rate() {
@@ -75,6 +89,7 @@ print(f"{f / t:.4g} frames/s over generations 2-{len(m) - 1} ({f} frames, {t:.3g
       f"{f / (len(m) - 2) / pop:.3g} frames per episode)")
 PY
 }
+step_3() {
 # Breakout's episodes are ~10 frames at first (random paddles miss); Freeway's are 2500
 for spec in "breakout 8192 $GENS" "freeway 4096 3"; do
     set -- $spec
@@ -102,25 +117,48 @@ for spec in "breakout 8192 $GENS" "freeway 4096 3"; do
         fi
     done
 done
-log "4. compute-sanitizer memcheck, forward parity (plain and factored) and rows written in place"
-timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/nevo_tests" cuda_forward cuda_factored backend_rows_write > "$OUT/memcheck.txt" 2>&1
+}
+
+step_4() {
+log "4. compute-sanitizer memcheck, forward parity (plain, factored, recurrent) and rows written in place"
+timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/nevo_tests" cuda_forward cuda_factored cuda_recurrent backend_rows_write > "$OUT/memcheck.txt" 2>&1
 echo "memcheck exit $?: $(grep -c 'Invalid\|ERROR SUMMARY' "$OUT/memcheck.txt") lines; $(grep 'ERROR SUMMARY' "$OUT/memcheck.txt")" | tee -a "$OUT/summary.txt"
+}
+
+step_5() {
 log "5. V-trace on minatar/breakout, acting forward on cpu and cuda, $THREADS threads"
 BIN=$BIN bash dev/cuda/vtrace_run.sh 2>&1 | tee -a "$OUT/summary.txt"
 
-[ "$SWEEP" = 0 ] || for v in "128 4" "512 4" "256 8" "256 2"; do
-    set -- $v
-    d="$RUNS/ga_freeway_s$1_f$2"
-    rm -rf "$d"
-    NEVO_CUDA_SLOTS=$1 NEVO_CUDA_FORWARD_THREADS=$2 timeout 60 "$BIN/nevo" train configs/minatar_breakout_ga_gpu.json \
-        env=minatar/freeway population=2048 generations=3 eval_episodes=10 --threads "$THREADS" --out "$d" --quiet \
-        > "$d.log" 2>&1
-    echo "freeway cuda population 2048, slots $1, forward threads $2: $(rate "$d/metrics.jsonl" 2048)" | tee -a "$OUT/summary.txt"
-done
+}
 
+# SWEEP_SPECS: backend:env:population:generations[:slots:forward threads[:flags]], slots
+# and forward threads the cuda backend's NEVO_CUDA_SLOTS and NEVO_CUDA_FORWARD_THREADS
+# (empty: the defaults), flags a comma list of f (rank-1 factored children,
+# ga.factored) and h0 (NEVO_CUDA_HOST_TASKS=0: small calls on the device too)
+step_sweep() {
+for spec in ${SWEEP_SPECS:-cuda:freeway:2048:3:128:4 cuda:freeway:2048:3:512:4 cuda:freeway:2048:3:256:8 cuda:freeway:2048:3:256:2}; do
+    IFS=: read -r be env pop gens slots fwd flags <<< "$spec"
+    d="$RUNS/sweep_${spec//[:,]/_}"
+    rm -rf "$d"
+    f=$([[ ,$flags, == *,f,* ]] && echo 1) host=$([[ ,$flags, == *,h0,* ]] && echo 0)
+    NEVO_CUDA_SLOTS=${slots:-} NEVO_CUDA_FORWARD_THREADS=${fwd:-} NEVO_CUDA_HOST_TASKS=$host timeout 90 "$BIN/nevo" train \
+        configs/minatar_breakout_ga_gpu.json env=minatar/$env population=$pop generations=$gens eval_episodes=10 \
+        ${f:+ga.rank=1 ga.factored=true} --backend $be --threads "$THREADS" --out "$d" --quiet > "$d.log" 2>&1
+    echo "$be $env population $pop, slots ${slots:-default}, forward threads ${fwd:-default}${f:+, factored}${host:+, small calls on the device}: $(rate "$d/metrics.jsonl" $pop)" |
+        tee -a "$OUT/summary.txt"
+done
+}
+
+step_sass() {
 log "SASS of the dense kernel of runs of 8 (k_dense_l<8>): 16-byte loads, FMAs, local memory"
 cuobjdump -sass "$BIN/nevo" 2>/dev/null | awk '/Function : /{p=0} /Function : _Z9k_dense_lILi8EEv10NevoKDense/{p=1} p' \
     > "$RUNS/dense.sass"
 echo "LDG.E.128 $(grep -c 'LDG.E.128' "$RUNS/dense.sass"), FFMA $(grep -c FFMA "$RUNS/dense.sass"), LDS $(grep -c 'LDS' "$RUNS/dense.sass"), LDL/STL $(grep -c 'LDL\|STL' "$RUNS/dense.sass")" | tee -a "$OUT/summary.txt"
 
+}
+
+for s in device ${STEPS:-1 2 2b 3 4 5 sweep sass}; do
+    declare -F "step_$s" > /dev/null || { log "STEPS: no step $s"; continue; }
+    "step_$s"
+done
 log "done"

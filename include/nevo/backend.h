@@ -79,8 +79,11 @@ void nevo_backend_forward_factored(NevoBackend *b, const NevoPolicy *p, const Ne
  * them open (0: the CPU's rule, by nevo_backend_cache_bytes), and forward threads: 0,
  * not pipelined; F >= 1, F threads run the forwards of batches while the others step
  * envs, with a batch per thread (a device's forwards then overlap the simulation and
- * each other). */
-void nevo_backend_batching(const NevoBackend *b, const NevoPolicy *p, int *slots, int *fwd_threads);
+ * each other). host_tasks: the evaluator runs calls of at most that many tasks on the
+ * CPU backend instead (0: none), since a call that fills one batch cannot overlap its
+ * forwards and would pay a device round trip at every step; the bits are the same. */
+void nevo_backend_batching(const NevoBackend *b, const NevoPolicy *p, int *slots, int *fwd_threads,
+                           int *host_tasks);
 /* The fast memory a worker's networks should fit in to be read again from it (the
  * CPU's L2 cache): what the evaluator sizes its episode slots by. */
 size_t nevo_backend_cache_bytes(const NevoBackend *b);

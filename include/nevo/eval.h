@@ -36,6 +36,10 @@ void nevo_evaluator_free(NevoEvaluator *ev);
 /* The backend the networks are computed on: the CPU's unless set (borrowed; it must
  * outlive the evaluator). */
 void nevo_evaluator_set_backend(NevoEvaluator *ev, NevoBackend *backend);
+/* Calls of at most max_tasks tasks run on the CPU backend, on the same threads (0:
+ * none); nevo_evaluator_set_backend takes the backend's figure
+ * (nevo_backend_batching). The results are the same bits either way. */
+void nevo_evaluator_set_host_tasks(NevoEvaluator *ev, int max_tasks);
 /* Live episodes per worker (the slots given, or the default chosen). */
 int nevo_evaluator_slots(const NevoEvaluator *ev);
 

@@ -89,6 +89,9 @@ struct NevoEvaluator {
     double wall_s;
     long long timed_frames;
     int calls;
+    NevoEvaluator *host; /* a device backend's small calls: an evaluator on the CPU backend
+                            (made at the first; nevo_backend_batching) */
+    int host_tasks;   /* calls of at most this many tasks go to host (0: none) */
     NevoRows *pop;    /* prebuilt layout: a row per network, kept from call to call */
     int pop_rows;
     /* the current call */
@@ -232,7 +235,7 @@ void nevo_evaluator_set_backend(NevoEvaluator *ev, NevoBackend *backend) {
     /* a device's batching: large batches, pipelined with a batch per thread (its
      * figures, where the caller asked for none) */
     int slots, fwd;
-    nevo_backend_batching(backend, ev->policy, &slots, &fwd);
+    nevo_backend_batching(backend, ev->policy, &slots, &fwd, &ev->host_tasks);
     int nt = nevo_pool_threads(ev->pool);
     int half = nt / 2 > 1 ? nt / 2 : 1; /* the rest step envs */
     ev->fwd_threads = fwd < 1 ? 1 : fwd < half ? fwd : half;
@@ -241,8 +244,14 @@ void nevo_evaluator_set_backend(NevoEvaluator *ev, NevoBackend *backend) {
     batches_make(ev, ev->depth == 1 ? nevo_pool_threads(ev->pool) : ev->depth);
 }
 
+void nevo_evaluator_set_host_tasks(NevoEvaluator *ev, int max_tasks) {
+    NEVO_ASSERT(max_tasks >= 0);
+    ev->host_tasks = max_tasks;
+}
+
 void nevo_evaluator_free(NevoEvaluator *ev) {
     if (!ev) return;
+    nevo_evaluator_free(ev->host);
     batches_free(ev);
     nevo_rows_free(ev->pop);
     if (ev->own_backend) nevo_backend_free(ev->backend);
@@ -270,6 +279,7 @@ void nevo_evaluator_set_timing(NevoEvaluator *ev, int on) {
     ev->calls = 0;
     for (int w = 0; w < nevo_pool_threads(ev->pool); w++)
         ev->clocks[w].forward_s = ev->clocks[w].env_s = ev->clocks[w].build_s = 0.0;
+    if (ev->host) nevo_evaluator_set_timing(ev->host, on);
 }
 
 void nevo_evaluator_times(const NevoEvaluator *ev, NevoEvalTimes *out) {
@@ -283,11 +293,18 @@ void nevo_evaluator_times(const NevoEvaluator *ev, NevoEvalTimes *out) {
         out->env_s += ev->clocks[w].env_s;
         out->build_s += ev->clocks[w].build_s;
     }
+    if (ev->host) { /* the calls it ran count as this evaluator's */
+        NevoEvalTimes h;
+        nevo_evaluator_times(ev->host, &h);
+        out->wall_s += h.wall_s, out->forward_s += h.forward_s, out->env_s += h.env_s, out->build_s += h.build_s;
+        out->frames += h.frames, out->calls += h.calls;
+    }
 }
 
 void nevo_evaluator_set_progress(NevoEvaluator *ev, NevoProgressFn fn, void *ctx) {
     ev->progress = fn;
     ev->progress_ctx = ctx;
+    if (ev->host) nevo_evaluator_set_progress(ev->host, fn, ctx);
 }
 
 /* Swaps two instances: moving the last live slot into a finished one must keep each
@@ -699,6 +716,14 @@ static void build_unit(void *ctx, int u, int worker) {
 
 NevoStatus nevo_evaluate_tasks(NevoEvaluator *ev, const NevoTaskSet *ts, NevoEpisode *results,
                                NevoObsStats *task_stats, NevoStates *task_states, NevoError *err) {
+    if (ev->host_tasks > 0 && ts->n_tasks <= ev->host_tasks) { /* a small call: the host's threads */
+        if (!ev->host) {
+            ev->host = nevo_evaluator_new(ev->env, ev->policy, ev->pool, 0);
+            nevo_evaluator_set_progress(ev->host, ev->progress, ev->progress_ctx);
+            if (ev->timing) nevo_evaluator_set_timing(ev->host, 1);
+        }
+        return nevo_evaluate_tasks(ev->host, ts, results, task_stats, task_states, err);
+    }
     NevoStatus st = nevo_taskset_check(ts, ev->policy, ev->env, err);
     if (st) return st;
     for (int i = 0; i < ts->n_tasks; i++) {

@@ -751,13 +751,16 @@ static size_t cuda_cache_bytes(void *ctx) { return (size_t)((Cuda *)ctx)->prop.l
  * most half its threads): each thread's forward is synchronous (inputs up, kernels,
  * outputs back), so the device overlaps as many batches as there are forward threads,
  * and a population of thousands still gives every env thread a batch. The best of the
- * H100 sweep in dev/cuda/NOTES.md; NEVO_CUDA_SLOTS and NEVO_CUDA_FORWARD_THREADS
- * override them. */
-static void cuda_batching(void *ctx, const NevoPolicy *p, int *slots, int *fwd_threads) {
+ * H100 sweep in dev/cuda/NOTES.md. A call of no more tasks than a batch's slots (a
+ * GA's validation, an ES centre's episodes) runs on the host: on the device each of its
+ * steps would wait for a round trip. NEVO_CUDA_SLOTS, NEVO_CUDA_FORWARD_THREADS and
+ * NEVO_CUDA_HOST_TASKS override them. */
+static void cuda_batching(void *ctx, const NevoPolicy *p, int *slots, int *fwd_threads, int *host_tasks) {
     (void)ctx;
     (void)p;
     *slots = env_int("NEVO_CUDA_SLOTS", 256, 1, 1 << 20);
     *fwd_threads = env_int("NEVO_CUDA_FORWARD_THREADS", 8, 1, 64);
+    *host_tasks = env_int("NEVO_CUDA_HOST_TASKS", *slots, 0, 1 << 30);
 }
 
 extern "C" const NevoBackendOps nevo_backend_cuda_ops = {

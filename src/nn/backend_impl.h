@@ -39,8 +39,9 @@ typedef struct NevoBackendOps {
     void (*synchronize)(void *ctx);
     size_t (*cache_bytes)(void *ctx);
     /* slots per batch where the caller leaves them open (0: the evaluator's CPU
-     * default), and forward threads (nevo_backend_batching); NULL: neither */
-    void (*batching)(void *ctx, const NevoPolicy *p, int *slots, int *fwd_threads);
+     * default), forward threads and the calls left to the host (nevo_backend_batching);
+     * NULL: none of them */
+    void (*batching)(void *ctx, const NevoPolicy *p, int *slots, int *fwd_threads, int *host_tasks);
     /* why init returned NULL, for the error message; NULL: no reason given */
     const char *(*unavailable)(void);
     /* host memory the forward's observations and outputs are best in (pinned, for a
