@@ -805,11 +805,11 @@ TEST(eval_default_slots_fit_the_cache) {
     nevo_env_free(env);
 }
 
-/* Timing (for benchmarks) adds up and never changes results. */
 /* A device backend's small calls run on the CPU backend (nevo_evaluator_set_host_tasks),
  * the logged backend standing for the device: a call of at most max_tasks tasks builds
  * nothing through it, one task more builds each network there; both give the
- * reference's episodes, and the host's call counts in the progress and timing. */
+ * reference's episodes, and the host's calls count in the progress and timing, also
+ * where these are set after the host's evaluator was made. */
 TEST(eval_small_calls_run_on_the_host) {
     NevoEnv *env = open_env("CartPole-v1");
     nevo_env_set_max_steps(env, 60);
@@ -852,7 +852,22 @@ TEST(eval_small_calls_run_on_the_host) {
     CHECK_MSG(t.frames == 2 * frames, "frames %lld, episodes' lengths twice %lld", t.frames, 2 * frames);
     CHECK(t.forward_s > 0.0 && t.env_s > 0.0 && t.build_s > 0.0);
     CHECK_EQ_INT(pr.calls, 2 * N_NETS);
+    Progress pr2; /* set again: the host's evaluator takes them too */
+    memset(&pr2, 0, sizeof pr2);
+    pthread_mutex_init(&pr2.mu, NULL);
+    nevo_evaluator_set_progress(ev, on_progress, &pr2);
+    nevo_evaluator_set_timing(ev, 1); /* zeroes */
+    nevo_evaluator_set_host_tasks(ev, N_NETS);
+    NevoEpisode res[N_NETS];
+    NevoError err = {0};
+    CHECK_MSG(nevo_evaluate_tasks(ev, &rc.ts, res, NULL, NULL, &err) == NEVO_OK, "%s", err.msg);
+    nevo_evaluator_times(ev, &t);
+    CHECK_EQ_INT(t.calls, 1);
+    CHECK_MSG(t.frames == frames, "frames %lld, episodes' lengths %lld", t.frames, frames);
+    CHECK_EQ_INT(pr2.calls, N_NETS);
+    CHECK_EQ_INT(pr.calls, 2 * N_NETS);
     pthread_mutex_destroy(&pr.mu);
+    pthread_mutex_destroy(&pr2.mu);
     nevo_evaluator_free(ev);
     nevo_pool_free(pool);
     logged_ops.done(logged.ctx);
@@ -862,6 +877,7 @@ TEST(eval_small_calls_run_on_the_host) {
     nevo_env_free(env);
 }
 
+/* Timing (for benchmarks) adds up and never changes results. */
 TEST(eval_timing_sums_and_changes_nothing) {
     NevoEnv *env = open_env("CartPole-v1");
     NevoPolicy *p = small_policy(env);

@@ -750,11 +750,11 @@ static size_t cuda_cache_bytes(void *ctx) { return (size_t)((Cuda *)ctx)->prop.l
 /* Batches of 256 slots, pipelined with 8 forward threads (the evaluator gives them at
  * most half its threads): each thread's forward is synchronous (inputs up, kernels,
  * outputs back), so the device overlaps as many batches as there are forward threads,
- * and a population of thousands still gives every env thread a batch. The best of the
- * H100 sweep in dev/cuda/NOTES.md. A call of no more tasks than a batch's slots (a
- * GA's validation, an ES centre's episodes) runs on the host: on the device each of its
- * steps would wait for a round trip. NEVO_CUDA_SLOTS, NEVO_CUDA_FORWARD_THREADS and
- * NEVO_CUDA_HOST_TASKS override them. */
+ * and a population of thousands still gives every env thread a batch: the GA's best on
+ * Freeway, 0.7-0.8 of 1024 slots' on Breakout (dev/cuda/NOTES.md, Slots). A call of no
+ * more tasks than a batch's slots (a GA's validation, an ES centre's episodes) runs on
+ * the host: on the device each of its steps would wait for a round trip.
+ * NEVO_CUDA_SLOTS, NEVO_CUDA_FORWARD_THREADS and NEVO_CUDA_HOST_TASKS override them. */
 static void cuda_batching(void *ctx, const NevoPolicy *p, int *slots, int *fwd_threads, int *host_tasks) {
     (void)ctx;
     (void)p;
