@@ -670,13 +670,24 @@ NEVO_HD void nevo_kf_layer(NevoKFactor *a, NevoLRBlock w, NevoLRBlock b, int act
     a->step = conv[5];
 }
 
-/* part (rank, 16): lane l of u_q, for the items t, t + NEVO_KF_THREADS, ... */
+/* part (rank, 16): lane l of u_q, for the items t, t + NEVO_KF_THREADS, ... The terms
+ * are loaded NEVO_KF_AHEAD at a time before their FMAs, in the same order: a lane's
+ * loads are then in flight together, not one latency each (at rank 1 only 16 lanes of
+ * the block work, so each lane's chain is the block's time). */
+#define NEVO_KF_AHEAD 8
 NEVO_HD void nevo_kf_dot(NevoKFactor a, int row, int t, float *part) {
     const float *x = a.X + (size_t)row * a.xs, *A = a.noise + a.rec[row].z + a.a_off;
     for (int item = t; item < 16 * a.rank; item += NEVO_KF_THREADS) {
-        int q = item / 16, l = item % 16;
-        float acc = 0.0f;
-        for (int e = l; e < a.in; e += 16) acc = fmaf(x[e], A[(size_t)e * a.rank + q], acc);
+        int q = item / 16, l = item % 16, e = l;
+        float acc = 0.0f, xv[NEVO_KF_AHEAD], av[NEVO_KF_AHEAD];
+        for (; e + 16 * (NEVO_KF_AHEAD - 1) < a.in; e += 16 * NEVO_KF_AHEAD) {
+            NEVO_UNROLL
+            for (int j = 0; j < NEVO_KF_AHEAD; j++)
+                xv[j] = x[e + 16 * j], av[j] = A[(size_t)(e + 16 * j) * a.rank + q];
+            NEVO_UNROLL
+            for (int j = 0; j < NEVO_KF_AHEAD; j++) acc = fmaf(xv[j], av[j], acc);
+        }
+        for (; e < a.in; e += 16) acc = fmaf(x[e], A[(size_t)e * a.rank + q], acc);
         part[item] = acc;
     }
 }
