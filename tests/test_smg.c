@@ -471,8 +471,8 @@ static const char *small_json(const char *mutation, char *buf, size_t size) {
 
 #define REC_POLICY "{\"hidden\": [8], \"lstm\": 4}"
 
-/* `gens` generations of the config on a pool of `threads`; returns the algorithm's
- * whole state (caller frees). */
+/* A config's env, policy, pool, noise, evaluator and algorithm, opened and closed
+ * together. */
 typedef struct Rig {
     NevoConfig cfg;
     NevoEnv *env;
@@ -507,6 +507,8 @@ static void rig_close(Rig *r) {
     nevo_env_free(r->env);
 }
 
+/* `gens` generations of the config on a pool of `threads`; returns the algorithm's
+ * whole state (caller frees). */
 static NevoBuf run_state(const char *json, int threads, int gens) {
     Rig r;
     rig_open(&r, json, threads);
