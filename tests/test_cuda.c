@@ -145,17 +145,38 @@ static void emulate_factor(NevoKFactor *f, const NevoPolicy *p, int l, const flo
     const int conv[6] = {L->in_w, L->in_c, L->out_h, L->out_w, L->kernel, L->stride};
     nevo_kf_layer(f, bl[2 * l], bl[2 * l + 1], (int)L->act, conv, X, xs, Y, ys);
     float part[16 * NEVO_LOWRANK_MAX], u[NEVO_LOWRANK_MAX];
-    for (int row = 0; row < n; row++) {
+    f->n = n;
+    for (int blk = 0; blk < nevo_kf_blocks(*f); blk++) {
         if (L->kind == NEVO_LAYER_CONV) {
-            for (int t = 0; t < NEVO_KF_THREADS; t++) nevo_kf_conv_u(*f, row, t);
-            for (int t = 0; t < NEVO_KF_THREADS; t++) nevo_kf_conv_apply(*f, row, t);
+            for (int t = 0; t < NEVO_KF_THREADS; t++) nevo_kf_conv_u(*f, blk, t);
+            for (int t = 0; t < NEVO_KF_THREADS; t++) nevo_kf_conv_apply(*f, blk, t);
         } else {
             memset(part, 0xff, sizeof part);
-            for (int t = 0; t < NEVO_KF_THREADS; t++) nevo_kf_dot(*f, row, t, part);
-            for (int t = 0; t < NEVO_KF_THREADS; t++) nevo_kf_tree(*f, t, part, u);
-            for (int t = 0; t < NEVO_KF_THREADS; t++) nevo_kf_apply(*f, row, t, u);
+            memset(u, 0xff, sizeof u);
+            for (int t = 0; t < NEVO_KF_THREADS; t++) nevo_kf_dot(*f, blk, t, part);
+            for (int t = 0; t < NEVO_KF_THREADS; t++) nevo_kf_tree(*f, blk, t, part, u);
+            for (int t = 0; t < NEVO_KF_THREADS; t++) nevo_kf_apply(*f, blk, t, u);
         }
     }
+}
+
+/* The tiled dense kernel (k_dense_t) over runs 0 .. n_runs - 1, likewise. */
+static void emulate_kt(NevoKDense a, int n_runs) {
+    int cb = (a.out + NEVO_KT_COLS - 1) / NEVO_KT_COLS;
+    float(*acc)[NEVO_KT_SUMS] = nevo_alloc(sizeof(float) * NEVO_KT_SUMS * NEVO_KT_THREADS);
+    float *x = nevo_alloc(sizeof(float) * NEVO_KT_KC * NEVO_KT_XS), *w = nevo_alloc(sizeof(float) * NEVO_KT_KC * NEVO_KT_COLS);
+    for (int run = 0; run < n_runs; run++)
+        for (int b = 0; b < cb; b++) {
+            for (int t = 0; t < NEVO_KT_THREADS; t++) nevo_kt_init(a, run, b, t, acc[t]);
+            for (int k0 = 0; k0 < a.in; k0 += NEVO_KT_KC) {
+                memset(x, 0xff, sizeof(float) * NEVO_KT_KC * NEVO_KT_XS); /* unwritten shows (the pad stays) */
+                memset(w, 0xff, sizeof(float) * NEVO_KT_KC * NEVO_KT_COLS);
+                for (int t = 0; t < NEVO_KT_THREADS; t++) nevo_kt_load(a, run, b, t, k0, x, w);
+                for (int t = 0; t < NEVO_KT_THREADS; t++) nevo_kt_accum(t, x, w, acc[t]);
+            }
+            for (int t = 0; t < NEVO_KT_THREADS; t++) nevo_kt_store(a, run, b, t, acc[t]);
+        }
+    free(acc), free(x), free(w);
 }
 
 static void emulate_forward(const NevoPolicy *p, const float *params, size_t stride, const int *which,
@@ -165,8 +186,9 @@ static void emulate_forward(const NevoPolicy *p, const float *params, size_t str
     float *A = nevo_alloc(sizeof(float) * (size_t)n * (size_t)width);
     float *B = nevo_alloc(sizeof(float) * (size_t)n * (size_t)width);
     int *runs = nevo_alloc(sizeof(int) * (size_t)(n + 1));
-    int rows = 0, n_runs = dense_rows ? nevo_kd1_runs(which, n, dense_rows, min_runs, runs, &rows)
-                                      : nevo_kd_runs(which, n, NEVO_KD_ROWS, runs);
+    int rows = 0, n_runs = dense_rows < 0   ? nevo_kd_runs(which, n, NEVO_KT_ROWS, runs)
+                           : dense_rows ? nevo_kd1_runs(which, n, dense_rows, min_runs, runs, &rows)
+                                        : nevo_kd_runs(which, n, NEVO_KD_ROWS, runs);
     const float *X = obs;
     int xs = p->obs_dim;
     if (p->obs_norm) {
@@ -202,6 +224,10 @@ static void emulate_forward(const NevoPolicy *p, const float *params, size_t str
                     for (int b = 0; b < ob; b++)
                         for (int t = 0; t < NEVO_KC_THREADS; t++) nevo_kc_out(a, row, b, t);
             }
+        } else if (dense_rows < 0) { /* the tiled kernel */
+            NevoKDense a = {params, stride, which, runs, X, xs, L->in_dim, L->out_dim,
+                            L->w_off, L->b_off, act, 0, Y, ys, NULL};
+            emulate_kt(a, n_runs);
         } else if (dense_rows) { /* the listed-inputs kernel, as the backend picks its rows */
             NevoKDense a = {params, stride, which, runs, X, xs, L->in_dim, L->out_dim,
                             L->w_off, L->b_off, act, 0, Y, ys, NULL};
@@ -262,26 +288,34 @@ TEST(cuda_kernel_bodies_forward_match_cpu) {
          * allowed); the runs dense kernel; the listed dense with each other run length;
          * runs of 16 halved to fit a least count of runs: to 1 (n runs), and to 8 or
          * fewer (one run more than runs of 16 make). min_runs 0 (no halving) but there:
-         * the backend's 2 a multiprocessor would halve these 150 rows to runs of one. */
+         * the backend's 2 a multiprocessor would halve these 150 rows to runs of one. Then
+         * the tiled kernel (rows -1) over these runs, and over runs longer than its 32
+         * rows (two networks: 100 rows, then 50). */
         int *runs16 = nevo_alloc(sizeof(int) * (size_t)(n + 1));
         int m16 = nevo_kd_runs(which, n, NEVO_KD1_ROWS, runs16);
         free(runs16);
-        const int rows[9] = {NEVO_KD1_ROWS_DEFAULT, NEVO_KD1_ROWS_DEFAULT, 0, 1, 2, 4, 8, NEVO_KD1_ROWS,
-                             NEVO_KD1_ROWS};
-        const int least[9] = {0, 0, 0, 0, 0, 0, 0, n, m16 + 1};
-        for (int k = 0; k < 9; k++) {
+        const int rows[11] = {NEVO_KD1_ROWS_DEFAULT, NEVO_KD1_ROWS_DEFAULT, 0, 1, 2, 4, 8, NEVO_KD1_ROWS,
+                              NEVO_KD1_ROWS, -1, -1};
+        const int least[11] = {0, 0, 0, 0, 0, 0, 0, n, m16 + 1, 0, 0};
+        int *two = nevo_alloc(sizeof(int) * (size_t)n);
+        for (int i = 0; i < n; i++) two[i] = i < 100 ? 3 : 1;
+        float *want_two = nevo_alloc(sizeof(float) * (size_t)n * (size_t)p->n_out);
+        nevo_policy_forward(p, params, stride, two, obs, n, want_two, scratch);
+        for (int k = 0; k < 11; k++) {
             memset(got, 0xff, sizeof(float) * (size_t)n * (size_t)p->n_out); /* NaN: unwritten shows */
-            emulate_forward(p, params, stride, which, obs, n, got, k == 1 ? 0 : NEVO_KC_SMEM_MAX, rows[k],
-                            least[k], NULL);
+            emulate_forward(p, params, stride, k == 10 ? two : which, obs, n, got, k == 1 ? 0 : NEVO_KC_SMEM_MAX,
+                            rows[k], least[k], NULL);
             char what[64];
             const char *kind = k == 0   ? "kernels in use"
                                : k == 1 ? "thread-per-output conv"
+                               : k == 9 ? "tiled"
+                               : k == 10 ? "tiled, long runs"
                                : k >= 7 ? "runs halved"
                                         : "dense variant";
             snprintf(what, sizeof what, "shape %d, %s, dense rows %d", shape, kind, rows[k]);
-            check_same(want, got, (size_t)n * (size_t)p->n_out, what);
+            check_same(k == 10 ? want_two : want, got, (size_t)n * (size_t)p->n_out, what);
         }
-        free(params), free(obs), free(which), free(want), free(got), free(scratch);
+        free(params), free(obs), free(which), free(two), free(want), free(want_two), free(got), free(scratch);
         nevo_policy_free(p);
         nevo_env_free(env);
     }
@@ -319,7 +353,7 @@ static NevoPolicy *lstm_policy(int shape, NevoEnv **env_out) {
 
 /* cuda_forward's recurrent step (run_recurrent), its launches run on the CPU. */
 static void emulate_recurrent(const NevoPolicy *p, const float *params, size_t stride, const int *which,
-                              const float *obs, int n, float *state, float *out) {
+                              const float *obs, int n, float *state, float *out, int dense_rows) {
     const NevoLayer *R = &p->layers[p->lstm_layer];
     int in = R->in_dim, H = R->out_dim;
     float *xn = nevo_alloc(sizeof(float) * (size_t)n * p->obs_dim);
@@ -336,25 +370,30 @@ static void emulate_recurrent(const NevoPolicy *p, const float *params, size_t s
     }
     memset(xh, 0xff, sizeof(float) * (size_t)n * (in + H));
     if (p->pre) { /* the pre part's last layer writes x into [x, h_prev] */
-        emulate_forward(p->pre, params, stride, which, X, n, pre, NEVO_KC_SMEM_MAX, NEVO_KD1_ROWS_DEFAULT, 0, NULL);
+        emulate_forward(p->pre, params, stride, which, X, n, pre, NEVO_KC_SMEM_MAX, dense_rows, 0, NULL);
         for (int r = 0; r < n; r++) memcpy(xh + (size_t)r * (in + H), pre + (size_t)r * in, sizeof(float) * in);
     }
     NevoKLstm a = {X, p->obs_dim, !p->pre, xh, gates, state, h, n, in, H};
     for (int b = 0; b < (n * (in + H) + NEVO_KL_THREADS - 1) / NEVO_KL_THREADS; b++)
         for (int t = 0; t < NEVO_KL_THREADS; t++) nevo_kl_xh(a, b, t);
     int *runs = nevo_alloc(sizeof(int) * (size_t)(n + 1)), rows = 0;
-    int n_runs = nevo_kd1_runs(which, n, NEVO_KD1_ROWS_DEFAULT, 0, runs, &rows);
+    int n_runs = dense_rows < 0 ? nevo_kd_runs(which, n, NEVO_KT_ROWS, runs)
+                                : nevo_kd1_runs(which, n, dense_rows, 0, runs, &rows);
     NevoKDense d = {params, stride, which, runs, xh, in + H, in + H, 4 * H, R->w_off, R->b_off,
                     (int)NEVO_ACT_NONE, 0, gates, 4 * H, NULL};
-    emulate_kd1(d, n_runs, rows);
+    if (dense_rows < 0)
+        emulate_kt(d, n_runs);
+    else
+        emulate_kd1(d, n_runs, rows);
     for (int b = 0; b < (n * H + NEVO_KL_THREADS - 1) / NEVO_KL_THREADS; b++)
         for (int t = 0; t < NEVO_KL_THREADS; t++) nevo_kl_cell(a, b, t);
-    emulate_forward(p->post, params, stride, which, h, n, out, NEVO_KC_SMEM_MAX, NEVO_KD1_ROWS_DEFAULT, 0, NULL);
+    emulate_forward(p->post, params, stride, which, h, n, out, NEVO_KC_SMEM_MAX, dense_rows, 0, NULL);
     free(xn), free(xh), free(gates), free(h), free(pre), free(runs);
 }
 
 /* Four steps of 90 rows over 4 networks, each row its own state: the recurrent step's
- * bodies give nevo_policy_forward_state's outputs and states, bit for bit. */
+ * bodies give nevo_policy_forward_state's outputs and states, bit for bit, with the
+ * listed dense kernel (the default rows) and with the tiled one. */
 TEST(cuda_kernel_bodies_recurrent_match_cpu) {
     for (int shape = 0; shape < 2; shape++) {
         NevoEnv *env;
@@ -367,20 +406,22 @@ TEST(cuda_kernel_bodies_recurrent_match_cpu) {
         size_t no = (size_t)N * (size_t)p->n_out;
         float *want = nevo_alloc(sizeof(float) * no), *got = nevo_alloc(sizeof(float) * no);
         float *st_want = nevo_alloc(sizeof(float) * N * sf), *st_got = nevo_alloc(sizeof(float) * N * sf);
-        memset(st_want, 0, sizeof(float) * N * sf);
-        memset(st_got, 0, sizeof(float) * N * sf);
         float *scratch = nevo_alloc_aligned(sizeof(float) * nevo_policy_scratch_floats(p, N));
-        for (int step = 0; step < 4; step++) {
-            float *obs = random_obs(p, N, 102 + (uint64_t)(10 * shape + step));
-            nevo_policy_forward_state(p, params, stride, which, obs, N, st_want, want, scratch);
-            memset(got, 0xff, sizeof(float) * no);
-            emulate_recurrent(p, params, stride, which, obs, N, st_got, got);
-            char what[64];
-            snprintf(what, sizeof what, "lstm shape %d, step %d: outputs", shape, step);
-            check_same(want, got, no, what);
-            snprintf(what, sizeof what, "lstm shape %d, step %d: states", shape, step);
-            check_same(st_want, st_got, N * sf, what);
-            free(obs);
+        for (int tiled = 0; tiled < 2; tiled++) {
+            memset(st_want, 0, sizeof(float) * N * sf);
+            memset(st_got, 0, sizeof(float) * N * sf);
+            for (int step = 0; step < 4; step++) {
+                float *obs = random_obs(p, N, 102 + (uint64_t)(10 * shape + step));
+                nevo_policy_forward_state(p, params, stride, which, obs, N, st_want, want, scratch);
+                memset(got, 0xff, sizeof(float) * no);
+                emulate_recurrent(p, params, stride, which, obs, N, st_got, got, tiled ? -1 : NEVO_KD1_ROWS_DEFAULT);
+                char what[64];
+                snprintf(what, sizeof what, "lstm shape %d%s, step %d: outputs", shape, tiled ? ", tiled" : "", step);
+                check_same(want, got, no, what);
+                snprintf(what, sizeof what, "lstm shape %d%s, step %d: states", shape, tiled ? ", tiled" : "", step);
+                check_same(st_want, st_got, N * sf, what);
+                free(obs);
+            }
         }
         free(params), free(want), free(got), free(st_want), free(st_got), free(scratch);
         nevo_policy_free(p);
@@ -422,8 +463,8 @@ TEST(cuda_kernel_bodies_factored_match_cpu) {
             nevo_policy_forward_factored(p, bases, stride, base, rows, ff, member, rank, obs, N, want, scratch);
             size_t us = nevo_policy_conv_pixels(p) * (size_t)rank;
             float *U = nevo_alloc(sizeof(float) * us * N);
-            static const int dense_rows[3] = {NEVO_KD1_ROWS_DEFAULT, 1, 0};
-            for (int k = 0; k < 3; k++) {
+            static const int dense_rows[4] = {NEVO_KD1_ROWS_DEFAULT, 1, 0, -1};
+            for (int k = 0; k < 4; k++) {
                 NevoKFactor f;
                 memset(&f, 0, sizeof f);
                 f.noise = z, f.rec = rec, f.U = U, f.us = us, f.rank = rank;
@@ -627,30 +668,32 @@ TEST(cuda_forward_matches_cpu_backend) {
         /* every dense kernel the backend can pick (NEVO_CUDA_DENSE_ROWS, with no halving
          * of runs, then runs of 16 halved as far as they go: NEVO_CUDA_MIN_RUNS; read by a
          * new workspace; the caller's settings restored after) */
-        const char *names[2] = {"NEVO_CUDA_DENSE_ROWS", "NEVO_CUDA_MIN_RUNS"};
-        char *saved[2];
-        for (int e = 0; e < 2; e++) saved[e] = getenv(names[e]) ? strdup(getenv(names[e])) : NULL;
-        const int rows_set[7] = {0, 1, 2, 4, 8, 16, 16}, least_set[7] = {0, 0, 0, 0, 0, 0, 1 << 30};
-        for (int c = 0; c < 7; c++) {
+        const char *names[3] = {"NEVO_CUDA_DENSE_ROWS", "NEVO_CUDA_MIN_RUNS", "NEVO_CUDA_TILED_ROWS"};
+        char *saved[3];
+        for (int e = 0; e < 3; e++) saved[e] = getenv(names[e]) ? strdup(getenv(names[e])) : NULL;
+        /* the last: every call through the tiled kernel */
+        const int rows_set[8] = {0, 1, 2, 4, 8, 16, 16, 8}, least_set[8] = {0, 0, 0, 0, 0, 0, 1 << 30, 0};
+        for (int c = 0; c < 8; c++) {
             int rows = rows_set[c];
             char v[16];
             snprintf(v, sizeof v, "%d", rows);
             setenv("NEVO_CUDA_DENSE_ROWS", v, 1);
             snprintf(v, sizeof v, "%d", least_set[c]);
             setenv("NEVO_CUDA_MIN_RUNS", v, 1);
+            setenv("NEVO_CUDA_TILED_ROWS", c == 7 ? "1" : "0", 1);
             NevoWorkspace *wg = nevo_workspace_new(gpu, p, n);
             for (int rep = 0; rep < 3; rep++) { /* the same bits every time, at every row count */
                 int m = rep == 1 ? 1 + n / 3 : n;
                 memset(got, 0xff, sizeof(float) * no);
                 nevo_backend_forward(gpu, p, rg, rep == 2 ? apart : which, obs, m, NULL, got, wg);
                 char what[128];
-                snprintf(what, sizeof what, "shape %d, dense rows %d, least runs %d, %d rows%s", shape, rows,
-                         least_set[c], m, rep == 2 ? ", a network each" : "");
+                snprintf(what, sizeof what, "shape %d, dense rows %d, least runs %d%s, %d rows%s", shape, rows,
+                         least_set[c], c == 7 ? ", tiled" : "", m, rep == 2 ? ", a network each" : "");
                 check_same(rep == 2 ? want1 : want, got, (size_t)m * (size_t)p->n_out, what);
             }
             nevo_workspace_free(wg);
         }
-        for (int e = 0; e < 2; e++) {
+        for (int e = 0; e < 3; e++) {
             if (saved[e]) setenv(names[e], saved[e], 1);
             else unsetenv(names[e]);
             free(saved[e]);
@@ -846,16 +889,29 @@ TEST(cuda_factored_forward_matches_cpu_backend) {
                 for (int j = 0; j < M; j++) nevo_rows_build_factored(rows[b], j, &s.ts, p, j);
                 ws[b] = nevo_workspace_new(be[b], p, N);
             }
-            /* each call on both backends; fewer rows after more: the same bits */
-            for (int m = N; m >= N / 3; m -= N / 3 + 1) {
-                for (int b = 0; b < 2; b++) {
-                    memset(out[b], 0xff, sizeof(float) * no);
-                    nevo_backend_forward_factored(be[b], p, bases[b], base, rows[b], which, ranks[ri], obs, m, out[b],
-                                                  ws[b]);
+            /* each call on both backends; fewer rows after more: the same bits; then a
+             * device workspace whose calls all take the tiled kernel */
+            for (int tiled = 0; tiled < 2; tiled++) {
+                if (tiled) {
+                    char *saved = getenv("NEVO_CUDA_TILED_ROWS") ? strdup(getenv("NEVO_CUDA_TILED_ROWS")) : NULL;
+                    setenv("NEVO_CUDA_TILED_ROWS", "1", 1);
+                    nevo_workspace_free(ws[1]);
+                    ws[1] = nevo_workspace_new(gpu, p, N);
+                    if (saved) setenv("NEVO_CUDA_TILED_ROWS", saved, 1);
+                    else unsetenv("NEVO_CUDA_TILED_ROWS");
+                    free(saved);
                 }
-                char what[96];
-                snprintf(what, sizeof what, "shape %d, rank %d, %d rows", shape, ranks[ri], m);
-                check_same(out[0], out[1], (size_t)m * (size_t)p->n_out, what);
+                for (int m = N; m >= N / 3; m -= N / 3 + 1) {
+                    for (int b = 0; b < 2; b++) {
+                        memset(out[b], 0xff, sizeof(float) * no);
+                        nevo_backend_forward_factored(be[b], p, bases[b], base, rows[b], which, ranks[ri], obs, m,
+                                                      out[b], ws[b]);
+                    }
+                    char what[96];
+                    snprintf(what, sizeof what, "shape %d, rank %d%s, %d rows", shape, ranks[ri],
+                             tiled ? ", tiled" : "", m);
+                    check_same(out[0], out[1], (size_t)m * (size_t)p->n_out, what);
+                }
             }
             for (int b = 0; b < 2; b++) {
                 nevo_workspace_free(ws[b]);

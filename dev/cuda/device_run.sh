@@ -16,7 +16,9 @@
 # GA runs over the cuda backend's slots and forward threads (SWEEP_SPECS, below), sass
 # the dense kernel's instructions),
 # GENS (Breakout's generations), DENSE_ROWS (the
-# NEVO_CUDA_DENSE_ROWS values step 2 times, default "8 16 0"), GA_RUNS= (no GA run with
+# NEVO_CUDA_DENSE_ROWS values step 2 times, default "8 16 0"), TILED (the
+# NEVO_CUDA_TILED_ROWS values step 2 then times with the default rows, default "16"),
+# GA_RUNS= (no GA run with
 # the runs dense kernel), GA_FACTORED= (no Breakout runs of rank-1 factored children,
 # ga.factored), VT_SPECS (step 5's specs, vtrace_run.sh).
 # Results go to $OUT (default dev/cuda/out). Binaries come from BIN (default build-cuda;
@@ -47,12 +49,16 @@ log "1. parity tests"
 }
 
 # the default dense kernel, then each other NEVO_CUDA_DENSE_ROWS of DENSE_ROWS (0: the
-# runs kernel for every call, the one-row calls too)
+# runs kernel for every call, the one-row calls too), then the tiled kernel for calls
+# whose runs average TILED rows (B = 16 and 64, and every factored call: one shared
+# network)
 step_2() {
-for rows in ${DENSE_ROWS:-8 16 0}; do
-    log "2. nevo bench --only gpu, NEVO_CUDA_DENSE_ROWS=$rows"
-    NEVO_CUDA_DENSE_ROWS=$rows "$BIN/nevo" bench --only gpu --json > "$OUT/bench_gpu_r$rows.jsonl" 2>> "$OUT/summary.txt"
-    python3 - "$OUT/bench_gpu_r$rows.jsonl" <<'PY' | tee -a "$OUT/summary.txt"
+for spec in ${DENSE_ROWS:-8 16 0} $(for t in ${TILED-16}; do echo "8t$t"; done); do
+    rows=${spec%t*} tiled=$([[ $spec == *t* ]] && echo "${spec#*t}" || echo 0)
+    log "2. nevo bench --only gpu, NEVO_CUDA_DENSE_ROWS=$rows NEVO_CUDA_TILED_ROWS=$tiled"
+    NEVO_CUDA_DENSE_ROWS=$rows NEVO_CUDA_TILED_ROWS=$tiled "$BIN/nevo" bench --only gpu --json \
+        > "$OUT/bench_gpu_r$spec.jsonl" 2>> "$OUT/summary.txt"
+    python3 - "$OUT/bench_gpu_r$spec.jsonl" <<'PY' | tee -a "$OUT/summary.txt"
 import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
@@ -134,17 +140,20 @@ BIN=$BIN bash dev/cuda/vtrace_run.sh 2>&1 | tee -a "$OUT/summary.txt"
 # SWEEP_SPECS: backend:env:population:generations[:slots:forward threads[:flags]], slots
 # and forward threads the cuda backend's NEVO_CUDA_SLOTS and NEVO_CUDA_FORWARD_THREADS
 # (empty: the defaults), flags a comma list of f (rank-1 factored children,
-# ga.factored) and h0 (NEVO_CUDA_HOST_TASKS=0: small calls on the device too)
+# ga.factored), h0 (NEVO_CUDA_HOST_TASKS=0: small calls on the device too) and t
+# (NEVO_CUDA_TILED_ROWS=16: calls of long runs of a parent's rows through the tiled kernel)
 step_sweep() {
 for spec in ${SWEEP_SPECS:-cuda:freeway:2048:3:128:4 cuda:freeway:2048:3:512:4 cuda:freeway:2048:3:256:8 cuda:freeway:2048:3:256:2}; do
     IFS=: read -r be env pop gens slots fwd flags <<< "$spec"
     d="$RUNS/sweep_${spec//[:,]/_}"
     rm -rf "$d"
     f=$([[ ,$flags, == *,f,* ]] && echo 1) host=$([[ ,$flags, == *,h0,* ]] && echo 0)
-    NEVO_CUDA_SLOTS=${slots:-} NEVO_CUDA_FORWARD_THREADS=${fwd:-} NEVO_CUDA_HOST_TASKS=$host timeout 90 "$BIN/nevo" train \
+    tiled=$([[ ,$flags, == *,t,* ]] && echo 16)
+    NEVO_CUDA_SLOTS=${slots:-} NEVO_CUDA_FORWARD_THREADS=${fwd:-} NEVO_CUDA_HOST_TASKS=$host \
+        NEVO_CUDA_TILED_ROWS=${tiled:-0} timeout 90 "$BIN/nevo" train \
         configs/minatar_breakout_ga_gpu.json env=minatar/$env population=$pop generations=$gens eval_episodes=10 \
         ${f:+ga.rank=1 ga.factored=true} --backend $be --threads "$THREADS" --out "$d" --quiet > "$d.log" 2>&1
-    echo "$be $env population $pop, slots ${slots:-default}, forward threads ${fwd:-default}${f:+, factored}${host:+, small calls on the device}: $(rate "$d/metrics.jsonl" $pop)" |
+    echo "$be $env population $pop, slots ${slots:-default}, forward threads ${fwd:-default}${f:+, factored}${host:+, small calls on the device}${tiled:+, tiled}: $(rate "$d/metrics.jsonl" $pop)" |
         tee -a "$OUT/summary.txt"
 done
 }
@@ -154,6 +163,10 @@ log "SASS of the dense kernel of runs of 8 (k_dense_l<8>): 16-byte loads, FMAs, 
 cuobjdump -sass "$BIN/nevo" 2>/dev/null | awk '/Function : /{p=0} /Function : _Z9k_dense_lILi8EEv10NevoKDense/{p=1} p' \
     > "$RUNS/dense.sass"
 echo "LDG.E.128 $(grep -c 'LDG.E.128' "$RUNS/dense.sass"), FFMA $(grep -c FFMA "$RUNS/dense.sass"), LDS $(grep -c 'LDS' "$RUNS/dense.sass"), LDL/STL $(grep -c 'LDL\|STL' "$RUNS/dense.sass")" | tee -a "$OUT/summary.txt"
+log "SASS of the tiled dense kernel (k_dense_t): FFMA, FSEL, LDS, local memory"
+cuobjdump -sass "$BIN/nevo" 2>/dev/null | awk '/Function : /{p=0} /Function : _Z9k_dense_t10NevoKDense/{p=1} p' \
+    > "$RUNS/tiled.sass"
+echo "FFMA $(grep -c FFMA "$RUNS/tiled.sass"), FSEL $(grep -c FSEL "$RUNS/tiled.sass"), LDS $(grep -c 'LDS' "$RUNS/tiled.sass"), LDL/STL $(grep -c 'LDL\|STL' "$RUNS/tiled.sass")" | tee -a "$OUT/summary.txt"
 
 }
 

@@ -44,6 +44,20 @@ template <int ROWS> __global__ void __launch_bounds__(NEVO_KD_THREADS) k_dense_l
     nevo_kd1_block<ROWS>(a);
 }
 
+__global__ void __launch_bounds__(NEVO_KT_THREADS) k_dense_t(NevoKDense a) {
+    __shared__ float x[NEVO_KT_KC * NEVO_KT_XS], wt[NEVO_KT_KC * NEVO_KT_COLS];
+    float acc[NEVO_KT_SUMS];
+    int run = blockIdx.x, cb = blockIdx.y, t = threadIdx.x;
+    nevo_kt_init(a, run, cb, t, acc);
+    for (int k0 = 0; k0 < a.in; k0 += NEVO_KT_KC) {
+        nevo_kt_load(a, run, cb, t, k0, x, wt);
+        __syncthreads();
+        nevo_kt_accum(t, x, wt, acc);
+        __syncthreads();
+    }
+    nevo_kt_store(a, run, cb, t, acc);
+}
+
 __global__ void __launch_bounds__(NEVO_KC_THREADS) k_conv(NevoKConv a) {
     nevo_kc_out(a, blockIdx.x, blockIdx.y, threadIdx.x);
 }
@@ -59,13 +73,15 @@ __global__ void k_norm(const float *obs, const float *mean, const float *std, in
     nevo_kn_elem(obs, mean, std, n, dim, x, xs, blockIdx.x, threadIdx.x);
 }
 
-static_assert(NEVO_LOWRANK_MAX <= NEVO_KF_THREADS, "nevo_kf_tree: a thread per q");
+/* a block's part and u: rows x 16 rank and rows x rank floats, several rows only where
+ * 16 rank <= NEVO_KF_THREADS / 2, so at most 16 NEVO_LOWRANK_MAX and NEVO_LOWRANK_MAX */
+static_assert(NEVO_KF_THREADS <= 16 * NEVO_LOWRANK_MAX, "k_factor_dense: part's rows");
 
 __global__ void __launch_bounds__(NEVO_KF_THREADS) k_factor_dense(NevoKFactor a) {
     __shared__ float part[16 * NEVO_LOWRANK_MAX], u[NEVO_LOWRANK_MAX];
     nevo_kf_dot(a, blockIdx.x, threadIdx.x, part);
     __syncthreads();
-    nevo_kf_tree(a, threadIdx.x, part, u);
+    nevo_kf_tree(a, blockIdx.x, threadIdx.x, part, u);
     __syncthreads();
     nevo_kf_apply(a, blockIdx.x, threadIdx.x, u);
 }
@@ -454,7 +470,10 @@ typedef struct Work {
     int dense_rows;       /* the listed-inputs dense kernel's most rows a run (1, 2, 4, 8
                              or 16; a call of one row a network runs 1); 0: the runs kernel */
     int min_runs;         /* runs halved while fewer (nevo_kd1_runs): 2 a multiprocessor */
-    int call_rows;        /* this call's most rows a run (nevo_kd1_runs); 0: the runs kernel */
+    int tiled_rows;       /* a call whose runs of up to NEVO_KT_ROWS rows of one network
+                             average this many rows runs the tiled kernel; 0: none does */
+    int call_rows;        /* this call's most rows a run (nevo_kd1_runs); 0: the runs
+                             kernel; -1: the tiled kernel */
     float *d_state, *d_xh, *d_gates, *d_h; /* a recurrent policy's: the rows' states (h, c),
                              [x, h_prev], the gate sums and h (max_rows of each); NULL else */
     NevoKFRec *h_rec, *d_rec; /* the factored forward's members, a row each (max_rows) */
@@ -474,6 +493,7 @@ static void *cuda_workspace_new(void *ctx, const NevoPolicy *p, int max_rows) {
     CK(cudaGetDevice(&dev));
     CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     w->min_runs = env_int("NEVO_CUDA_MIN_RUNS", 2 * sms, 0, 1 << 30);
+    w->tiled_rows = env_int("NEVO_CUDA_TILED_ROWS", 0, 0, NEVO_KT_ROWS); /* off until measured */
     if (w->dense_rows & (w->dense_rows - 1))
         nevo_fatal(__FILE__, __LINE__, "NEVO_CUDA_DENSE_ROWS must be 0, 1, 2, 4, 8 or 16, not %d", w->dense_rows);
     size_t R = (size_t)w->max_rows;
@@ -533,7 +553,11 @@ static int stage_inputs(Work *w, const NevoPolicy *p, const int *which, const fl
     }
     memcpy(w->h_idx, which, sizeof(int) * (size_t)n);
     w->call_rows = 0;
-    int n_runs = w->dense_rows ? nevo_kd1_runs(which, n, w->dense_rows, w->min_runs, w->h_idx + R, &w->call_rows)
+    int n_runs = w->tiled_rows ? nevo_kd_runs(which, n, NEVO_KT_ROWS, w->h_idx + R) : 0;
+    if (w->tiled_rows && (long)n_runs * w->tiled_rows <= (long)n)
+        w->call_rows = -1;
+    else
+        n_runs = w->dense_rows ? nevo_kd1_runs(which, n, w->dense_rows, w->min_runs, w->h_idx + R, &w->call_rows)
                                : nevo_kd_runs(which, n, NEVO_KD_ROWS, w->h_idx + R);
     /* straight from the caller's memory: pinned where the evaluator took its batches'
      * buffers from nevo_backend_host_alloc, so the copy is one DMA */
@@ -553,6 +577,17 @@ static void factor_layer(NevoKFactor *a, const NevoPolicy *p, const NevoLRBlock 
     nevo_kf_layer(a, bl[2 * l], bl[2 * l + 1], (int)L->act, conv, X, xs, Y, ys);
 }
 
+/* Layer l's corrections (f: the call's members) over its input and base output. */
+static void launch_factor(Work *w, const NevoPolicy *p, const NevoLRBlock *bl, int l, NevoKFactor f, const float *X,
+                          int xs, float *Y, int ys) {
+    factor_layer(&f, p, bl, l, X, xs, Y, ys);
+    if (p->layers[l].kind == NEVO_LAYER_CONV)
+        k_factor_conv<<<(unsigned)nevo_kf_blocks(f), NEVO_KF_THREADS, 0, w->s>>>(f);
+    else
+        k_factor_dense<<<(unsigned)nevo_kf_blocks(f), NEVO_KF_THREADS, 0, w->s>>>(f);
+    CK_LAUNCH();
+}
+
 /* The dense kernel the call's runs were split for, over rows of the networks in r. */
 static void launch_dense(Work *w, const NevoRows *r, int n_runs, const float *X, int xs, int in, int out,
                          size_t w_off, size_t b_off, int act, float *Y, int ys) {
@@ -562,6 +597,10 @@ static void launch_dense(Work *w, const NevoRows *r, int n_runs, const float *X,
     dim3 grid((unsigned)n_runs, (unsigned)((out + NEVO_KD_COLS - 1) / NEVO_KD_COLS));
     cudaStream_t s = w->s;
     switch (w->call_rows) {
+    case -1:
+        grid.y = (unsigned)((out + NEVO_KT_COLS - 1) / NEVO_KT_COLS);
+        k_dense_t<<<grid, NEVO_KT_THREADS, 0, s>>>(a);
+        break;
     case 0: k_dense<<<grid, NEVO_KD_THREADS, 0, s>>>(a); break;
     case 1: k_dense_l<1><<<grid, NEVO_KD_THREADS, 0, s>>>(a); break;
     case 2: k_dense_l<2><<<grid, NEVO_KD_THREADS, 0, s>>>(a); break;
@@ -614,15 +653,7 @@ static void run_part(Work *w, const NevoPolicy *p, const NevoRows *r, int n, int
             NEVO_ASSERT(L->kind == NEVO_LAYER_DENSE);
             launch_dense(w, r, n_runs, X, xs, L->in_dim, L->out_dim, L->w_off, L->b_off, act, Y, ys);
         }
-        if (f) {
-            NevoKFactor a = *f;
-            factor_layer(&a, p, bl, l, X, xs, Y, ys);
-            if (L->kind == NEVO_LAYER_CONV)
-                k_factor_conv<<<(unsigned)n, NEVO_KF_THREADS, 0, s>>>(a);
-            else
-                k_factor_dense<<<(unsigned)n, NEVO_KF_THREADS, 0, s>>>(a);
-            CK_LAUNCH();
-        }
+        if (f) launch_factor(w, p, bl, l, *f, X, xs, Y, ys);
         X = Y;
         xs = ys;
     }
@@ -703,7 +734,7 @@ static NevoKFactor stage_factors(Work *w, const float *noise, int rank, int n) {
     CK(cudaMemcpyAsync(w->d_rec, w->h_rec, sizeof(NevoKFRec) * (size_t)n, cudaMemcpyHostToDevice, w->s));
     NevoKFactor f;
     memset(&f, 0, sizeof f);
-    f.noise = noise, f.rec = w->d_rec, f.U = w->d_u, f.us = w->u_floats, f.rank = rank;
+    f.noise = noise, f.rec = w->d_rec, f.U = w->d_u, f.us = w->u_floats, f.rank = rank, f.n = n;
     return f;
 }
 
@@ -934,7 +965,7 @@ extern "C" void nevo_cuda_time_forward(const NevoPolicy *p, const float *params,
  * factored forward's kernels, and its whole call. */
 extern "C" void nevo_cuda_time_factored(const NevoPolicy *p, const float *theta, int rank, const float *z,
                                         int members, const int *which, const float *obs, int n, int reps,
-                                        double *shared_s, double *factored_s, double *call_s) {
+                                        double *shared_s, double *factored_s, double *call_s, double corr_s[2]) {
     void *ctx = cuda_init();
     if (!ctx) nevo_fatal(__FILE__, __LINE__, "no CUDA device: %s", unavailable);
     NevoRows r;
@@ -981,6 +1012,26 @@ extern "C" void nevo_cuda_time_factored(const NevoPolicy *p, const float *theta,
             double t = time_ms(a, b) * 1e-3, *best = k ? factored_s : shared_s;
             if (rep >= 0 && t < *best) *best = t;
         }
+    NevoLRBlock bl[NEVO_LOWRANK_BLOCKS]; /* each kind's corrections alone, on run_part's buffers */
+    nevo_lowrank_blocks(p, rank, bl);
+    for (int k = 0; k < 2; k++) { /* k 0: the conv layers', 1: the dense layers' */
+        corr_s[k] = 1e30;
+        for (int rep = -1; rep < reps; rep++) {
+            int xs;
+            const float *X = inputs(w, p, n, &xs);
+            CK(cudaEventRecord(a, w->s));
+            for (int l = 0; l < p->n_layers; l++) {
+                int last = l == p->n_layers - 1, ys = last ? p->n_out : w->width;
+                float *Y = last ? w->d_out : X == w->d_a ? w->d_b : w->d_a;
+                if ((p->layers[l].kind == NEVO_LAYER_CONV) == (k == 0)) launch_factor(w, p, bl, l, f, X, xs, Y, ys);
+                X = Y, xs = ys;
+            }
+            CK(cudaEventRecord(b, w->s));
+            CK(cudaEventSynchronize(b));
+            double t = time_ms(a, b) * 1e-3;
+            if (rep >= 0 && t < corr_s[k]) corr_s[k] = t;
+        }
+    }
     CK(cudaEventDestroy(a));
     CK(cudaEventDestroy(b));
     free(zero);

@@ -25,10 +25,11 @@ void nevo_cuda_time_forward(const NevoPolicy *p, const float *params, size_t str
 /* Seconds per forward of the n rows through one network theta (*shared_s, the kernels
  * alone) and through low-rank members of it at `rank` (row i member which[i], whose
  * compact slice is at z + which[i] nevo_lowrank_floats(p, rank); sign sigma 0.02): the
- * factored forward's kernels alone (*factored_s) and its whole call (*call_s). */
+ * factored forward's kernels alone (*factored_s), its whole call (*call_s), and its
+ * corrections alone, the conv layers' (corr_s[0]) and the dense layers' (corr_s[1]). */
 void nevo_cuda_time_factored(const NevoPolicy *p, const float *theta, int rank, const float *z, int members,
                              const int *which, const float *obs, int n, int reps, double *shared_s,
-                             double *factored_s, double *call_s);
+                             double *factored_s, double *call_s, double corr_s[2]);
 #endif
 
 #endif

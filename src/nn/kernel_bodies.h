@@ -484,6 +484,89 @@ template <int ROWS> static __device__ __forceinline__ void nevo_kd1_block(NevoKD
 }
 #endif
 
+/* ---- the tiled dense kernel (k_dense_t): long runs of one network --------------------
+ * For calls with many rows a network (a shared θ's members, a GA's children gathered by
+ * parent, an actor's envs), where the listed kernel's warp a run of 8 leaves most of the
+ * device idle. A matrix product tiled as usual: grid (runs of up to NEVO_KT_ROWS rows,
+ * ceil(out / NEVO_KT_COLS)), block NEVO_KT_THREADS as 16 x 16, thread t the NEVO_KT_TR
+ * rows from NEVO_KT_TR (t / 16) and the NEVO_KT_TC outputs from NEVO_KT_TC (t % 16) of
+ * its block's tile. Per tile of NEVO_KT_KC inputs, phase 1 (nevo_kt_load) stages the
+ * run's inputs (input-major, rows side by side, NEVO_KT_XS floats an input so the stores
+ * miss each other's banks) and the weights in shared memory; phase 2 (nevo_kt_accum)
+ * runs the thread's sums over them. No split of the inputs: each sum is the bias, then
+ * one FMA per nonzero input, ascending (a zero input leaves it as it is, by a select),
+ * so nevo_kd_accum's bits. Small tiles (32 x 32) for the calls it is for: 1,024 rows of
+ * a few networks make 128 blocks or more. */
+#define NEVO_KT_ROWS 32
+#define NEVO_KT_COLS 32
+#define NEVO_KT_TR (NEVO_KT_ROWS / 16)
+#define NEVO_KT_TC (NEVO_KT_COLS / 16)
+#define NEVO_KT_KC 32
+#define NEVO_KT_XS (NEVO_KT_ROWS + 1)
+#define NEVO_KT_THREADS 256
+#define NEVO_KT_SUMS (NEVO_KT_TR * NEVO_KT_TC)
+
+/* phase 0: acc[r TC + q] = the bias of the thread's output q */
+NEVO_HD void nevo_kt_init(NevoKDense a, int run, int cblock, int t, float *acc) {
+    int j0 = cblock * NEVO_KT_COLS + NEVO_KT_TC * (t % 16);
+    const float *b = a.params + (size_t)a.which[a.runs[run]] * a.stride + a.b_off;
+    NEVO_UNROLL
+    for (int q = 0; q < NEVO_KT_TC; q++) {
+        float bq = j0 + q < a.out ? b[j0 + q] : 0.0f;
+        NEVO_UNROLL
+        for (int r = 0; r < NEVO_KT_TR; r++) acc[r * NEVO_KT_TC + q] = bq;
+    }
+}
+
+/* phase 1 (per tile k0): x[kk XS + r] the run's row r's input k0 + kk (0 past the run or
+ * the inputs), w[kk COLS + jj] the weight of input k0 + kk to output j0 + jj (0 past) */
+NEVO_HD void nevo_kt_load(NevoKDense a, int run, int cblock, int t, int k0, float *x, float *w) {
+    int row0 = a.runs[run], cnt = a.runs[run + 1] - row0, j0 = cblock * NEVO_KT_COLS;
+    for (int e = t; e < NEVO_KT_ROWS * NEVO_KT_KC; e += NEVO_KT_THREADS) {
+        int r = e / NEVO_KT_KC, kk = e % NEVO_KT_KC, k = k0 + kk;
+        x[kk * NEVO_KT_XS + r] = r < cnt && k < a.in ? a.X[(size_t)(row0 + r) * a.xs + (size_t)k] : 0.0f;
+    }
+    const float *W = a.params + (size_t)a.which[row0] * a.stride + a.w_off;
+    for (int e = t; e < NEVO_KT_KC * NEVO_KT_COLS; e += NEVO_KT_THREADS) {
+        int kk = e / NEVO_KT_COLS, jj = e % NEVO_KT_COLS, k = k0 + kk, j = j0 + jj;
+        w[e] = k < a.in && j < a.out ? W[(size_t)k * (size_t)a.out + (size_t)j] : 0.0f;
+    }
+}
+
+/* phase 2 (per tile) */
+NEVO_HD void nevo_kt_accum(int t, const float *x, const float *w, float *acc) {
+    int r0 = NEVO_KT_TR * (t / 16), j0 = NEVO_KT_TC * (t % 16);
+    for (int kk = 0; kk < NEVO_KT_KC; kk++) {
+        float xv[NEVO_KT_TR], wv[NEVO_KT_TC];
+        NEVO_UNROLL
+        for (int r = 0; r < NEVO_KT_TR; r++) xv[r] = x[kk * NEVO_KT_XS + r0 + r];
+        NEVO_UNROLL
+        for (int q = 0; q < NEVO_KT_TC; q++) wv[q] = w[kk * NEVO_KT_COLS + j0 + q];
+        NEVO_UNROLL
+        for (int r = 0; r < NEVO_KT_TR; r++) {
+            int nz = xv[r] != 0.0f;
+            NEVO_UNROLL
+            for (int q = 0; q < NEVO_KT_TC; q++) {
+                float s = fmaf(xv[r], wv[q], acc[r * NEVO_KT_TC + q]);
+                acc[r * NEVO_KT_TC + q] = nz ? s : acc[r * NEVO_KT_TC + q];
+            }
+        }
+    }
+}
+
+/* phase 3 */
+NEVO_HD void nevo_kt_store(NevoKDense a, int run, int cblock, int t, const float *acc) {
+    int row0 = a.runs[run], cnt = a.runs[run + 1] - row0, r0 = NEVO_KT_TR * (t / 16);
+    int j0 = cblock * NEVO_KT_COLS + NEVO_KT_TC * (t % 16);
+    NEVO_UNROLL
+    for (int r = 0; r < NEVO_KT_TR; r++) {
+        NEVO_UNROLL
+        for (int q = 0; q < NEVO_KT_TC; q++)
+            if (r0 + r < cnt && j0 + q < a.out)
+                a.Y[(size_t)(row0 + r0 + r) * a.ys + (size_t)(j0 + q)] = nevo_k_act(a.act, acc[r * NEVO_KT_TC + q]);
+    }
+}
+
 /* ---- convolution: one "valid" conv layer, HWC ---------------------------------------
  * Every output (oy, ox, f) sums its window in (ky, kx, c) order. Two kernels:
  *   block per row (in use): grid n, block NEVO_KC_THREADS; phase 1 (nevo_kc_load) copies
@@ -629,13 +712,17 @@ NEVO_HD void nevo_kb_elems(const NevoKBuild *e, size_t n, int chunk, int chunks,
  * CPU's sums in the CPU's order (policy.c). A row reads its compact slice where the
  * noise table holds it, A (rows, rank) and B (cols, rank) as nevo_lowrank_blocks lays
  * them out (the CPU's factor row holds the same floats transposed for its vectors).
- * Grid n (a block per row), block NEVO_KF_THREADS.
+ * Block NEVO_KF_THREADS over nevo_kf_rows consecutive rows (as many as its threads
+ * cover at a row's phase-1 items, at least one), grid nevo_kf_blocks:
  *   dense: phase 1 (nevo_kf_dot) the 16 partial sums of each u_q, lane l the inputs
  *     e = l mod 16 ascending from +0; phase 2 (nevo_kf_tree) u_q from them; phase 3
  *     (nevo_kf_apply) each output;
  *   conv: phase 1 (nevo_kf_conv_u) u (pixels, rank), each the window's nonzero terms
  *     in (ky, kx, c) order from +0, as the CPU's conv with the rank filters A; phase 2
- *     (nevo_kf_conv_apply) each output. */
+ *     (nevo_kf_conv_apply) each output.
+ * A block of one row would leave most threads idle in phase 1 (16 of 128 at rank 1) and
+ * take a resident block's place: rows share a block, and a member's rows (B > 1) its
+ * slice's reads. */
 #define NEVO_KF_THREADS 128
 
 /* a row's member: its compact slice at noise + z, coef = sign sigma / sqrt(rank) and
@@ -654,6 +741,7 @@ typedef struct NevoKFactor {
     int ys;
     float *U; /* conv: (n, us) room for each row's u */
     size_t us;
+    int n;                    /* rows */
     int in, out, rank, act;   /* in: a dense layer's inputs, a conv's window (k k in_c) */
     size_t a_off, zb_off;     /* the weight block's and the bias block's z_off */
     int in_w, in_c, out_h, out_w, kernel, step; /* conv: out is out_c */
@@ -670,15 +758,33 @@ NEVO_HD void nevo_kf_layer(NevoKFactor *a, NevoLRBlock w, NevoLRBlock b, int act
     a->step = conv[5];
 }
 
-/* part (rank, 16): lane l of u_q, for the items t, t + NEVO_KF_THREADS, ... The terms
- * are loaded NEVO_KF_AHEAD at a time before their FMAs, in the same order: a lane's
- * loads are then in flight together, not one latency each (at rank 1 only 16 lanes of
- * the block work, so each lane's chain is the block's time). */
+/* a row's phase-1 items: 16 a u_q (dense), a pixel's u_q (conv) */
+NEVO_HD int nevo_kf_items(NevoKFactor a) {
+    return a.kernel ? a.out_h * a.out_w * a.rank : 16 * a.rank;
+}
+
+/* rows a block, and the blocks over a.n rows */
+NEVO_HD int nevo_kf_rows(NevoKFactor a) {
+    int r = NEVO_KF_THREADS / nevo_kf_items(a);
+    return r < 1 ? 1 : r;
+}
+
+NEVO_HD int nevo_kf_blocks(NevoKFactor a) {
+    int r = nevo_kf_rows(a);
+    return (a.n + r - 1) / r;
+}
+
+/* part (rows, rank, 16): lane l of u_q of the block's row rr, for the items t, t +
+ * NEVO_KF_THREADS, ... The terms are loaded NEVO_KF_AHEAD at a time before their FMAs,
+ * in the same order: a lane's loads are then in flight together, not one latency each
+ * (each lane's chain is its block's phase 1). */
 #define NEVO_KF_AHEAD 8
-NEVO_HD void nevo_kf_dot(NevoKFactor a, int row, int t, float *part) {
-    const float *x = a.X + (size_t)row * a.xs, *A = a.noise + a.rec[row].z + a.a_off;
-    for (int item = t; item < 16 * a.rank; item += NEVO_KF_THREADS) {
-        int q = item / 16, l = item % 16, e = l;
+NEVO_HD void nevo_kf_dot(NevoKFactor a, int blk, int t, float *part) {
+    int per = 16 * a.rank, R = nevo_kf_rows(a), row0 = blk * R;
+    for (int item = t; item < R * per; item += NEVO_KF_THREADS) {
+        int rr = item / per, k = item - rr * per, q = k / 16, e = k % 16, row = row0 + rr;
+        if (row >= a.n) break;
+        const float *x = a.X + (size_t)row * a.xs, *A = a.noise + a.rec[row].z + a.a_off;
         float acc = 0.0f, xv[NEVO_KF_AHEAD], av[NEVO_KF_AHEAD];
         for (; e + 16 * (NEVO_KF_AHEAD - 1) < a.in; e += 16 * NEVO_KF_AHEAD) {
             NEVO_UNROLL
@@ -692,13 +798,16 @@ NEVO_HD void nevo_kf_dot(NevoKFactor a, int row, int t, float *part) {
     }
 }
 
-/* u_q: lanes l and l + 8 added, then l and l + 4, l + 2, l + 1 */
-NEVO_HD void nevo_kf_tree(NevoKFactor a, int t, float *part, float *u) {
-    if (t >= a.rank) return;
-    float *p = part + 16 * t;
-    for (int h = 8; h >= 1; h /= 2)
-        for (int l = 0; l < h; l++) p[l] += p[l + h];
-    u[t] = p[0];
+/* u (rows, rank), u_q of row rr: lanes l and l + 8 added, then l and l + 4, l + 2, l + 1 */
+NEVO_HD void nevo_kf_tree(NevoKFactor a, int blk, int t, float *part, float *u) {
+    int R = nevo_kf_rows(a);
+    for (int k = t; k < R * a.rank; k += NEVO_KF_THREADS) {
+        if (blk * R + k / a.rank >= a.n) break;
+        float *p = part + 16 * k;
+        for (int h = 8; h >= 1; h /= 2)
+            for (int l = 0; l < h; l++) p[l] += p[l + h];
+        u[k] = p[0];
+    }
 }
 
 /* act(fma(s, zb_c, fma(coef, t_c, y))), t_c the fused sum over q ascending of u_q B[c][q]
@@ -711,16 +820,22 @@ NEVO_HD float nevo_kf_out(NevoKFactor a, int row, const float *u, int rows, int 
     return nevo_k_act(a.act, fmaf(r.s, z[a.zb_off + (size_t)c], fmaf(r.coef, t, y)));
 }
 
-NEVO_HD void nevo_kf_apply(NevoKFactor a, int row, int t, const float *u) {
-    float *y = a.Y + (size_t)row * a.ys;
-    for (int c = t; c < a.out; c += NEVO_KF_THREADS) y[c] = nevo_kf_out(a, row, u, a.in, c, y[c]);
+NEVO_HD void nevo_kf_apply(NevoKFactor a, int blk, int t, const float *u) {
+    int R = nevo_kf_rows(a), row0 = blk * R;
+    for (int item = t; item < R * a.out; item += NEVO_KF_THREADS) {
+        int rr = item / a.out, c = item - rr * a.out, row = row0 + rr;
+        if (row >= a.n) break;
+        float *y = a.Y + (size_t)row * a.ys + c;
+        *y = nevo_kf_out(a, row, u + (size_t)rr * a.rank, a.in, c, *y);
+    }
 }
 
-NEVO_HD void nevo_kf_conv_u(NevoKFactor a, int row, int t) {
-    const float *x = a.X + (size_t)row * a.xs, *A = a.noise + a.rec[row].z + a.a_off;
-    float *u = a.U + (size_t)row * a.us;
-    int K = a.kernel, C = a.in_c, R = a.rank;
-    for (int item = t; item < a.out_h * a.out_w * R; item += NEVO_KF_THREADS) {
+NEVO_HD void nevo_kf_conv_u(NevoKFactor a, int blk, int t) {
+    int K = a.kernel, C = a.in_c, R = a.rank, per = nevo_kf_items(a), rows = nevo_kf_rows(a), row0 = blk * rows;
+    for (int it = t; it < rows * per; it += NEVO_KF_THREADS) {
+        int rr = it / per, item = it - rr * per, row = row0 + rr;
+        if (row >= a.n) break;
+        const float *x = a.X + (size_t)row * a.xs, *A = a.noise + a.rec[row].z + a.a_off;
         int q = item % R, px = item / R, ox = px % a.out_w, oy = px / a.out_w;
         float acc = 0.0f;
         for (int ky = 0; ky < K; ky++)
@@ -732,14 +847,17 @@ NEVO_HD void nevo_kf_conv_u(NevoKFactor a, int row, int t) {
                     if (xv != 0.0f) acc = fmaf(xv, ap[(size_t)c * R], acc);
                 }
             }
-        u[item] = acc;
+        a.U[(size_t)row * a.us + (size_t)item] = acc;
     }
 }
 
-NEVO_HD void nevo_kf_conv_apply(NevoKFactor a, int row, int t) {
-    const float *u = a.U + (size_t)row * a.us;
-    float *y = a.Y + (size_t)row * a.ys;
-    for (int item = t; item < a.out_h * a.out_w * a.out; item += NEVO_KF_THREADS) {
+NEVO_HD void nevo_kf_conv_apply(NevoKFactor a, int blk, int t) {
+    int per = a.out_h * a.out_w * a.out, rows = nevo_kf_rows(a), row0 = blk * rows;
+    for (int it = t; it < rows * per; it += NEVO_KF_THREADS) {
+        int rr = it / per, item = it - rr * per, row = row0 + rr;
+        if (row >= a.n) break;
+        const float *u = a.U + (size_t)row * a.us;
+        float *y = a.Y + (size_t)row * a.ys;
         int c = item % a.out, px = item / a.out;
         y[item] = nevo_kf_out(a, row, u + (size_t)px * a.rank, a.in, c, y[item]);
     }
