@@ -432,7 +432,8 @@ TEST(cuda_kernel_bodies_recurrent_match_cpu) {
 /* Members (P of them over 2 bases, ranks 1, 3 and 64) of every shape, from random
  * compact slices: the factored kernels' bodies read each slice where the noise table
  * holds it and give nevo_policy_forward_factored's bits, with the base kernels as the
- * backend picks them (the dense listed in runs of the default and of 1, the runs kernel). */
+ * backend picks them (the dense listed in runs of the default and of 1, the runs kernel,
+ * the tiled kernel). */
 TEST(cuda_kernel_bodies_factored_match_cpu) {
     for (int shape = 0; shape < N_SHAPES; shape++) {
         NevoEnv *env;
@@ -469,6 +470,7 @@ TEST(cuda_kernel_bodies_factored_match_cpu) {
                 memset(&f, 0, sizeof f);
                 f.noise = z, f.rec = rec, f.U = U, f.us = us, f.rank = rank;
                 memset(got, 0xff, sizeof(float) * no);
+                memset(U, 0xff, sizeof(float) * us * N); /* NaN: an unwritten u shows */
                 emulate_forward(p, bases, stride, base, obs, N, got, NEVO_KC_SMEM_MAX, dense_rows[k], 0, &f);
                 char what[96];
                 snprintf(what, sizeof what, "shape %d, rank %d, dense rows %d", shape, rank, dense_rows[k]);
@@ -641,6 +643,21 @@ static NevoBackend *cuda_or_skip(void) {
     return b;
 }
 
+/* Sets the environment variable name to v (NULL: unsets it) and returns what it was,
+ * for env_restore (the backend's workspaces read their settings when made). */
+static char *env_set(const char *name, const char *v) {
+    char *old = getenv(name) ? strdup(getenv(name)) : NULL;
+    if (v) setenv(name, v, 1);
+    else unsetenv(name);
+    return old;
+}
+
+static void env_restore(const char *name, char *old) {
+    if (old) setenv(name, old, 1);
+    else unsetenv(name);
+    free(old);
+}
+
 TEST(cuda_forward_matches_cpu_backend) {
     NevoBackend *gpu = cuda_or_skip();
     if (!gpu) return;
@@ -670,7 +687,7 @@ TEST(cuda_forward_matches_cpu_backend) {
          * new workspace; the caller's settings restored after) */
         const char *names[3] = {"NEVO_CUDA_DENSE_ROWS", "NEVO_CUDA_MIN_RUNS", "NEVO_CUDA_TILED_ROWS"};
         char *saved[3];
-        for (int e = 0; e < 3; e++) saved[e] = getenv(names[e]) ? strdup(getenv(names[e])) : NULL;
+        for (int e = 0; e < 3; e++) saved[e] = env_set(names[e], NULL);
         /* the last: every call through the tiled kernel */
         const int rows_set[8] = {0, 1, 2, 4, 8, 16, 16, 8}, least_set[8] = {0, 0, 0, 0, 0, 0, 1 << 30, 0};
         for (int c = 0; c < 8; c++) {
@@ -693,11 +710,7 @@ TEST(cuda_forward_matches_cpu_backend) {
             }
             nevo_workspace_free(wg);
         }
-        for (int e = 0; e < 3; e++) {
-            if (saved[e]) setenv(names[e], saved[e], 1);
-            else unsetenv(names[e]);
-            free(saved[e]);
-        }
+        for (int e = 0; e < 3; e++) env_restore(names[e], saved[e]);
         nevo_workspace_free(wc);
         nevo_rows_free(rc), nevo_rows_free(rg);
         free(params), free(obs), free(which), free(apart), free(want), free(want1), free(got);
@@ -808,7 +821,8 @@ TEST(cuda_recurrent_forward_matches_cpu_backend) {
     NevoBackend *cpu = NULL;
     NevoError err = {0};
     CHECK(nevo_backend_new("cpu", &cpu, &err) == NEVO_OK);
-    for (int shape = 0; shape < 2; shape++) {
+    for (int pass = 0; pass < 4; pass++) { /* each shape with the listed dense kernel, then tiled */
+        int shape = pass / 2, tiled = pass % 2;
         NevoEnv *env;
         NevoPolicy *p = lstm_policy(shape, &env);
         enum { NETS = 12, N = 600 };
@@ -822,11 +836,13 @@ TEST(cuda_recurrent_forward_matches_cpu_backend) {
         NevoBackend *be[2] = {cpu, gpu};
         NevoRows *rows[2];
         NevoWorkspace *ws[2];
+        char *saved = env_set("NEVO_CUDA_TILED_ROWS", tiled ? "1" : "0");
         for (int b = 0; b < 2; b++) {
             rows[b] = nevo_rows_host(be[b], params, stride, NETS);
             ws[b] = nevo_workspace_new(be[b], p, N);
             memset(st[b], 0, sizeof(float) * N * sf);
         }
+        env_restore("NEVO_CUDA_TILED_ROWS", saved);
         for (int step = 0; step < 5; step++) {
             float *obs = random_obs(p, N, 112 + (uint64_t)(10 * shape + step));
             int m = step == 3 ? N / 3 : N; /* fewer rows: their states go on alone */
@@ -835,9 +851,9 @@ TEST(cuda_recurrent_forward_matches_cpu_backend) {
                 nevo_backend_forward(be[b], p, rows[b], which, obs, m, st[b], out[b], ws[b]);
             }
             char what[64];
-            snprintf(what, sizeof what, "lstm shape %d, step %d: outputs", shape, step);
+            snprintf(what, sizeof what, "lstm shape %d%s, step %d: outputs", shape, tiled ? ", tiled" : "", step);
             check_same(out[0], out[1], (size_t)m * (size_t)p->n_out, what);
-            snprintf(what, sizeof what, "lstm shape %d, step %d: states", shape, step);
+            snprintf(what, sizeof what, "lstm shape %d%s, step %d: states", shape, tiled ? ", tiled" : "", step);
             check_same(st[0], st[1], N * sf, what);
             free(obs);
         }
@@ -883,23 +899,22 @@ TEST(cuda_factored_forward_matches_cpu_backend) {
             float *out[2] = {nevo_alloc(sizeof(float) * no), nevo_alloc(sizeof(float) * no)};
             NevoRows *bases[2], *rows[2];
             NevoWorkspace *ws[2];
+            char *saved = env_set("NEVO_CUDA_TILED_ROWS", "0"); /* the first pass: the listed kernel */
             for (int b = 0; b < 2; b++) {
                 bases[b] = nevo_rows_host(be[b], s.bases, stride, 6);
                 rows[b] = nevo_rows_new(be[b], nevo_factor_row_floats(p, ranks[ri]), M);
                 for (int j = 0; j < M; j++) nevo_rows_build_factored(rows[b], j, &s.ts, p, j);
                 ws[b] = nevo_workspace_new(be[b], p, N);
             }
+            env_restore("NEVO_CUDA_TILED_ROWS", saved);
             /* each call on both backends; fewer rows after more: the same bits; then a
              * device workspace whose calls all take the tiled kernel */
             for (int tiled = 0; tiled < 2; tiled++) {
                 if (tiled) {
-                    char *saved = getenv("NEVO_CUDA_TILED_ROWS") ? strdup(getenv("NEVO_CUDA_TILED_ROWS")) : NULL;
-                    setenv("NEVO_CUDA_TILED_ROWS", "1", 1);
+                    saved = env_set("NEVO_CUDA_TILED_ROWS", "1");
                     nevo_workspace_free(ws[1]);
                     ws[1] = nevo_workspace_new(gpu, p, N);
-                    if (saved) setenv("NEVO_CUDA_TILED_ROWS", saved, 1);
-                    else unsetenv("NEVO_CUDA_TILED_ROWS");
-                    free(saved);
+                    env_restore("NEVO_CUDA_TILED_ROWS", saved);
                 }
                 for (int m = N; m >= N / 3; m -= N / 3 + 1) {
                     for (int b = 0; b < 2; b++) {
@@ -929,8 +944,9 @@ TEST(cuda_factored_forward_matches_cpu_backend) {
 }
 
 /* Whole evaluations: a GA generation's children built as their episodes start (the
- * built layout), ES pairs with two episodes each (built first), and bases read in
- * place, on 3 threads, on the GPU and on the CPU: every episode the same. */
+ * built layout), ES pairs with two episodes each (built first), bases read in place,
+ * and factored low-rank members (again with every device call through the tiled
+ * kernel), on 3 threads, on the GPU and on the CPU: every episode the same. */
 TEST(cuda_evaluation_matches_cpu) {
     NevoBackend *gpu = cuda_or_skip();
     if (!gpu) return;
@@ -943,10 +959,10 @@ TEST(cuda_evaluation_matches_cpu) {
     enum { T = 40 };
     NevoNet nets[T];
     NevoTask tasks[T];
-    for (int layout = 0; layout < 4; layout++) {
-        int n_nets = layout == 1 || layout == 3 ? T / 2 : T;
+    for (int layout = 0; layout < 5; layout++) { /* 4: 3 with every device call tiled */
+        int n_nets = layout == 1 || layout >= 3 ? T / 2 : T;
         for (int j = 0; j < n_nets; j++) {
-            if (layout == 3) /* factored low-rank members over two bases */
+            if (layout >= 3) /* factored low-rank members over two bases */
                 nets[j] = (NevoNet){.kind = NEVO_NET_FACTORED, .base = (j / 2) % 2, .purpose = NEVO_RNG_ES_NOISE,
                                     .generation = 1, .individual = (uint32_t)(j / 2), .sigma = 0.05f,
                                     .sign = j % 2 ? -1 : 1, .rank = 2};
@@ -961,7 +977,7 @@ TEST(cuda_evaluation_matches_cpu) {
                 nets[j] = (NevoNet){.kind = NEVO_NET_BASE, .base = j % 6};
         }
         for (int t = 0; t < T; t++)
-            tasks[t] = (NevoTask){.net = layout == 1 || layout == 3 ? t % n_nets : t,
+            tasks[t] = (NevoTask){.net = layout == 1 || layout >= 3 ? t % n_nets : t,
                                   .seed = nevo_rng_derive(8, NEVO_RNG_ENV_SEED, 0, (uint32_t)layout, (uint32_t)t)};
         NevoTaskSet ts = s.ts;
         ts.nets = nets;
@@ -973,9 +989,11 @@ TEST(cuda_evaluation_matches_cpu) {
         NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, 0);
         NevoError err = {0};
         CHECK_MSG(nevo_evaluate_tasks(ev, &ts, want, NULL, NULL, &err) == NEVO_OK, "%s", err.msg);
+        char *saved = env_set("NEVO_CUDA_TILED_ROWS", layout == 4 ? "1" : "0");
         nevo_evaluator_set_backend(ev, gpu);
         nevo_evaluator_set_host_tasks(ev, 0); /* 40 tasks: on the device, not the host */
         CHECK_MSG(nevo_evaluate_tasks(ev, &ts, got, NULL, NULL, &err) == NEVO_OK, "%s", err.msg);
+        env_restore("NEVO_CUDA_TILED_ROWS", saved);
         for (int t = 0; t < T; t++)
             CHECK_MSG(want[t].ret == got[t].ret && want[t].length == got[t].length,
                       "layout %d task %d: %g over %d steps on the GPU, %g over %d on the CPU", layout, t, got[t].ret,

@@ -6,6 +6,7 @@
  * container layout documented in io.h, parsed independently from the raw bytes. */
 #include <dirent.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -240,6 +241,23 @@ static NevoBuf pattern_payload(size_t n) {
         nevo_buf_put(&b, &c, 1);
     }
     return b;
+}
+
+/* The first value that is NaN or infinite, or n: -0, the smallest subnormal and the
+ * largest finite float count as finite; doubles likewise past float's range. */
+TEST(io_first_nonfinite) {
+    float v[6] = {-0.0f, 1e-45f, 3.4028235e38f, 2.0f, 2.0f, 2.0f};
+    CHECK(nevo_first_nonfinite(v, 6) == 6 && nevo_all_finite(v, 6));
+    CHECK(nevo_first_nonfinite(v, 0) == 0 && nevo_all_finite(v, 0));
+    v[4] = NAN;
+    CHECK(nevo_first_nonfinite(v, 6) == 4 && !nevo_all_finite(v, 6));
+    CHECK(nevo_first_nonfinite(v, 4) == 4 && nevo_all_finite(v, 4)); /* only the first n read */
+    v[1] = -INFINITY;
+    CHECK(nevo_first_nonfinite(v, 6) == 1);
+    double d[3] = {1e300, -1e-320, 0.0};
+    CHECK(nevo_first_nonfinite_f64(d, 3) == 3 && nevo_all_finite_f64(d, 3));
+    d[2] = INFINITY;
+    CHECK(nevo_first_nonfinite_f64(d, 3) == 2 && !nevo_all_finite_f64(d, 3));
 }
 
 TEST(io_container_roundtrip) {

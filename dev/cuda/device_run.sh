@@ -17,7 +17,8 @@
 # the dense kernel's instructions),
 # GENS (Breakout's generations), DENSE_ROWS (the
 # NEVO_CUDA_DENSE_ROWS values step 2 times, default "8 16 0"), TILED (the
-# NEVO_CUDA_TILED_ROWS values step 2 then times with the default rows, default "16"),
+# NEVO_CUDA_TILED_ROWS values step 2 then times with the default rows, default "16";
+# TILED= none),
 # GA_RUNS= (no GA run with
 # the runs dense kernel), GA_FACTORED= (no Breakout runs of rank-1 factored children,
 # ga.factored), VT_SPECS (step 5's specs, vtrace_run.sh).

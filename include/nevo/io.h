@@ -53,6 +53,13 @@ char *nevo_read_str(NevoReader *r, size_t max_len);
 /* True when every read stayed in bounds and (if exact) the payload was consumed. */
 bool nevo_reader_ok(const NevoReader *r, bool exact);
 
+/* The index of the first of v[0, n) that is NaN or infinite, or n: every load path
+ * checks the floats it reads (and the evaluator what envs and networks return). */
+size_t nevo_first_nonfinite(const float *v, size_t n);
+size_t nevo_first_nonfinite_f64(const double *v, size_t n);
+bool nevo_all_finite(const float *v, size_t n);
+bool nevo_all_finite_f64(const double *v, size_t n);
+
 uint32_t nevo_crc32(const void *data, size_t n);
 /* The CRC-32 of bytes whose first part has CRC crc and which go on with data[0, n):
  * nevo_crc32 of a whole is nevo_crc32_extend of its parts in turn, from 0. */

@@ -437,17 +437,6 @@ static void es_save(const NevoAlgo *a, NevoBuf *b) {
     if (es->mode != NEVO_ES_PLAIN) nevo_archive_save(&es->archive, b);
 }
 
-static int all_finite(const double *x, size_t n) {
-    for (size_t k = 0; k < n; k++)
-        if (!isfinite(x[k])) return 0;
-    return 1;
-}
-
-static int all_finite_f(const float *x, size_t n) {
-    for (size_t k = 0; k < n; k++)
-        if (!isfinite(x[k])) return 0;
-    return 1;
-}
 
 /* Every value is checked: a crafted state that passed its checksum must not reach the
  * update as an index out of range or as NaN. */
@@ -464,7 +453,7 @@ static NevoStatus es_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
         bad |= !nevo_optim_read_state(ag->opt, r) && !r->failed; /* truncation: reported below */
         ag->reward = nevo_read_f64(r);
         nevo_read_f32s(r, ag->bc, NEVO_ENV_MAX_BC);
-        bad |= !all_finite_f(ag->theta, es->np) || !isfinite(ag->reward) || !all_finite_f(ag->bc, NEVO_ENV_MAX_BC);
+        bad |= !nevo_all_finite(ag->theta, es->np) || !isfinite(ag->reward) || !nevo_all_finite(ag->bc, NEVO_ENV_MAX_BC);
     }
     uint32_t initialised = nevo_read_u32(r), best_agent = nevo_read_u32(r);
     es->w = nevo_read_f64(r);
@@ -485,7 +474,7 @@ static NevoStatus es_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
      * would blow the means up to infinity) */
     double count = es->obs.count;
     if (!(count == 0.0 || (count >= 1.0 && count <= 0x1p53 && count == floor(count))) ||
-        !all_finite(es->obs.sum, (size_t)es->obs.dim) || !all_finite(es->obs.sumsq, (size_t)es->obs.dim))
+        !nevo_all_finite_f64(es->obs.sum, (size_t)es->obs.dim) || !nevo_all_finite_f64(es->obs.sumsq, (size_t)es->obs.dim))
         return nevo_error(err, NEVO_ERR_CORRUPT, "ES observation statistics hold values out of range");
     for (int i = 0; count > 0.0 && i < es->obs.dim; i++) /* the policy keeps mean and sd as floats */
         if (!(fabs(es->obs.sum[i] / count) <= 1e30 && es->obs.sumsq[i] / count <= 1e60))

@@ -488,8 +488,7 @@ static void save_base(const GA *ga, NevoBuf *b, int j) {
 static int load_base(GA *ga, NevoReader *r, int j) {
     float *row = ga->rows + (size_t)j * ga->np;
     nevo_read_f32s(r, row, ga->np);
-    for (size_t i = 0; i < ga->np; i++)
-        if (!isfinite(row[i])) return 0;
+    if (!nevo_all_finite(row, ga->np)) return 0;
     uint32_t n = nevo_read_u32(r);
     /* a base kept at least its first observation, and at most ga.sm_states */
     if (r->failed || n < 1 || n > (uint32_t)ga->sm_cap) return 0;
@@ -497,8 +496,7 @@ static int load_base(GA *ga, NevoReader *r, int j) {
     if (m > (r->len - r->pos) / 4) return 0;
     float *x = states_of(ga, ga->states, j);
     nevo_read_f32s(r, x, m);
-    for (size_t i = 0; i < m; i++)
-        if (!isfinite(x[i])) return 0;
+    if (!nevo_all_finite(x, m)) return 0;
     if (ga->starts) {
         /* the first state begins an episode; each flag is 0 or 1 */
         uint8_t *st = starts_of(ga, ga->starts, j);

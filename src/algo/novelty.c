@@ -114,8 +114,7 @@ int nevo_archive_load(NevoArchive *a, NevoReader *r) {
     if (dim > 64) return 0;
     for (uint32_t i = 0; i < n; i++) {
         nevo_read_f32s(r, bc, (size_t)dim);
-        for (int c = 0; c < dim; c++)
-            if (!isfinite(bc[c])) return 0;
+        if (!nevo_all_finite(bc, (size_t)dim)) return 0;
         nevo_archive_add(a, bc);
     }
     return nevo_reader_ok(r, false);

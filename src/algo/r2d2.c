@@ -612,13 +612,6 @@ static void r2_save(const NevoAlgo *a, NevoBuf *b) {
     nevo_buf_f64s(b, rp->prio, n);
 }
 
-/* The first of n floats that is not finite, or -1. */
-static long long not_finite(const float *x, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(x[i])) return (long long)i;
-    return -1;
-}
-
 /* Every value a later step indexes or computes with is checked: actions in [0, A),
  * flags 0 or 1, floats finite, discounts in [0, 1], priorities finite and >= 0. */
 static NevoStatus r2_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
@@ -686,8 +679,8 @@ static NevoStatus r2_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
               {"replay observation", rp->obs, n * (M + 1) * D}, {"replay state", rp->state, n * S},
               {"replay reward", rp->rew, n * M}};
     for (size_t i = 0; i < sizeof fl / sizeof fl[0]; i++) {
-        long long bad = not_finite(fl[i].x, fl[i].n);
-        if (bad >= 0) return nevo_error(err, NEVO_ERR_CORRUPT, "r2d2 state: %s %lld is not finite", fl[i].what, bad);
+        size_t bad = nevo_first_nonfinite(fl[i].x, fl[i].n);
+        if (bad < fl[i].n) return nevo_error(err, NEVO_ERR_CORRUPT, "r2d2 state: %s %zu is not finite", fl[i].what, bad);
     }
     for (size_t e = 0; envs && e < E; e++)
         if (v->fresh[e] > 1 || v->tau[e] < 0 || v->tau[e] > (long long)INT64_MAX / 2 ||

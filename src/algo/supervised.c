@@ -451,14 +451,14 @@ NevoStatus nevo_sgd_load(NevoSGD *s, NevoReader *r, NevoError *err) {
                           "network's %zu", (unsigned long long)np, sgd_np(s));
     float *theta = nevo_alloc_aligned(sizeof(float) * np);
     nevo_read_f32s(r, theta, np);
-    for (size_t i = 0; i < np && nevo_reader_ok(r, false); i++)
-        if (!isfinite(theta[i])) {
-            free(theta);
-            return nevo_error(err, NEVO_ERR_CORRUPT, "sgd state: parameter %zu is not finite", i);
-        }
     if (!nevo_reader_ok(r, false)) {
         free(theta);
         return nevo_error(err, NEVO_ERR_CORRUPT, "sgd state: truncated");
+    }
+    size_t bad = nevo_first_nonfinite(theta, np);
+    if (bad < np) {
+        free(theta);
+        return nevo_error(err, NEVO_ERR_CORRUPT, "sgd state: parameter %zu is not finite", bad);
     }
     NevoStatus st = nevo_optim_load(s->opt, r, err);
     if (st) {

@@ -397,9 +397,8 @@ static NevoStatus vt_load(NevoAlgo *a, NevoReader *r, NevoError *err) {
     }
     if (st == NEVO_OK && !nevo_reader_ok(r, false)) st = nevo_error(err, NEVO_ERR_CORRUPT, "vtrace state is truncated");
     if (st) return st;
-    for (size_t i = 0; i < v->np; i++)
-        if (!isfinite(v->theta[i]))
-            return nevo_error(err, NEVO_ERR_CORRUPT, "vtrace state: parameter %zu is not finite", i);
+    size_t bad = nevo_first_nonfinite(v->theta, v->np);
+    if (bad < v->np) return nevo_error(err, NEVO_ERR_CORRUPT, "vtrace state: parameter %zu is not finite", bad);
     a->generation = (int)gen;
     v->updates = (long long)updates;
     v->gen.last_mean = last;

@@ -8,7 +8,9 @@
  *   - the 348-256-256-17 tanh MLP at P = 4096, B = 1, where the weights are streamed:
  *     weight bytes read per second against the copy bandwidth;
  *   - the MinAtar net's P networks as low-rank members (ranks 1 and 4) of one network
- *     through the factored forward, against that one network on the same rows.
+ *     through the factored forward, against that one network on the same rows; at
+ *     B = 1 also rank-1 members of 20 bases, rows gathered by base (a GA's factored
+ *     children), against built children.
  * Each shape twice: the kernels alone on inputs already on the device (device events),
  * and the whole call as the evaluator makes it (observations up, outputs back). Without
  * a CUDA=1 build or a device the group says so and emits nothing. */
@@ -48,6 +50,45 @@ static NevoStatus case_policy(const GpuCase *c, NevoEnv **env, NevoPolicy **p, N
     NevoStatus st = nevo_env_new(c->env, NULL, 0, env, err);
     if (st) return st;
     return nevo_policy_new(nevo_env_spec(*env), &pc, 0, p, err);
+}
+
+#define GA_PARENTS 20 /* configs/minatar_breakout_ga_gpu.json's truncation */
+
+/* The factored forward of n rows of P members over `bases` networks (timed by
+ * nevo_cuda_time_factored): its kernels against the bases alone on the same rows (or,
+ * built_rate > 0, against built children at that many rows a second), its whole call,
+ * and each kind's corrections alone. */
+static void emit_factored(NevoBenchEmit emit, void *ctx, const GpuCase *c, const NevoPolicy *p, const float *params,
+                          int bases, size_t stride, const int *base, int rank, const float *z, int P,
+                          const int *which, const float *obs, int n, int reps, double built_rate) {
+    double shared_s, fact_s, fcall_s, corr_s[2];
+    nevo_cuda_time_factored(p, params, bases, stride, base, rank, z, P, which, obs, n, reps, &shared_s, &fact_s,
+                            &fcall_s, corr_s);
+    char what[48] = "";
+    if (bases > 1) snprintf(what, sizeof what, " over %d bases", bases);
+    NevoBenchResult r;
+    for (int whole = 0; whole < 2; whole++) {
+        nevo_bench_result_init(&r, "gpu", "Msteps/s");
+        r.median = NAN;
+        snprintf(r.name, sizeof r.name, "gpu %s P=%d B=%d, factored rank %d%s, %s", c->label, P, c->B, rank, what,
+                 whole ? "whole call (obs up, outputs back)" : "kernels");
+        r.value = n / (whole ? fcall_s : fact_s) * 1e-6;
+        if (!whole && built_rate > 0) nevo_bench_result_limit(&r, built_rate * 1e-6, "built children, kernels");
+        else if (!whole) nevo_bench_result_limit(&r, n / shared_s * 1e-6, "one shared network, kernels");
+        snprintf(r.extra, sizeof r.extra, "\"P\": %d, \"B\": %d, \"rank\": %d, \"bases\": %d, \"seconds\": %.6g, "
+                 "\"bases_alone_seconds\": %.6g", P, c->B, rank, bases, whole ? fcall_s : fact_s, shared_s);
+        emit(ctx, &r);
+    }
+    for (int kind = 0; kind < 2; kind++) { /* the corrections alone, a kind's layers */
+        nevo_bench_result_init(&r, "gpu", "ns/row");
+        r.median = NAN;
+        snprintf(r.name, sizeof r.name, "gpu %s P=%d B=%d, factored rank %d%s, %s corrections", c->label, P, c->B,
+                 rank, what, kind ? "dense" : "conv");
+        r.value = corr_s[kind] / n * 1e9;
+        snprintf(r.extra, sizeof r.extra, "\"P\": %d, \"B\": %d, \"rank\": %d, \"seconds\": %.6g", P, c->B, rank,
+                 corr_s[kind]);
+        emit(ctx, &r);
+    }
 }
 
 NevoStatus nevo_bench_gpu(const NevoBenchOptions *o, NevoBenchEmit emit, void *ctx, NevoError *err) {
@@ -120,35 +161,21 @@ NevoStatus nevo_bench_gpu(const NevoBenchOptions *o, NevoBenchEmit emit, void *c
             emit(ctx, &r);
         }
         /* the MinAtar net's P networks as low-rank members of network 0 through the
-         * factored forward, against network 0 alone on the same rows (EGGROLL's 0.91) */
+         * factored forward, against network 0 alone on the same rows (EGGROLL's 0.91);
+         * at B = 1 also rank-1 members of GA_PARENTS bases with the rows gathered by
+         * base (ga.factored's calls), against built children: the B = 1 kernels above */
         if (c->conv)
             for (int rank = 1; rank <= 4; rank *= 4) {
                 size_t len = nevo_lowrank_floats(p, rank);
                 float *z = nevo_alloc(sizeof(float) * len * (size_t)P);
                 nevo_rng_fill_normal(&rng, z, len * (size_t)P);
-                double shared_s, fact_s, fcall_s, corr_s[2];
-                nevo_cuda_time_factored(p, params, rank, z, P, which, obs, n, reps, &shared_s, &fact_s, &fcall_s,
-                                        corr_s);
-                for (int whole = 0; whole < 2; whole++) {
-                    nevo_bench_result_init(&r, "gpu", "Msteps/s");
-                    r.median = NAN;
-                    snprintf(r.name, sizeof r.name, "gpu %s P=%d B=%d, factored rank %d, %s", c->label, P, c->B, rank,
-                             whole ? "whole call (obs up, outputs back)" : "kernels");
-                    r.value = n / (whole ? fcall_s : fact_s) * 1e-6;
-                    if (!whole) nevo_bench_result_limit(&r, n / shared_s * 1e-6, "one shared network, kernels");
-                    snprintf(r.extra, sizeof r.extra, "\"P\": %d, \"B\": %d, \"rank\": %d, \"seconds\": %.6g", P,
-                             c->B, rank, whole ? fcall_s : fact_s);
-                    emit(ctx, &r);
-                }
-                for (int kind = 0; kind < 2; kind++) { /* the corrections alone, a kind's layers */
-                    nevo_bench_result_init(&r, "gpu", "ns/row");
-                    r.median = NAN;
-                    snprintf(r.name, sizeof r.name, "gpu %s P=%d B=%d, factored rank %d, %s corrections", c->label, P,
-                             c->B, rank, kind ? "dense" : "conv");
-                    r.value = corr_s[kind] / n * 1e9;
-                    snprintf(r.extra, sizeof r.extra, "\"P\": %d, \"B\": %d, \"rank\": %d, \"seconds\": %.6g", P,
-                             c->B, rank, corr_s[kind]);
-                    emit(ctx, &r);
+                emit_factored(emit, ctx, c, p, params, 1, stride, NULL, rank, z, P, which, obs, n, reps, 0);
+                if (c->B == 1 && rank == 1 && P >= GA_PARENTS) {
+                    int *base = nevo_alloc(sizeof(int) * (size_t)n);
+                    for (int i = 0; i < n; i++) base[i] = (int)((long)i * GA_PARENTS / n);
+                    emit_factored(emit, ctx, c, p, params, GA_PARENTS, stride, base, rank, z, P, which, obs, n, reps,
+                                  n / kern_s);
+                    free(base);
                 }
                 free(z);
             }

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -79,6 +80,22 @@ double nevo_read_f64(NevoReader *r) {
 }
 
 void nevo_read_f32s(NevoReader *r, float *dst, size_t n) { nevo_read(r, dst, n * 4); }
+
+size_t nevo_first_nonfinite(const float *v, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i])) return i;
+    return n;
+}
+
+size_t nevo_first_nonfinite_f64(const double *v, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i])) return i;
+    return n;
+}
+
+bool nevo_all_finite(const float *v, size_t n) { return nevo_first_nonfinite(v, n) == n; }
+
+bool nevo_all_finite_f64(const double *v, size_t n) { return nevo_first_nonfinite_f64(v, n) == n; }
 void nevo_read_f64s(NevoReader *r, double *dst, size_t n) { nevo_read(r, dst, n * 8); }
 
 char *nevo_read_str(NevoReader *r, size_t max_len) {

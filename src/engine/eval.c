@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "nevo/backend.h"
+#include "nevo/io.h"
 #include "nevo/rng.h"
 
 /* A batch of episode slots and the buffers of its forward pass. */
@@ -320,11 +321,6 @@ static void swap_bytes(uint8_t *a, uint8_t *b, size_t n) {
     }
 }
 
-static int all_finite(const float *x, int n) {
-    for (int i = 0; i < n; i++)
-        if (!isfinite(x[i])) return 0;
-    return 1;
-}
 
 static void fail(NevoEvaluator *ev, const char *fmt, int task, int step) {
     int expected = 0;
@@ -362,7 +358,7 @@ static int start(NevoEvaluator *ev, Batch *bt, Clock *clk, int s, int q) {
     if (sf) memset(bt->rstate + (size_t)s * sf, 0, sizeof(float) * sf); /* the episode starts from a zero state */
     NevoEpisode *r = &ev->results[t];
     memset(r, 0, sizeof *r);
-    if (!all_finite(obs, spec->obs_dim)) {
+    if (!nevo_all_finite(obs, (size_t)spec->obs_dim)) {
         fail(ev, "%s returned a non-finite observation at reset (network %d, seed %llu, step %d)", t, 0);
         return 0;
     }
@@ -454,9 +450,9 @@ static int infer(NevoEvaluator *ev, Batch *bt, int live) {
         const NevoRows *rows = ev->layout == LAYOUT_BUILT ? bt->rows : ev->layout == LAYOUT_BASES ? ev->bases : ev->pop;
         nevo_backend_forward(ev->backend, pol, rows, bt->net, bt->obs, live, bt->rstate, bt->out, bt->ws);
     }
-    if (!all_finite(bt->out, live * pol->n_out)) {
+    if (!nevo_all_finite(bt->out, (size_t)live * (size_t)pol->n_out)) {
         for (int s = 0; s < live; s++)
-            if (!all_finite(bt->out + (size_t)s * pol->n_out, pol->n_out)) {
+            if (!nevo_all_finite(bt->out + (size_t)s * pol->n_out, (size_t)pol->n_out)) {
                 fail(ev, "the policy produced a non-finite output on %s (network %d, seed %llu, step %d); "
                      "lower the step size or mutation power",
                      bt->task[s], ev->results[bt->task[s]].length);
@@ -483,7 +479,7 @@ static int step_all(NevoEvaluator *ev, Batch *bt, Clock *clk, int live) {
         r->ret += sr.reward;
         r->length++;
         local_frames++;
-        if (!isfinite(sr.reward) || !all_finite(obs, odim)) {
+        if (!isfinite(sr.reward) || !nevo_all_finite(obs, (size_t)odim)) {
             fail(ev, "%s returned a non-finite observation or reward (network %d, seed %llu, step %d)", t,
                  r->length);
             return -1;

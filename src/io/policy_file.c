@@ -53,12 +53,6 @@ static NevoStatus build_from_config(const char *path, NevoLoadedPolicy *out, Nev
     return st;
 }
 
-/* Index of the first non-finite value of x[0, n), or n. */
-static size_t first_nonfinite(const float *x, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(x[i])) return i;
-    return n;
-}
 
 NevoStatus nevo_policy_file_load(const char *path, NevoLoadedPolicy *out, NevoError *err) {
     memset(out, 0, sizeof *out);
@@ -102,7 +96,7 @@ NevoStatus nevo_policy_file_load(const char *path, NevoLoadedPolicy *out, NevoEr
             } else if (file_od != (uint32_t)od) {
                 st = nevo_error(err, NEVO_ERR_CORRUPT, "%s: observation size %u does not match the env's %d",
                                 path, file_od, p->obs_dim);
-            } else if ((bad = first_nonfinite(out->theta, p->nparams)) < p->nparams) {
+            } else if ((bad = nevo_first_nonfinite(out->theta, p->nparams)) < p->nparams) {
                 st = nevo_error(err, NEVO_ERR_CORRUPT, "%s: parameter %zu is not a finite number", path, bad);
             } else {
                 p->obs_norm = (int)norm; /* the file's word, as it was trained */

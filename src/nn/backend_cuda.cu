@@ -963,15 +963,16 @@ extern "C" void nevo_cuda_time_forward(const NevoPolicy *p, const float *params,
  * nevo_cuda_time_forward's), and through members of it at `rank` (row i member which[i],
  * its compact slice at z + which[i] nevo_lowrank_floats(p, rank), sign sigma 0.02): the
  * factored forward's kernels, and its whole call. */
-extern "C" void nevo_cuda_time_factored(const NevoPolicy *p, const float *theta, int rank, const float *z,
-                                        int members, const int *which, const float *obs, int n, int reps,
-                                        double *shared_s, double *factored_s, double *call_s, double corr_s[2]) {
+extern "C" void nevo_cuda_time_factored(const NevoPolicy *p, const float *theta, int bases, size_t stride,
+                                        const int *base, int rank, const float *z, int members, const int *which,
+                                        const float *obs, int n, int reps, double *shared_s, double *factored_s,
+                                        double *call_s, double corr_s[2]) {
     void *ctx = cuda_init();
     if (!ctx) nevo_fatal(__FILE__, __LINE__, "no CUDA device: %s", unavailable);
     NevoRows r;
     memset(&r, 0, sizeof r);
-    r.stride = p->nparams;
-    r.rows = 1;
+    r.stride = stride;
+    r.rows = bases;
     rows_alloc(ctx, &r, theta);
     size_t len = nevo_lowrank_floats(p, rank);
     float *d_z;
@@ -981,7 +982,8 @@ extern "C" void nevo_cuda_time_factored(const NevoPolicy *p, const float *theta,
     float *out = (float *)cuda_host_alloc(ctx, sizeof(float) * (size_t)n * (size_t)p->n_out);
     float *pobs = (float *)cuda_host_alloc(ctx, sizeof(float) * (size_t)n * (size_t)p->obs_dim);
     memcpy(pobs, obs, sizeof(float) * (size_t)n * (size_t)p->obs_dim);
-    int *zero = (int *)nevo_alloc(sizeof(int) * (size_t)n);
+    int *rb = (int *)nevo_alloc(sizeof(int) * (size_t)n); /* each row's base */
+    for (int i = 0; i < n; i++) rb[i] = base ? base[i] : 0;
     float head[NEVO_FACTOR_HEAD];
     nevo_factor_head(0.02f, rank, head);
     NevoKFRec *rec = factor_staging(w, p, rank);
@@ -993,7 +995,7 @@ extern "C" void nevo_cuda_time_factored(const NevoPolicy *p, const float *theta,
     for (int rep = -1; rep < reps; rep++) { /* the whole call: members and inputs up, outputs back */
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        int n_runs = stage_inputs(w, p, zero, pobs, n);
+        int n_runs = stage_inputs(w, p, rb, pobs, n);
         NevoKFactor f = stage_factors(w, d_z, rank, n);
         run_layers(w, p, &r, n, n_runs, &f);
         fetch_outputs(w, p, n, out);
@@ -1001,7 +1003,7 @@ extern "C" void nevo_cuda_time_factored(const NevoPolicy *p, const float *theta,
         double t = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
         if (rep >= 0 && t < *call_s) *call_s = t;
     }
-    int n_runs = stage_inputs(w, p, zero, pobs, n);
+    int n_runs = stage_inputs(w, p, rb, pobs, n);
     NevoKFactor f = stage_factors(w, d_z, rank, n);
     for (int k = 0; k < 2; k++)
         for (int rep = -1; rep < reps; rep++) {
@@ -1034,7 +1036,7 @@ extern "C" void nevo_cuda_time_factored(const NevoPolicy *p, const float *theta,
     }
     CK(cudaEventDestroy(a));
     CK(cudaEventDestroy(b));
-    free(zero);
+    free(rb);
     cuda_host_free(ctx, out);
     cuda_host_free(ctx, pobs);
     cuda_workspace_free(ctx, w);

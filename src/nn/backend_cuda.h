@@ -22,14 +22,15 @@ double nevo_cuda_copy_bandwidth(void);
  * the device (device events); each the best of reps after a warm-up. */
 void nevo_cuda_time_forward(const NevoPolicy *p, const float *params, size_t stride, int nets, const int *which,
                             const float *obs, int n, int reps, double *call_s, double *kernels_s);
-/* Seconds per forward of the n rows through one network theta (*shared_s, the kernels
- * alone) and through low-rank members of it at `rank` (row i member which[i], whose
+/* Seconds per forward of the n rows through their bases (row i's network base[i] of
+ * the `bases` at theta, stride apart; base NULL: all network 0) (*shared_s, the kernels
+ * alone) and through low-rank members of them at `rank` (row i member which[i], whose
  * compact slice is at z + which[i] nevo_lowrank_floats(p, rank); sign sigma 0.02): the
  * factored forward's kernels alone (*factored_s), its whole call (*call_s), and its
  * corrections alone, the conv layers' (corr_s[0]) and the dense layers' (corr_s[1]). */
-void nevo_cuda_time_factored(const NevoPolicy *p, const float *theta, int rank, const float *z, int members,
-                             const int *which, const float *obs, int n, int reps, double *shared_s,
-                             double *factored_s, double *call_s, double corr_s[2]);
+void nevo_cuda_time_factored(const NevoPolicy *p, const float *theta, int bases, size_t stride, const int *base,
+                             int rank, const float *z, int members, const int *which, const float *obs, int n,
+                             int reps, double *shared_s, double *factored_s, double *call_s, double corr_s[2]);
 #endif
 
 #endif

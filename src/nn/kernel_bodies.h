@@ -496,7 +496,8 @@ template <int ROWS> static __device__ __forceinline__ void nevo_kd1_block(NevoKD
  * runs the thread's sums over them. No split of the inputs: each sum is the bias, then
  * one FMA per nonzero input, ascending (a zero input leaves it as it is, by a select),
  * so nevo_kd_accum's bits. Small tiles (32 x 32) for the calls it is for: 1,024 rows of
- * a few networks make 128 blocks or more. */
+ * a few networks make 128 blocks or more. Networks are rows of a.params (a.rec unread:
+ * recipes go through the listed kernel only). */
 #define NEVO_KT_ROWS 32
 #define NEVO_KT_COLS 32
 #define NEVO_KT_TR (NEVO_KT_ROWS / 16)
