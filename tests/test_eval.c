@@ -805,28 +805,55 @@ TEST(eval_default_slots_fit_the_cache) {
     nevo_env_free(env);
 }
 
+/* CartPole (60 steps), N_NETS recipe networks with one episode each (seeds from seed)
+ * and each episode's reference: the tests of a device's batching. Stays where it was
+ * opened (rc.ts points into it). */
+typedef struct Firsts {
+    NevoEnv *env;
+    NevoPolicy *p;
+    float *params;
+    Recipes rc;
+    NevoTask tasks[N_NETS];
+    NevoEpisode ref[N_NETS];
+    long long frames; /* the references' */
+} Firsts;
+
+static void firsts_open(Firsts *f, uint64_t seed) {
+    f->env = open_env("CartPole-v1");
+    nevo_env_set_max_steps(f->env, 60);
+    f->p = small_policy(f->env);
+    size_t stride;
+    f->params = population(f->p, &stride);
+    recipes_open(&f->rc, f->env, f->p, f->params, stride);
+    f->frames = 0;
+    for (int j = 0; j < N_NETS; j++) {
+        f->tasks[j] = (NevoTask){j, 0, nevo_rng_derive(seed, NEVO_RNG_ENV_SEED, 0, (uint32_t)j, 0)};
+        ref_episode(f->env, f->p, f->rc.built, f->p->nparams, &f->tasks[j], &f->ref[j], NULL);
+        f->frames += f->ref[j].length;
+    }
+    f->rc.ts.n_tasks = N_NETS, f->rc.ts.tasks = f->tasks;
+}
+
+static void firsts_close(Firsts *f) {
+    recipes_close(&f->rc);
+    free(f->params);
+    nevo_policy_free(f->p);
+    nevo_env_free(f->env);
+}
+
 /* A device backend's small calls run on the CPU backend (nevo_evaluator_set_host_tasks),
  * the logged backend standing for the device: a call of at most max_tasks tasks builds
  * nothing through it, one task more builds each network there; both give the
  * reference's episodes, and the host's calls count in the progress and timing, also
  * where these are set after the host's evaluator was made. */
 TEST(eval_small_calls_run_on_the_host) {
-    NevoEnv *env = open_env("CartPole-v1");
-    nevo_env_set_max_steps(env, 60);
-    NevoPolicy *p = small_policy(env);
-    size_t stride;
-    float *params = population(p, &stride);
-    Recipes rc;
-    recipes_open(&rc, env, p, params, stride);
-    NevoTask firsts[N_NETS];
-    NevoEpisode ref[N_NETS];
-    long long frames = 0;
-    for (int j = 0; j < N_NETS; j++) {
-        firsts[j] = (NevoTask){j, 0, nevo_rng_derive(99, NEVO_RNG_ENV_SEED, 0, (uint32_t)j, 0)};
-        ref_episode(env, p, rc.built, p->nparams, &firsts[j], &ref[j], NULL);
-        frames += ref[j].length;
-    }
-    rc.ts.n_tasks = N_NETS, rc.ts.tasks = firsts;
+    Firsts f;
+    firsts_open(&f, 99);
+    NevoEnv *env = f.env;
+    NevoPolicy *p = f.p;
+    Recipes *rc = &f.rc;
+    const NevoEpisode *ref = f.ref;
+    long long frames = f.frames;
     NevoBackend logged = logged_backend();
     NevoPool *pool = nevo_pool_new(2);
     NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, 3);
@@ -842,7 +869,7 @@ TEST(eval_small_calls_run_on_the_host) {
         NevoEpisode res[N_NETS];
         memset(res, 0xCD, sizeof res);
         NevoError err = {0};
-        CHECK_MSG(nevo_evaluate_tasks(ev, &rc.ts, res, NULL, NULL, &err) == NEVO_OK, "%s", err.msg);
+        CHECK_MSG(nevo_evaluate_tasks(ev, &rc->ts, res, NULL, NULL, &err) == NEVO_OK, "%s", err.msg);
         for (int j = 0; j < N_NETS; j++) check_same_episode(&res[j], &ref[j], j, k ? "on the backend" : "on the host");
         CHECK_EQ_INT(atomic_load(&build_log.builds), k ? N_NETS : 0);
     }
@@ -860,7 +887,7 @@ TEST(eval_small_calls_run_on_the_host) {
     nevo_evaluator_set_host_tasks(ev, N_NETS);
     NevoEpisode res[N_NETS];
     NevoError err = {0};
-    CHECK_MSG(nevo_evaluate_tasks(ev, &rc.ts, res, NULL, NULL, &err) == NEVO_OK, "%s", err.msg);
+    CHECK_MSG(nevo_evaluate_tasks(ev, &rc->ts, res, NULL, NULL, &err) == NEVO_OK, "%s", err.msg);
     nevo_evaluator_times(ev, &t);
     CHECK_EQ_INT(t.calls, 1);
     CHECK_MSG(t.frames == frames, "frames %lld, episodes' lengths %lld", t.frames, frames);
@@ -871,10 +898,46 @@ TEST(eval_small_calls_run_on_the_host) {
     nevo_evaluator_free(ev);
     nevo_pool_free(pool);
     logged_ops.done(logged.ctx);
-    recipes_close(&rc);
-    free(params);
-    nevo_policy_free(p);
-    nevo_env_free(env);
+    firsts_close(&f);
+}
+
+/* A device's batching sized by a call's task count: the logged backend with a batching
+ * of 3 slots for calls of up to 10 tasks and 7 for more, one forward thread. */
+static void sized_batching(void *ctx, const NevoPolicy *p, int tasks, int *slots, int *fwd, int *host) {
+    (void)ctx, (void)p;
+    *slots = tasks > 10 ? 7 : 3;
+    *fwd = 1;
+    *host = 0;
+}
+
+/* The slots follow the first call's task count (3 before it, 7 for its 20 tasks), then
+ * stay (a call of 10 keeps 7); a caller's own count is kept. Every call gives the
+ * reference's episodes. */
+TEST(eval_device_slots_sized_by_the_first_call) {
+    Firsts f;
+    firsts_open(&f, 98);
+    NevoBackend logged = logged_backend();
+    logged_ops.batching = sized_batching;
+    NevoPool *pool = nevo_pool_new(2);
+    for (int asked = 0; asked <= 5; asked += 5) {
+        NevoEvaluator *ev = nevo_evaluator_new(f.env, f.p, pool, asked);
+        nevo_evaluator_set_backend(ev, &logged);
+        CHECK_EQ_INT(nevo_evaluator_slots(ev), asked ? 5 : 3);
+        static const int counts[2] = {N_NETS, 10};
+        for (int k = 0; k < 2; k++) {
+            f.rc.ts.n_tasks = counts[k];
+            NevoEpisode res[N_NETS];
+            memset(res, 0xCD, sizeof res);
+            NevoError err = {0};
+            CHECK_MSG(nevo_evaluate_tasks(ev, &f.rc.ts, res, NULL, NULL, &err) == NEVO_OK, "%s", err.msg);
+            for (int j = 0; j < counts[k]; j++) check_same_episode(&res[j], &f.ref[j], j, "slots sized");
+            CHECK_EQ_INT(nevo_evaluator_slots(ev), asked ? 5 : 7);
+        }
+        nevo_evaluator_free(ev);
+    }
+    nevo_pool_free(pool);
+    logged_ops.done(logged.ctx);
+    firsts_close(&f);
 }
 
 /* Timing (for benchmarks) adds up and never changes results. */

@@ -65,7 +65,7 @@ for line in open(sys.argv[1]):
     r = json.loads(line)
     if r.get("group") != "gpu": continue
     extra = {k: r[k] for k in ("fraction_of_fma_peak", "fraction_of_copy_bandwidth", "gflops") if k in r}
-    if "factored" in r["name"] and r.get("ratio") is not None: extra["of_one_shared_network"] = r["ratio"]
+    if "factored" in r["name"] and r.get("ratio") is not None: extra["of " + r["limit_name"]] = r["ratio"]
     print(f'{r["name"]:<62} {r["value"]:10.4g} {r["unit"]:<8} {extra}')
 PY
 done

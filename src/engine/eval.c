@@ -93,6 +93,8 @@ struct NevoEvaluator {
     NevoEvaluator *host; /* a device backend's small calls: an evaluator on the CPU backend
                             (made at the first; nevo_backend_batching) */
     int host_tasks;   /* calls of at most this many tasks go to host (0: none) */
+    int sized;        /* a device's batching: 0 until the first call on it has sized the
+                         slots by its task count (once: under MPI a rank's share moves) */
     NevoRows *pop;    /* prebuilt layout: a row per network, kept from call to call */
     int pop_rows;
     /* the current call */
@@ -203,6 +205,7 @@ NevoEvaluator *nevo_evaluator_new(const NevoEnv *env, const NevoPolicy *policy, 
     ev->slots = slots > 0 ? slots : default_slots(ev);
     ev->depth = 1;
     ev->fwd_threads = 1;
+    ev->sized = 1; /* the CPU backend's slots: the cache rule */
     ev->inst_size = nevo_env_instance_size(env);
     pthread_mutex_init(&ev->mu, NULL);
     pthread_cond_init(&ev->changed, NULL);
@@ -236,7 +239,8 @@ void nevo_evaluator_set_backend(NevoEvaluator *ev, NevoBackend *backend) {
     /* a device's batching: large batches, pipelined with a batch per thread (its
      * figures, where the caller asked for none) */
     int slots, fwd;
-    nevo_backend_batching(backend, ev->policy, &slots, &fwd, &ev->host_tasks);
+    nevo_backend_batching(backend, ev->policy, 0, &slots, &fwd, &ev->host_tasks);
+    ev->sized = fwd > 0 ? 0 : 1;
     int nt = nevo_pool_threads(ev->pool);
     int half = nt / 2 > 1 ? nt / 2 : 1; /* the rest step envs */
     ev->fwd_threads = fwd < 1 ? 1 : fwd < half ? fwd : half;
@@ -722,6 +726,17 @@ NevoStatus nevo_evaluate_tasks(NevoEvaluator *ev, const NevoTaskSet *ts, NevoEpi
     }
     NevoStatus st = nevo_taskset_check(ts, ev->policy, ev->env, err);
     if (st) return st;
+    if (!ev->sized) { /* a device's slots for this call's count of tasks */
+        ev->sized = 1;
+        int slots, fwd, host;
+        nevo_backend_batching(ev->backend, ev->policy, ts->n_tasks, &slots, &fwd, &host);
+        if (!ev->slots_asked && slots > 0 && slots != ev->slots) {
+            int n = ev->n_batches;
+            batches_free(ev); /* with the slot count they were made with */
+            ev->slots = slots;
+            batches_make(ev, n);
+        }
+    }
     for (int i = 0; i < ts->n_tasks; i++) {
         if ((ts->tasks[i].flags & NEVO_TASK_RECORD_OBS) && !task_stats)
             return nevo_error(err, NEVO_ERR_INVALID, "task %d records observations, but no statistics were given", i);
