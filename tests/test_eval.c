@@ -901,18 +901,20 @@ TEST(eval_small_calls_run_on_the_host) {
     firsts_close(&f);
 }
 
-/* A device's batching sized by a call's task count: the logged backend with a batching
- * of 3 slots for calls of up to 10 tasks and 7 for more, one forward thread. */
-static void sized_batching(void *ctx, const NevoPolicy *p, int tasks, int *slots, int *fwd, int *host) {
+/* A device's batching sized by a call's tasks a forward thread: the logged backend
+ * with 3 slots for up to 10 tasks a thread and 7 for more, one forward thread, and
+ * calls of no more tasks than a batch's slots on the host. */
+static void sized_batching(void *ctx, const NevoPolicy *p, int per_thread, int *slots, int *fwd, int *host) {
     (void)ctx, (void)p;
-    *slots = tasks > 10 ? 7 : 3;
+    *slots = per_thread > 10 ? 7 : 3;
     *fwd = 1;
-    *host = 0;
+    *host = *slots;
 }
 
-/* The slots follow the first call's task count (3 before it, 7 for its 20 tasks), then
- * stay (a call of 10 keeps 7); a caller's own count is kept. Every call gives the
- * reference's episodes. */
+/* The slots follow the first call that runs on the device: 3 before it (a call of 3
+ * tasks goes to the host and sizes nothing), 7 for its 20 tasks, and they stay for a
+ * later call of 10; a caller's own count is kept. Every call gives the reference's
+ * episodes, the host's call building nothing through the backend. */
 TEST(eval_device_slots_sized_by_the_first_call) {
     Firsts f;
     firsts_open(&f, 98);
@@ -923,15 +925,18 @@ TEST(eval_device_slots_sized_by_the_first_call) {
         NevoEvaluator *ev = nevo_evaluator_new(f.env, f.p, pool, asked);
         nevo_evaluator_set_backend(ev, &logged);
         CHECK_EQ_INT(nevo_evaluator_slots(ev), asked ? 5 : 3);
-        static const int counts[2] = {N_NETS, 10};
-        for (int k = 0; k < 2; k++) {
+        static const int counts[3] = {3, N_NETS, 10}, slots[3] = {3, 7, 7};
+        for (int k = 0; k < 3; k++) {
             f.rc.ts.n_tasks = counts[k];
+            log_reset();
             NevoEpisode res[N_NETS];
             memset(res, 0xCD, sizeof res);
             NevoError err = {0};
             CHECK_MSG(nevo_evaluate_tasks(ev, &f.rc.ts, res, NULL, NULL, &err) == NEVO_OK, "%s", err.msg);
             for (int j = 0; j < counts[k]; j++) check_same_episode(&res[j], &f.ref[j], j, "slots sized");
-            CHECK_EQ_INT(nevo_evaluator_slots(ev), asked ? 5 : 7);
+            CHECK_EQ_INT(nevo_evaluator_slots(ev), asked ? 5 : slots[k]);
+            CHECK_MSG((atomic_load(&build_log.builds) > 0) == (k > 0), "call %d: %d builds through the backend", k,
+                      atomic_load(&build_log.builds)); /* the host's call: none */
         }
         nevo_evaluator_free(ev);
     }

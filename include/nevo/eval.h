@@ -37,8 +37,9 @@ void nevo_evaluator_free(NevoEvaluator *ev);
  * outlive the evaluator). */
 void nevo_evaluator_set_backend(NevoEvaluator *ev, NevoBackend *backend);
 /* Calls of at most max_tasks tasks run on the CPU backend, on the same threads (0:
- * none). nevo_evaluator_set_backend sets the backend's figure (nevo_backend_batching;
- * the cuda backend's is its batch slots, whatever slots the evaluator was given), so
+ * none). Otherwise the backend's figure applies (nevo_backend_batching; the cuda
+ * backend's is its batch slots, 256 until the first call on the device sizes them,
+ * whatever slots the evaluator was given); nevo_evaluator_set_backend resets it, so
  * call this after it. The results are the same bits either way. */
 void nevo_evaluator_set_host_tasks(NevoEvaluator *ev, int max_tasks);
 /* Live episodes per worker (the slots given, or the default chosen). */

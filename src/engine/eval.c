@@ -93,6 +93,7 @@ struct NevoEvaluator {
     NevoEvaluator *host; /* a device backend's small calls: an evaluator on the CPU backend
                             (made at the first; nevo_backend_batching) */
     int host_tasks;   /* calls of at most this many tasks go to host (0: none) */
+    int host_asked;   /* host_tasks set by the caller (nevo_evaluator_set_host_tasks) */
     int sized;        /* a device's batching: 0 until the first call on it has sized the
                          slots by its task count (once: under MPI a rank's share moves) */
     NevoRows *pop;    /* prebuilt layout: a row per network, kept from call to call */
@@ -224,6 +225,7 @@ void nevo_evaluator_set_pipeline(NevoEvaluator *ev, int depth) {
      * the MinAtar GA at 0.31-0.39 of the fused layout, against 0.39-0.62 with 16) */
     batches_free(ev); /* with the slot count they were made with */
     if (!ev->slots_asked) ev->slots = depth == 1 ? default_slots(ev) : DEFAULT_SLOTS;
+    ev->sized = 1; /* the layout's own slots, not a device's */
     batches_make(ev, depth == 1 ? nevo_pool_threads(ev->pool) : depth);
 }
 
@@ -240,6 +242,7 @@ void nevo_evaluator_set_backend(NevoEvaluator *ev, NevoBackend *backend) {
      * figures, where the caller asked for none) */
     int slots, fwd;
     nevo_backend_batching(backend, ev->policy, 0, &slots, &fwd, &ev->host_tasks);
+    ev->host_asked = 0;
     ev->sized = fwd > 0 ? 0 : 1;
     int nt = nevo_pool_threads(ev->pool);
     int half = nt / 2 > 1 ? nt / 2 : 1; /* the rest step envs */
@@ -252,6 +255,7 @@ void nevo_evaluator_set_backend(NevoEvaluator *ev, NevoBackend *backend) {
 void nevo_evaluator_set_host_tasks(NevoEvaluator *ev, int max_tasks) {
     NEVO_ASSERT(max_tasks >= 0);
     ev->host_tasks = max_tasks;
+    ev->host_asked = 1;
 }
 
 void nevo_evaluator_free(NevoEvaluator *ev) {
@@ -726,17 +730,6 @@ NevoStatus nevo_evaluate_tasks(NevoEvaluator *ev, const NevoTaskSet *ts, NevoEpi
     }
     NevoStatus st = nevo_taskset_check(ts, ev->policy, ev->env, err);
     if (st) return st;
-    if (!ev->sized) { /* a device's slots for this call's count of tasks */
-        ev->sized = 1;
-        int slots, fwd, host;
-        nevo_backend_batching(ev->backend, ev->policy, ts->n_tasks, &slots, &fwd, &host);
-        if (!ev->slots_asked && slots > 0 && slots != ev->slots) {
-            int n = ev->n_batches;
-            batches_free(ev); /* with the slot count they were made with */
-            ev->slots = slots;
-            batches_make(ev, n);
-        }
-    }
     for (int i = 0; i < ts->n_tasks; i++) {
         if ((ts->tasks[i].flags & NEVO_TASK_RECORD_OBS) && !task_stats)
             return nevo_error(err, NEVO_ERR_INVALID, "task %d records observations, but no statistics were given", i);
@@ -755,6 +748,18 @@ NevoStatus nevo_evaluate_tasks(NevoEvaluator *ev, const NevoTaskSet *ts, NevoEpi
         return nevo_error(err, NEVO_ERR_INVALID,
                           "backend %s has no factored low-rank forward (es.factored, ga.factored)",
                           nevo_backend_name(ev->backend));
+    }
+    if (!ev->sized) { /* a device's slots for this call's tasks a forward thread */
+        ev->sized = 1;
+        int slots, fwd, host;
+        nevo_backend_batching(ev->backend, ev->policy, ts->n_tasks / ev->fwd_threads, &slots, &fwd, &host);
+        if (!ev->host_asked) ev->host_tasks = host;
+        if (!ev->slots_asked && slots > 0 && slots != ev->slots) {
+            int n = ev->n_batches;
+            batches_free(ev); /* with the slot count they were made with */
+            ev->slots = slots;
+            batches_make(ev, n);
+        }
     }
     make_queue(ev, episodes_of);
     free(episodes_of);

@@ -141,10 +141,10 @@ void nevo_backend_synchronize(NevoBackend *b) { b->ops->synchronize(b->ctx); }
 
 size_t nevo_backend_cache_bytes(const NevoBackend *b) { return b->ops->cache_bytes(b->ctx); }
 
-void nevo_backend_batching(const NevoBackend *b, const NevoPolicy *p, int tasks, int *slots, int *fwd_threads,
+void nevo_backend_batching(const NevoBackend *b, const NevoPolicy *p, int per_thread, int *slots, int *fwd_threads,
                            int *host_tasks) {
     *slots = *fwd_threads = *host_tasks = 0;
-    if (b->ops->batching) b->ops->batching(b->ctx, p, tasks, slots, fwd_threads, host_tasks);
+    if (b->ops->batching) b->ops->batching(b->ctx, p, per_thread, slots, fwd_threads, host_tasks);
 }
 
 void *nevo_backend_host_alloc(NevoBackend *b, size_t bytes) {

@@ -778,27 +778,29 @@ static void cuda_synchronize(void *ctx) {
 
 static size_t cuda_cache_bytes(void *ctx) { return (size_t)((Cuda *)ctx)->prop.l2CacheSize; }
 
-/* Batches pipelined with 8 forward threads (the evaluator gives them at most half its
- * threads): each thread's forward is synchronous (inputs up, kernels, outputs back), so
- * the device overlaps as many batches as there are forward threads. Slots: 256, doubled
- * up to 1024 while a call's tasks still give each forward thread two batches. Short
- * episodes want large batches (each step of a batch is a round trip), long ones every
- * forward thread busy. On the H200 (dev/cuda/NOTES.md, Slots) that picks the GA's best
- * measured count on Breakout at 32768 and 65536 tasks and on Freeway at 4096, and 512
- * at Breakout's 8192 (2.08M frames/s; 256 slots 1.73M, 1024 2.23-2.46M). A call of no more than 256 tasks (a GA's validation, an ES centre's
- * episodes) runs on the host: on the device each of its steps would wait for a round
- * trip. NEVO_CUDA_SLOTS (a fixed count), NEVO_CUDA_FORWARD_THREADS and
- * NEVO_CUDA_HOST_TASKS override them. */
+/* Batches pipelined with up to 8 forward threads (the evaluator gives them at most half
+ * its threads): each thread's forward is synchronous (inputs up, kernels, outputs back),
+ * so the device overlaps as many batches as there are forward threads. Slots: 256,
+ * doubled up to 1024 while a call's tasks still give each forward thread two batches.
+ * Short episodes want large batches (each step of a batch is a round trip), long ones
+ * every forward thread busy. On the H200 with 8 forward threads (dev/cuda/NOTES.md,
+ * Slots) that picks the GA's best measured count on Breakout at 32768 and 65536 tasks
+ * and on Freeway at 4096, and 512 at Breakout's 8192 (2.08M frames/s; 256 slots 1.73M,
+ * 1024 2.23-2.46M). A call of no more tasks than a batch's slots (a GA's validation, an
+ * ES centre's episodes) runs on the host: on the device it would fill one batch, and
+ * each of its steps would wait for a round trip. NEVO_CUDA_SLOTS (a fixed count),
+ * NEVO_CUDA_FORWARD_THREADS and NEVO_CUDA_HOST_TASKS override them. */
 #define CUDA_SLOTS 256
 #define CUDA_SLOTS_MAX 1024
-static void cuda_batching(void *ctx, const NevoPolicy *p, int tasks, int *slots, int *fwd_threads, int *host_tasks) {
+static void cuda_batching(void *ctx, const NevoPolicy *p, int per_thread, int *slots, int *fwd_threads,
+                          int *host_tasks) {
     (void)ctx;
     (void)p;
     *fwd_threads = env_int("NEVO_CUDA_FORWARD_THREADS", 8, 1, 64);
     int fixed = env_int("NEVO_CUDA_SLOTS", 0, 1, 1 << 20), s = fixed ? fixed : CUDA_SLOTS;
-    while (!fixed && 2 * s <= CUDA_SLOTS_MAX && (long long)tasks >= 2LL * *fwd_threads * 2 * s) s *= 2;
+    while (!fixed && 2 * s <= CUDA_SLOTS_MAX && per_thread >= 2 * 2 * s) s *= 2;
     *slots = s;
-    *host_tasks = env_int("NEVO_CUDA_HOST_TASKS", fixed ? fixed : CUDA_SLOTS, 0, 1 << 30);
+    *host_tasks = env_int("NEVO_CUDA_HOST_TASKS", s, 0, 1 << 30);
 }
 
 extern "C" const NevoBackendOps nevo_backend_cuda_ops = {

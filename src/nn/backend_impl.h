@@ -38,10 +38,10 @@ typedef struct NevoBackendOps {
                              void *ws);
     void (*synchronize)(void *ctx);
     size_t (*cache_bytes)(void *ctx);
-    /* slots per batch for calls of `tasks` tasks (0: unknown) where the caller leaves
-     * them open (0: the evaluator's CPU default), forward threads and the calls left to
-     * the host (nevo_backend_batching); NULL: none of them */
-    void (*batching)(void *ctx, const NevoPolicy *p, int tasks, int *slots, int *fwd_threads, int *host_tasks);
+    /* slots per batch for calls of per_thread tasks a forward thread (0: unknown) where
+     * the caller leaves them open (0: the evaluator's CPU default), forward threads and
+     * the calls left to the host (nevo_backend_batching); NULL: none of them */
+    void (*batching)(void *ctx, const NevoPolicy *p, int per_thread, int *slots, int *fwd_threads, int *host_tasks);
     /* why init returned NULL, for the error message; NULL: no reason given */
     const char *(*unavailable)(void);
     /* host memory the forward's observations and outputs are best in (pinned, for a
