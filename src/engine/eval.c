@@ -83,6 +83,7 @@ struct NevoEvaluator {
     size_t inst_size;
     Batch *batches;   /* one per worker (fused) or depth of them (pipelined) */
     int n_batches;
+    int batch_slots;  /* the slots the batches were made with (ev->slots may move first) */
     Clock *clocks;    /* (threads) */
     NevoProgressFn progress;
     void *progress_ctx;
@@ -143,7 +144,8 @@ static void batch_alloc(Batch *b, NevoBackend *be, const NevoEnvSpec *spec, cons
 static void batches_free(NevoEvaluator *ev) {
     for (int i = 0; i < ev->n_batches; i++) {
         Batch *b = &ev->batches[i];
-        for (int s = 0; s < ev->slots; s++) nevo_env_instance_free(ev->env, b->insts + (size_t)s * ev->inst_size);
+        for (int s = 0; s < ev->batch_slots; s++)
+            nevo_env_instance_free(ev->env, b->insts + (size_t)s * ev->inst_size);
         free(b->insts);
         nevo_backend_host_free(ev->backend, b->obs);
         nevo_backend_host_free(ev->backend, b->out);
@@ -176,6 +178,7 @@ static void batches_make(NevoEvaluator *ev, int n) {
         ev->batches[i].ws = nevo_workspace_new(ev->backend, ev->policy, ev->slots);
     }
     ev->n_batches = n;
+    ev->batch_slots = ev->slots;
 }
 
 /* Slots per worker when the caller leaves it open. With one episode per network (the GA
@@ -223,7 +226,6 @@ void nevo_evaluator_set_pipeline(NevoEvaluator *ev, int depth) {
     /* pipelined batches are handed between threads, one hand-off per batch and stage:
      * the default keeps them at DEFAULT_SLOTS, which amortises that (batches of 2 ran
      * the MinAtar GA at 0.31-0.39 of the fused layout, against 0.39-0.62 with 16) */
-    batches_free(ev); /* with the slot count they were made with */
     if (!ev->slots_asked) ev->slots = depth == 1 ? default_slots(ev) : DEFAULT_SLOTS;
     ev->sized = 1; /* the layout's own slots, not a device's */
     batches_make(ev, depth == 1 ? nevo_pool_threads(ev->pool) : depth);
@@ -755,10 +757,8 @@ NevoStatus nevo_evaluate_tasks(NevoEvaluator *ev, const NevoTaskSet *ts, NevoEpi
         nevo_backend_batching(ev->backend, ev->policy, ts->n_tasks / ev->fwd_threads, &slots, &fwd, &host);
         if (!ev->host_asked) ev->host_tasks = host;
         if (!ev->slots_asked && slots > 0 && slots != ev->slots) {
-            int n = ev->n_batches;
-            batches_free(ev); /* with the slot count they were made with */
             ev->slots = slots;
-            batches_make(ev, n);
+            batches_make(ev, ev->n_batches);
         }
     }
     make_queue(ev, episodes_of);

@@ -624,6 +624,14 @@ static const float *inputs(Work *w, const NevoPolicy *p, int n, int *xs) {
     return w->d_a;
 }
 
+/* Layer l's output after input X: the last layer's into out (os a row), the others into
+ * whichever of d_a and d_b X is not (the workspace's width a row). */
+static float *layer_out(Work *w, const NevoPolicy *p, int l, const float *X, float *out, int os, int *ys) {
+    int last = l == p->n_layers - 1;
+    *ys = last ? os : w->width;
+    return last ? out : X == w->d_a ? w->d_b : w->d_a;
+}
+
 /* p's layers over X (n, xs), the last into out (n, os), the others through d_a and
  * d_b. f: the factored forward's members (NULL: none), their corrections after each
  * layer's base kernel, which then applies no activation. */
@@ -634,9 +642,8 @@ static void run_part(Work *w, const NevoPolicy *p, const NevoRows *r, int n, int
     if (f) nevo_lowrank_blocks(p, f->rank, bl);
     for (int l = 0; l < p->n_layers; l++) {
         const NevoLayer *L = &p->layers[l];
-        int last = l == p->n_layers - 1;
-        float *Y = last ? out : X == w->d_a ? w->d_b : w->d_a;
-        int ys = last ? os : w->width;
+        int ys;
+        float *Y = layer_out(w, p, l, X, out, os, &ys);
         int act = f ? (int)NEVO_ACT_NONE : (int)L->act;
         if (L->kind == NEVO_LAYER_CONV) {
             NevoKConv a = {r->data, r->stride, w->d_idx, X, xs, L->in_w, L->in_c, L->out_h, L->out_w, L->out_c,
@@ -1032,8 +1039,8 @@ extern "C" void nevo_cuda_time_factored(const NevoPolicy *p, const float *theta,
             const float *X = inputs(w, p, n, &xs);
             CK(cudaEventRecord(a, w->s));
             for (int l = 0; l < p->n_layers; l++) {
-                int last = l == p->n_layers - 1, ys = last ? p->n_out : w->width;
-                float *Y = last ? w->d_out : X == w->d_a ? w->d_b : w->d_a;
+                int ys;
+                float *Y = layer_out(w, p, l, X, w->d_out, p->n_out, &ys);
                 if ((p->layers[l].kind == NEVO_LAYER_CONV) == (k == 0)) launch_factor(w, p, bl, l, f, X, xs, Y, ys);
                 X = Y, xs = ys;
             }
