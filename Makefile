@@ -280,7 +280,8 @@ test-plain: check
 
 # `make test`: the plain suite, then ASan + UBSan, then TSan (each build in its own
 # directory), stopping at the first that fails; then the total over the three. The
-# builds use every CPU (JOBS) unless make was given -j itself; tests run one at a time.
+# builds use every CPU (JOBS) unless make was given -j itself, and so do the tests
+# (tests/main.c: NEVO_TEST_JOBS, default the CPUs).
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 SUBMAKE = $(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(JOBS))
 ifeq ($(SAN)$(TSAN),00)

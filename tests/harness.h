@@ -3,7 +3,8 @@
  *   TEST(cartpole_golden) { CHECK(x == 1); CHECK_NEAR(a, b, 1e-5); }
  *
  * Tests register themselves at load time; tests/main.c runs each one in a child
- * process (a crash is a failure, not the end of the run) and ends with the line
+ * process (a crash is a failure, not the end of the run), several at once, and ends
+ * with the line
  * "N passed, N failed". A failed CHECK prints file:line and the values and stops
  * that test. */
 #ifndef NEVO_TEST_HARNESS_H
@@ -15,7 +16,7 @@
 #include <string.h>
 
 typedef void (*TestFn)(void);
-void test_register(const char *name, const char *file, TestFn fn);
+void test_register(const char *name, const char *file, TestFn fn, int alone);
 _Noreturn void test_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -39,12 +40,16 @@ void test_same_run_files(const char *a, const char *b, const char *const *names,
  * the same bits (run directories TAG-a, TAG-b, TAG-c in this test's tmpdir). */
 void test_runs_same_across_threads_and_resume(const char *train_args, long long kill_frames, const char *tag);
 
-#define TEST(name)                                                        \
+#define TEST_REGISTER(name, alone)                                         \
     static void test_##name(void);                                        \
     __attribute__((constructor)) static void register_##name(void) {      \
-        test_register(#name, __FILE__, test_##name);                      \
+        test_register(#name, __FILE__, test_##name, alone);               \
     }                                                                     \
     static void test_##name(void)
+#define TEST(name) TEST_REGISTER(name, 0)
+/* A test that changes for a while what other tests read (the shared install under
+ * test): the runner runs it with no other test at the same time. */
+#define TEST_ALONE(name) TEST_REGISTER(name, 1)
 
 #define CHECK(cond)                                                       \
     do {                                                                  \

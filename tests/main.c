@@ -1,7 +1,11 @@
-/* Test runner: runs every registered test in its own child process, in registration
- * order, optionally only those whose name contains one of argv[1..]. The last line of
- * output is "N passed, N failed". */
+/* Test runner: runs every registered test in its own child process, several at once
+ * (NEVO_TEST_JOBS, default the CPUs), optionally only those whose name contains one of
+ * argv[1..]; reports them in registration order, each test's output before its line.
+ * The last line of output is "N passed, N failed". */
 
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,18 +22,19 @@
 typedef struct Test {
     const char *name, *file;
     TestFn fn;
+    int alone; /* TEST_ALONE: no other test runs with it */
 } Test;
 
 static Test tests[MAX_TESTS];
 static int n_tests;
 static char tmpdir[512];
 
-void test_register(const char *name, const char *file, TestFn fn) {
+void test_register(const char *name, const char *file, TestFn fn, int alone) {
     if (n_tests == MAX_TESTS) {
         fprintf(stderr, "too many tests\n");
         exit(2);
     }
-    tests[n_tests++] = (Test){name, file, fn};
+    tests[n_tests++] = (Test){name, file, fn, alone};
 }
 
 _Noreturn void test_fail(const char *file, int line, const char *fmt, ...) {
@@ -162,43 +167,115 @@ static double now(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* One test in a child process: its tmpdir made, its stdout and stderr (and those of
+ * the commands it runs) in log, line-buffered so a crash keeps what came before. */
+static pid_t start_test(const Test *t, const char *log) {
+    mkdir(tmpdir, 0700);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) _exit(3);
+        close(fd);
+        setvbuf(stdout, NULL, _IOLBF, 0);
+        t->fn();
+        fflush(stdout);
+        _exit(0);
+    }
+    return pid;
+}
+
+/* Tests at once: NEVO_TEST_JOBS, else the CPUs this process may run on. Each test is
+ * its own process with its own directory, so they only share the cores. */
+static int test_jobs(void) {
+    const char *e = getenv("NEVO_TEST_JOBS");
+    int j = e && *e ? atoi(e) : 0;
+    if (j <= 0) {
+        cpu_set_t set;
+        j = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    }
+    return j < 1 ? 1 : j > 64 ? 64 : j;
+}
+
+typedef struct Run {
+    int test; /* index in tests[] */
+    pid_t pid;
+    int status, done;
+    double t0, dt;
+    char dir[512], log[560];
+} Run;
+
 int main(int argc, char **argv) {
     int passed = 0, failed = 0;
     char failures[8192] = "";
-    for (int i = 0; i < n_tests; i++) {
-        Test *t = &tests[i];
-        if (!selected(t, argc, argv)) continue;
-        snprintf(tmpdir, sizeof tmpdir, "%s/nevo-test-%d-%s",
-                 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid(), t->name);
-        mkdir(tmpdir, 0700);
-        double t0 = now();
-        fflush(stdout);
-        pid_t pid = fork();
-        if (pid == 0) {
-            t->fn();
+    static Run runs[MAX_TESTS];
+    int n = 0;
+    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    for (int i = 0; i < n_tests; i++)
+        if (selected(&tests[i], argc, argv)) {
+            Run *r = &runs[n++];
+            r->test = i;
+            snprintf(r->dir, sizeof r->dir, "%s/nevo-test-%d-%s", tmp, (int)getpid(), tests[i].name);
+            snprintf(r->log, sizeof r->log, "%s/nevo-test-%d-%s.log", tmp, (int)getpid(), tests[i].name);
+        }
+    /* Up to `jobs` tests run at once (a TEST_ALONE one by itself); each is reported,
+     * its output first, in registration order as soon as it and every test before it
+     * have ended. */
+    int jobs = test_jobs(), started = 0, running = 0, reported = 0, alone = 0;
+    while (reported < n) {
+        while (running < jobs && started < n && !(running && (alone || tests[runs[started].test].alone))) {
+            Run *r = &runs[started++];
+            alone = tests[r->test].alone;
+            snprintf(tmpdir, sizeof tmpdir, "%s", r->dir);
+            r->t0 = now();
+            r->pid = start_test(&tests[r->test], r->log);
+            if (r->pid < 0) {
+                r->status = -1, r->done = 1;
+                continue;
+            }
+            running++;
+        }
+        if (running) {
+            int status = 0;
+            pid_t pid = waitpid(-1, &status, 0);
+            if (pid < 0) {
+                perror("waitpid");
+                return 2;
+            }
+            for (int k = 0; k < started; k++)
+                if (runs[k].pid == pid && !runs[k].done) {
+                    runs[k].status = status, runs[k].done = 1, runs[k].dt = now() - runs[k].t0;
+                    running--;
+                }
+        }
+        for (; reported < started && runs[reported].done; reported++) {
+            Run *r = &runs[reported];
+            const Test *t = &tests[r->test];
+            size_t len = 0;
+            char *out = test_read_file(r->log, &len);
+            if (out) fwrite(out, 1, len, stdout);
+            free(out);
+            unlink(r->log);
+            char rm[600];
+            snprintf(rm, sizeof rm, "rm -rf '%s'", r->dir);
+            if (system(rm) != 0) fprintf(stderr, "warning: could not remove %s\n", r->dir);
+            int ok = r->pid > 0 && WIFEXITED(r->status) && WEXITSTATUS(r->status) == 0;
+            if (ok) {
+                passed++;
+                printf("ok   %-44s %7.2fs\n", t->name, r->dt);
+            } else {
+                failed++;
+                if (r->pid < 0)
+                    printf("FAIL %-44s (could not start: %s)\n", t->name, strerror(errno));
+                else if (WIFSIGNALED(r->status))
+                    printf("FAIL %-44s (killed by signal %d)\n", t->name, WTERMSIG(r->status));
+                else
+                    printf("FAIL %-44s\n", t->name);
+                size_t used = strlen(failures);
+                snprintf(failures + used, sizeof failures - used, "  %s (%s)\n", t->name, t->file);
+            }
             fflush(stdout);
-            _exit(0);
         }
-        int status = 0;
-        waitpid(pid, &status, 0);
-        double dt = now() - t0;
-        char rm[600];
-        snprintf(rm, sizeof rm, "rm -rf '%s'", tmpdir);
-        if (system(rm) != 0) fprintf(stderr, "warning: could not remove %s\n", tmpdir);
-        int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-        if (ok) {
-            passed++;
-            printf("ok   %-44s %7.2fs\n", t->name, dt);
-        } else {
-            failed++;
-            if (WIFSIGNALED(status))
-                printf("FAIL %-44s (killed by signal %d)\n", t->name, WTERMSIG(status));
-            else
-                printf("FAIL %-44s\n", t->name);
-            size_t used = strlen(failures);
-            snprintf(failures + used, sizeof failures - used, "  %s (%s)\n", t->name, t->file);
-        }
-        fflush(stdout);
     }
     if (failed) printf("failed tests:\n%s", failures);
     printf("%d passed, %d failed\n", passed, failed);

@@ -180,8 +180,8 @@ TEST(install_program_matches_the_tree) {
 
 /* Models: $NEVO_MODELS, then ./models/mujoco, then the installed data directory, then
  * the checkout. A broken hopper.xml in the install shows which one the installed
- * library loads (then is put back). */
-TEST(install_finds_models_in_order) {
+ * library loads (then is put back; meanwhile no other test runs). */
+TEST_ALONE(install_finds_models_in_order) {
     const char *p = prefix();
     char installed[1200], saved[1300], out[8192];
     snprintf(installed, sizeof installed, "%s/share/nevo/models/mujoco/hopper.xml", p);

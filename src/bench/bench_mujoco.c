@@ -314,6 +314,10 @@ NevoStatus nevo_bench_mujoco(const NevoBenchOptions *o, const char *name, NevoBe
             out->bare_cpu_share = t.cpu_share;
         }
     }
+    /* an episode each at least, untimed: the length and the replay check need one
+     * however slow the machine (a sanitizer build sharing its cores) */
+    while (env1.episodes == 0) env_sweeps(&env1, 1);
+    while (bare.episodes == 0) bare_sweeps(&bare, 1);
     out->env_episodes = env1.episodes;
     out->episode_length = env1.episodes > 0 ? (double)env1.episode_steps / (double)env1.episodes : NAN;
     out->bare_episodes = bare.episodes;
