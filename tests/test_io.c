@@ -254,6 +254,21 @@ TEST(io_first_nonfinite) {
     CHECK(nevo_first_nonfinite(v, 4) == 4 && nevo_all_finite(v, 4)); /* only the first n read */
     v[1] = -INFINITY;
     CHECK(nevo_first_nonfinite(v, 6) == 1);
+    /* past the blocks of 64 checked at once: every position, each kind of non-finite
+     * (NaNs of either sign and another payload), a second one after it, and the block
+     * holding one cut off by n */
+    float w[200];
+    uint32_t nan_bits[3] = {0x7fc00000u, 0xffc00001u, 0x7f800001u};
+    for (int k = 0; k < 200; k++)
+        for (int kind = 0; kind < 5; kind++) {
+            for (int i = 0; i < 200; i++) w[i] = i % 3 == 0 ? -0.0f : i % 3 == 1 ? 3.4028235e38f : -1e-45f;
+            if (kind < 3) memcpy(&w[k], &nan_bits[kind], sizeof w[k]);
+            else w[k] = kind == 3 ? INFINITY : -INFINITY;
+            if (k + 70 < 200) w[k + 70] = NAN;
+            CHECK_MSG(nevo_first_nonfinite(w, 200) == (size_t)k, "kind %d at %d: %zu", kind, k,
+                      nevo_first_nonfinite(w, 200));
+            CHECK(nevo_first_nonfinite(w, (size_t)k) == (size_t)k && nevo_all_finite(w, (size_t)k));
+        }
     double d[3] = {1e300, -1e-320, 0.0};
     CHECK(nevo_first_nonfinite_f64(d, 3) == 3 && nevo_all_finite_f64(d, 3));
     d[2] = INFINITY;

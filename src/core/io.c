@@ -1,6 +1,8 @@
 /* Byte buffers, readers, CRC-32 and atomic container files. */
 #include "nevo/io.h"
 
+#include "core/simd.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -81,8 +83,23 @@ double nevo_read_f64(NevoReader *r) {
 
 void nevo_read_f32s(NevoReader *r, float *dst, size_t n) { nevo_read(r, dst, n * 4); }
 
-size_t nevo_first_nonfinite(const float *v, size_t n) {
-    for (size_t i = 0; i < n; i++)
+/* A float is NaN or infinite when its exponent bits are all ones. Blocks of 64 are
+ * tested without a branch (vectorised), and the scalar loop finds the element only
+ * from the first block holding one: every observation and every built child goes
+ * through here, and the early-exit loop alone cost a GA on a small network 44% of its
+ * time. */
+NEVO_KERNEL_CLONES NEVO_VECTORIZE size_t nevo_first_nonfinite(const float *v, size_t n) {
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        uint32_t any = 0;
+        for (int k = 0; k < 64; k++) {
+            uint32_t b;
+            memcpy(&b, v + i + (size_t)k, sizeof b);
+            any |= (b & 0x7f800000u) == 0x7f800000u;
+        }
+        if (any) break;
+    }
+    for (; i < n; i++)
         if (!isfinite(v[i])) return i;
     return n;
 }
