@@ -141,20 +141,25 @@ BIN=$BIN bash dev/cuda/vtrace_run.sh 2>&1 | tee -a "$OUT/summary.txt"
 # SWEEP_SPECS: backend:env:population:generations[:slots:forward threads[:flags]], slots
 # and forward threads the cuda backend's NEVO_CUDA_SLOTS and NEVO_CUDA_FORWARD_THREADS
 # (empty: the defaults), flags a comma list of f (rank-1 factored children,
-# ga.factored), h0 (NEVO_CUDA_HOST_TASKS=0: small calls on the device too) and t
-# (NEVO_CUDA_TILED_ROWS=16: calls of long runs of a parent's rows through the tiled kernel)
+# ga.factored), h0 (NEVO_CUDA_HOST_TASKS=0: small calls on the device too), t
+# (NEVO_CUDA_TILED_ROWS=16: calls of long runs of a parent's rows through the tiled
+# kernel), lin (a linear policy: on the cpu backend, what the host's part of a frame
+# allows) and thN (N threads, not all)
 step_sweep() {
 for spec in ${SWEEP_SPECS:-cuda:freeway:2048:3:128:4 cuda:freeway:2048:3:512:4 cuda:freeway:2048:3:256:8 cuda:freeway:2048:3:256:2}; do
     IFS=: read -r be env pop gens slots fwd flags <<< "$spec"
     d="$RUNS/sweep_${spec//[:,]/_}"
     rm -rf "$d"
     f=$([[ ,$flags, == *,f,* ]] && echo 1) host=$([[ ,$flags, == *,h0,* ]] && echo 0)
-    tiled=$([[ ,$flags, == *,t,* ]] && echo 16)
+    tiled=$([[ ,$flags, == *,t,* ]] && echo 16) lin=$([[ ,$flags, == *,lin,* ]] && echo 1)
+    th=$(tr , '\n' <<< "$flags" | sed -n 's/^th\([0-9]*\)$/\1/p')
     NEVO_CUDA_SLOTS=${slots:-} NEVO_CUDA_FORWARD_THREADS=${fwd:-} NEVO_CUDA_HOST_TASKS=$host \
         NEVO_CUDA_TILED_ROWS=${tiled:-0} timeout 90 "$BIN/nevo" train \
         configs/minatar_breakout_ga_gpu.json env=minatar/$env population=$pop generations=$gens eval_episodes=10 \
-        ${f:+ga.rank=1 ga.factored=true} --backend $be --threads "$THREADS" --out "$d" --quiet > "$d.log" 2>&1
-    echo "$be $env population $pop, slots ${slots:-default}, forward threads ${fwd:-default}${f:+, factored}${host:+, small calls on the device}${tiled:+, tiled}: $(rate "$d/metrics.jsonl" $pop)" |
+        ${f:+ga.rank=1 ga.factored=true} \
+        ${lin:+'policy.conv_filters=[]' 'policy.conv_kernels=[]' 'policy.conv_strides=[]' 'policy.hidden=[]'} \
+        --backend $be --threads "${th:-$THREADS}" --out "$d" --quiet > "$d.log" 2>&1
+    echo "$be $env population $pop, slots ${slots:-default}, forward threads ${fwd:-default}${f:+, factored}${host:+, small calls on the device}${tiled:+, tiled}${lin:+, linear policy}, ${th:-$THREADS} threads: $(rate "$d/metrics.jsonl" $pop)" |
         tee -a "$OUT/summary.txt"
 done
 }
