@@ -35,7 +35,7 @@ FUZZ_RUNTIME := $(wildcard $(shell $(FUZZ_CC) --print-runtime-dir 2>/dev/null)/l
 # Three parts are not what is fuzzed and are built as the main build does, without the
 # sanitizers and coverage: the SIMD kernels (src/nn/kernels*.c; clang took over ten
 # minutes and 2 GB to compile them with the sanitizers), the backward's (src/nn/grad.c,
-# which no target reaches; 128 s with them, 80 of it UBSan's, against 3 s) and the
+# whose backward no target runs; 128 s with them, against 3 s) and the
 # Philox streams (src/core/rng.c; filling each checkpoint's noise table through
 # coverage hooks took a third of the checkpoint target's time). The gcc sanitizer pass
 # of `make test` checks all three.

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,11 @@ void test_register(const char *name, const char *file, TestFn fn, int alone) {
         fprintf(stderr, "too many tests\n");
         exit(2);
     }
+    for (int i = 0; i < n_tests; i++)
+        if (strcmp(tests[i].name, name) == 0) { /* its directory and log would be another's */
+            fprintf(stderr, "two tests named %s (%s, %s)\n", name, tests[i].file, file);
+            exit(2);
+        }
     tests[n_tests++] = (Test){name, file, fn, alone};
 }
 
@@ -174,8 +180,12 @@ static pid_t start_test(const Test *t, const char *log) {
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
+        signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL); /* not the runner's handler */
         int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) _exit(3);
+        if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) {
+            perror(log);
+            _exit(3);
+        }
         close(fd);
         setvbuf(stdout, NULL, _IOLBF, 0);
         t->fn();
@@ -200,14 +210,59 @@ static int test_jobs(void) {
 typedef struct Run {
     int test; /* index in tests[] */
     pid_t pid;
-    int status, done;
+    int status, done, err; /* err: fork's errno when it could not start */
     double t0, dt;
     char dir[512], log[560];
 } Run;
 
+static void remove_dir(const char *dir) {
+    char rm[600];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+    if (system(rm) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
+}
+
+static volatile sig_atomic_t stop_signal;
+static void on_stop(int sig) { stop_signal = sig; }
+
+static int passed, failed;
+static char failures[8192];
+
+/* A test's output, then its line: ended (ok / FAIL) or, when the runner was stopped
+ * (CI's time limit, ^C), STOP with how long it had run. */
+static void report(Run *r) {
+    const Test *t = &tests[r->test];
+    size_t len = 0;
+    char *out = test_read_file(r->log, &len);
+    if (out) fwrite(out, 1, len, stdout);
+    free(out);
+    unlink(r->log);
+    if (!r->done) {
+        printf("STOP %-44s (running %.1fs when the runner got signal %d)\n", t->name, now() - r->t0,
+               (int)stop_signal);
+        failed++;
+    } else if (r->pid > 0 && WIFEXITED(r->status) && WEXITSTATUS(r->status) == 0) {
+        passed++;
+        printf("ok   %-44s %7.2fs\n", t->name, r->dt);
+    } else {
+        failed++;
+        if (r->pid < 0)
+            printf("FAIL %-44s (could not start: %s)\n", t->name, strerror(r->err));
+        else if (WIFSIGNALED(r->status))
+            printf("FAIL %-44s (killed by signal %d)\n", t->name, WTERMSIG(r->status));
+        else
+            printf("FAIL %-44s\n", t->name);
+        size_t used = strlen(failures);
+        snprintf(failures + used, sizeof failures - used, "  %s (%s)\n", t->name, t->file);
+    }
+    fflush(stdout);
+}
+
 int main(int argc, char **argv) {
-    int passed = 0, failed = 0;
-    char failures[8192] = "";
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop; /* no SA_RESTART: waitpid returns EINTR */
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     static Run runs[MAX_TESTS];
     int n = 0;
     const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
@@ -222,22 +277,25 @@ int main(int argc, char **argv) {
      * its output first, in registration order as soon as it and every test before it
      * have ended. */
     int jobs = test_jobs(), started = 0, running = 0, reported = 0, alone = 0;
-    while (reported < n) {
+    while (reported < n && !stop_signal) {
         while (running < jobs && started < n && !(running && (alone || tests[runs[started].test].alone))) {
-            Run *r = &runs[started++];
-            alone = tests[r->test].alone;
+            Run *r = &runs[started];
             snprintf(tmpdir, sizeof tmpdir, "%s", r->dir);
             r->t0 = now();
             r->pid = start_test(&tests[r->test], r->log);
+            if (r->pid < 0 && running) break; /* no process to spare: once one ends */
+            started++;
             if (r->pid < 0) {
-                r->status = -1, r->done = 1;
+                r->err = errno, r->done = 1;
                 continue;
             }
+            alone = tests[r->test].alone;
             running++;
         }
         if (running) {
             int status = 0;
             pid_t pid = waitpid(-1, &status, 0);
+            if (pid < 0 && errno == EINTR) continue;
             if (pid < 0) {
                 perror("waitpid");
                 return 2;
@@ -246,36 +304,24 @@ int main(int argc, char **argv) {
                 if (runs[k].pid == pid && !runs[k].done) {
                     runs[k].status = status, runs[k].done = 1, runs[k].dt = now() - runs[k].t0;
                     running--;
+                    remove_dir(runs[k].dir); /* now: the log waits for the tests before it */
                 }
         }
-        for (; reported < started && runs[reported].done; reported++) {
-            Run *r = &runs[reported];
-            const Test *t = &tests[r->test];
-            size_t len = 0;
-            char *out = test_read_file(r->log, &len);
-            if (out) fwrite(out, 1, len, stdout);
-            free(out);
-            unlink(r->log);
-            char rm[600];
-            snprintf(rm, sizeof rm, "rm -rf '%s'", r->dir);
-            if (system(rm) != 0) fprintf(stderr, "warning: could not remove %s\n", r->dir);
-            int ok = r->pid > 0 && WIFEXITED(r->status) && WEXITSTATUS(r->status) == 0;
-            if (ok) {
-                passed++;
-                printf("ok   %-44s %7.2fs\n", t->name, r->dt);
-            } else {
-                failed++;
-                if (r->pid < 0)
-                    printf("FAIL %-44s (could not start: %s)\n", t->name, strerror(errno));
-                else if (WIFSIGNALED(r->status))
-                    printf("FAIL %-44s (killed by signal %d)\n", t->name, WTERMSIG(r->status));
-                else
-                    printf("FAIL %-44s\n", t->name);
-                size_t used = strlen(failures);
-                snprintf(failures + used, sizeof failures - used, "  %s (%s)\n", t->name, t->file);
+        for (; reported < started && runs[reported].done; reported++) report(&runs[reported]);
+    }
+    if (stop_signal) { /* what ended, then what was running, stopped */
+        for (int k = reported; k < started; k++)
+            if (!runs[k].done) {
+                kill(runs[k].pid, SIGKILL);
+                waitpid(runs[k].pid, NULL, 0);
+                remove_dir(runs[k].dir);
             }
-            fflush(stdout);
-        }
+        for (int k = reported; k < started; k++)
+            if (runs[k].done) report(&runs[k]);
+        for (int k = reported; k < started; k++)
+            if (!runs[k].done) report(&runs[k]);
+        printf("stopped by signal %d: %d passed, %d failed\n", (int)stop_signal, passed, failed);
+        return 128 + (int)stop_signal;
     }
     if (failed) printf("failed tests:\n%s", failures);
     printf("%d passed, %d failed\n", passed, failed);

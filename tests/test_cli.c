@@ -494,7 +494,7 @@ TEST(cli_run_dir_is_locked) {
     char buf[8192];
     int rc = test_run(buf, sizeof buf,
                       "cd %s && { %s/%s train small.json --out both generations=100000 --quiet >first.log 2>&1 & } && "
-                      "for i in $(seq 1000); do [ -e both/checkpoint.bin ] && break; sleep 0.01; done; "
+                      "for i in $(seq 3000); do [ -e both/checkpoint.bin ] && break; sleep 0.01; done; "
                       "%s/%s train small.json --out both --quiet; echo \"rc=$?\"; "
                       "%s/%s train --resume both --quiet; echo \"rc=$?\"; kill -KILL $(cat both/.nevo.lock)",
                       test_tmpdir(), getenv("PWD"), test_nevo_bin(), getenv("PWD"), test_nevo_bin(), getenv("PWD"),

@@ -152,7 +152,7 @@ for spec in ${SWEEP_SPECS:-cuda:freeway:2048:3:128:4 cuda:freeway:2048:3:512:4 c
     rm -rf "$d"
     f=$([[ ,$flags, == *,f,* ]] && echo 1) host=$([[ ,$flags, == *,h0,* ]] && echo 0)
     tiled=$([[ ,$flags, == *,t,* ]] && echo 16) lin=$([[ ,$flags, == *,lin,* ]] && echo 1)
-    th=$(tr , '\n' <<< "$flags" | sed -n 's/^th\([0-9]*\)$/\1/p')
+    th=$(tr , '\n' <<< "$flags" | sed -n 's/^th\([0-9]*\)$/\1/p' | tail -1)
     NEVO_CUDA_SLOTS=${slots:-} NEVO_CUDA_FORWARD_THREADS=${fwd:-} NEVO_CUDA_HOST_TASKS=$host \
         NEVO_CUDA_TILED_ROWS=${tiled:-0} timeout 90 "$BIN/nevo" train \
         configs/minatar_breakout_ga_gpu.json env=minatar/$env population=$pop generations=$gens eval_episodes=10 \
