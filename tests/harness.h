@@ -4,9 +4,8 @@
  *
  * Tests register themselves at load time; tests/main.c runs each one in a child
  * process (a crash is a failure, not the end of the run), several at once, and ends
- * with the line
- * "N passed, N failed". A failed CHECK prints file:line and the values and stops
- * that test. */
+ * with the line "N passed, N failed". A failed CHECK prints file:line and the values
+ * and stops that test. */
 #ifndef NEVO_TEST_HARNESS_H
 #define NEVO_TEST_HARNESS_H
 
@@ -40,7 +39,7 @@ void test_same_run_files(const char *a, const char *b, const char *const *names,
  * the same bits (run directories TAG-a, TAG-b, TAG-c in this test's tmpdir). */
 void test_runs_same_across_threads_and_resume(const char *train_args, long long kill_frames, const char *tag);
 
-#define TEST_REGISTER(name, alone)                                         \
+#define TEST_REGISTER(name, alone)                                        \
     static void test_##name(void);                                        \
     __attribute__((constructor)) static void register_##name(void) {      \
         test_register(#name, __FILE__, test_##name, alone);               \
