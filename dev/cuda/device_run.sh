@@ -2,8 +2,8 @@
 # Everything the CUDA backend needs a GPU for, in one run (GPU time is scarce):
 #   1. the parity tests: the cuda backend's forwards, builds and whole evaluations
 #      against the CPU backend, bit for bit (tests/test_cuda.c);
-#   2. `nevo bench --only gpu`: the device's FMA peak and copy bandwidth, and the
-#      forward against them;
+#   2. `nevo bench --only gpu`: the device's FMA peak, copy and host-link bandwidth,
+#      and the forward against them;
 #   3. end to end, the GA on MinAtar Breakout (and Freeway, whose episodes are long from
 #      the start) with the GPU and all cores against all cores alone, same config and
 #      seed: frames/s, and whether the two runs' metrics are the same bits; on Breakout
@@ -64,7 +64,7 @@ import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
     if r.get("group") != "gpu": continue
-    extra = {k: r[k] for k in ("fraction_of_fma_peak", "fraction_of_copy_bandwidth", "gflops") if k in r}
+    extra = {k: r[k] for k in ("fraction_of_fma_peak", "fraction_of_copy_bandwidth", "gflops", "minatar_frames_per_s") if k in r}
     if "factored" in r["name"] and r.get("ratio") is not None: extra["of " + r["limit_name"]] = r["ratio"]
     print(f'{r["name"]:<62} {r["value"]:10.4g} {r["unit"]:<8} {extra}')
 PY

@@ -1,7 +1,7 @@
 /* The gpu group of `nevo bench`: the CUDA device's own limits measured in the same run
- * (the FP32 FMA rate, the device-memory copy bandwidth), then the CUDA backend's
- * batched heterogeneous forward on the networks the issue's PyTorch and JAX figures
- * were measured on:
+ * (the FP32 FMA rate, the device-memory copy bandwidth, the host link's bandwidth each
+ * way and as the GA's calls use it), then the CUDA backend's batched heterogeneous
+ * forward on the networks the issue's PyTorch and JAX figures were measured on:
  *   - the MinAtar net (conv 3x3x16, dense 1024 -> 128, 6 outputs) at P = 1024 networks
  *     of B = 1, 16 and 64 rows each, as network-steps/s and dense-equivalent FLOP/s
  *     against the FMA peak;
@@ -112,6 +112,24 @@ NevoStatus nevo_bench_gpu(const NevoBenchOptions *o, NevoBenchEmit emit, void *c
     snprintf(r.name, sizeof r.name, "gpu device-memory copy, 2 GiB, read + write");
     r.value = bw * 1e-9;
     emit(ctx, &r);
+    /* the link: one large copy each way, then what the GA's calls queue (8 forward
+     * threads, each a call's MinAtar observations: 1,024 rows of 400 floats); its
+     * frames/s is the most observations of 1,600 bytes it carries */
+    static const struct { size_t bytes; int streams, up; const char *what; } links[] = {
+        {(size_t)256 << 20, 1, 1, "host-to-device copy, pinned, 256 MiB"},
+        {(size_t)256 << 20, 1, 0, "device-to-host copy, pinned, 256 MiB"},
+        {(size_t)1024 * 400 * sizeof(float), 8, 1, "host-to-device copies, pinned, 8 streams of 1.6 MB"},
+    };
+    for (size_t k = 0; k < sizeof links / sizeof links[0]; k++) {
+        double link = nevo_cuda_link_bandwidth(links[k].bytes, links[k].streams, links[k].up);
+        nevo_bench_result_init(&r, "gpu", "GB/s");
+        r.median = NAN;
+        snprintf(r.name, sizeof r.name, "gpu %s", links[k].what);
+        r.value = link * 1e-9;
+        snprintf(r.extra, sizeof r.extra, "\"bytes\": %zu, \"streams\": %d, \"minatar_frames_per_s\": %.4g",
+                 links[k].bytes, links[k].streams, link / (400 * sizeof(float)));
+        emit(ctx, &r);
+    }
 
     static const GpuCase cases[] = {
         {"MinAtar net", "minatar/breakout", 1, 1024, 1, 3.6},

@@ -926,6 +926,39 @@ extern "C" double nevo_cuda_copy_bandwidth(void) {
     return best;
 }
 
+extern "C" double nevo_cuda_link_bandwidth(size_t bytes, int streams, int to_device) {
+    enum { MAX_STREAMS = 16 };
+    NEVO_ASSERT(streams >= 1 && streams <= MAX_STREAMS);
+    void *h[MAX_STREAMS], *d[MAX_STREAMS];
+    cudaStream_t s[MAX_STREAMS];
+    for (int i = 0; i < streams; i++) {
+        CK(cudaMallocHost(&h[i], bytes));
+        CK(cudaMalloc(&d[i], bytes));
+        memset(h[i], 1, bytes);
+        CK(cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking));
+    }
+    /* a pass: each stream's copy queued at once, as the evaluator's forward threads queue
+     * theirs; a warm-up pass, then the best of 5, host clock */
+    double best = 0;
+    for (int rep = 0; rep < 6; rep++) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (int i = 0; i < streams; i++)
+            CK(to_device ? cudaMemcpyAsync(d[i], h[i], bytes, cudaMemcpyHostToDevice, s[i])
+                         : cudaMemcpyAsync(h[i], d[i], bytes, cudaMemcpyDeviceToHost, s[i]));
+        for (int i = 0; i < streams; i++) CK(cudaStreamSynchronize(s[i]));
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double bw = (double)bytes * streams / ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+        if (rep > 0 && bw > best) best = bw;
+    }
+    for (int i = 0; i < streams; i++) {
+        CK(cudaStreamDestroy(s[i]));
+        CK(cudaFree(d[i]));
+        CK(cudaFreeHost(h[i]));
+    }
+    return best;
+}
+
 /* Seconds per forward of n rows over `nets` networks: the whole call (inputs up,
  * kernels, outputs back; best of reps, host clock) and the kernels alone on inputs
  * already on the device (best of reps, device events). */

@@ -16,6 +16,10 @@ double nevo_cuda_fma_peak(void);
 /* Device-memory bandwidth measured by a 2 GiB copy (bytes read plus bytes written per
  * second), best of 5. */
 double nevo_cuda_copy_bandwidth(void);
+/* Host <-> device bandwidth (bytes per second, best of 5): `streams` copies of `bytes`
+ * each, between pinned host memory and the device, queued on as many streams at once
+ * (to_device: up, else down). */
+double nevo_cuda_link_bandwidth(size_t bytes, int streams, int to_device);
 /* Seconds per forward of n rows (row i through network which[i] of nets rows of params
  * at stride) on device 0: *call_s the whole call as the evaluator makes it (inputs up,
  * kernels, outputs back; host clock), *kernels_s the kernels alone on inputs already on
