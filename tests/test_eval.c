@@ -903,9 +903,13 @@ TEST(eval_small_calls_run_on_the_host) {
 
 /* A device's batching sized by a call's tasks a forward thread: the logged backend
  * with 3 slots for up to 10 tasks a thread and 7 for more, one forward thread, and
- * calls of no more tasks than a batch's slots on the host. */
-static void sized_batching(void *ctx, const NevoPolicy *p, int per_thread, int *slots, int *fwd, int *host) {
+ * calls of no more tasks than a batch's slots on the host. It keeps the batch count it
+ * was given. */
+static int sized_batches = -1;
+static void sized_batching(void *ctx, const NevoPolicy *p, int per_thread, int batches, int *slots, int *fwd,
+                           int *host) {
     (void)ctx, (void)p;
+    sized_batches = batches;
     *slots = per_thread > 10 ? 7 : 3;
     *fwd = 1;
     *host = *slots;
@@ -913,8 +917,9 @@ static void sized_batching(void *ctx, const NevoPolicy *p, int per_thread, int *
 
 /* The slots follow the first call that runs on the device: 3 before it (a call of 3
  * tasks goes to the host and sizes nothing), 7 for its 20 tasks, and they stay for a
- * later call of 10; a caller's own count is kept. Every call gives the reference's
- * episodes, the host's call building nothing through the backend. */
+ * later call of 10; a caller's own count is kept. The sizing is told the batches (2
+ * threads and a forward thread: 3; before any call, 0). Every call gives the
+ * reference's episodes, the host's call building nothing through the backend. */
 TEST(eval_device_slots_sized_by_the_first_call) {
     Firsts f;
     firsts_open(&f, 98);
@@ -924,6 +929,7 @@ TEST(eval_device_slots_sized_by_the_first_call) {
     for (int asked = 0; asked <= 5; asked += 5) {
         NevoEvaluator *ev = nevo_evaluator_new(f.env, f.p, pool, asked);
         nevo_evaluator_set_backend(ev, &logged);
+        CHECK_EQ_INT(sized_batches, 0);
         CHECK_EQ_INT(nevo_evaluator_slots(ev), asked ? 5 : 3);
         static const int counts[3] = {3, N_NETS, 10}, slots[3] = {3, 7, 7};
         for (int k = 0; k < 3; k++) {
@@ -935,6 +941,7 @@ TEST(eval_device_slots_sized_by_the_first_call) {
             CHECK_MSG(nevo_evaluate_tasks(ev, &f.rc.ts, res, NULL, NULL, &err) == NEVO_OK, "%s", err.msg);
             for (int j = 0; j < counts[k]; j++) check_same_episode(&res[j], &f.ref[j], j, "slots sized");
             CHECK_EQ_INT(nevo_evaluator_slots(ev), asked ? 5 : slots[k]);
+            CHECK_EQ_INT(sized_batches, k ? 3 : 0);
             CHECK_MSG((atomic_load(&build_log.builds) > 0) == (k > 0), "call %d: %d builds through the backend", k,
                       atomic_load(&build_log.builds)); /* the host's call: none */
         }
@@ -943,6 +950,25 @@ TEST(eval_device_slots_sized_by_the_first_call) {
     nevo_pool_free(pool);
     logged_ops.done(logged.ctx);
     firsts_close(&f);
+}
+
+/* A device's slots (nevo_device_slots), on the cuda backend's figures (256 to 1024) and
+ * a MinAtar net's slot (about 0.53 MB) over 24 batches (16 threads and 8 forward
+ * threads): by tasks a forward thread on an H200's 140 GB, then by memory. */
+TEST(device_slots_follow_tasks_then_memory) {
+    const size_t slot = 530000, big = 140000000000u;
+    static const int per_thread[5] = {0, 512, 1024, 4096, 8192}, want[5] = {256, 256, 512, 1024, 1024};
+    for (int i = 0; i < 5; i++) CHECK_EQ_INT(nevo_device_slots(per_thread[i], 24, slot, big, 256, 1024), want[i]);
+    /* 8 GB free: 512 slots would take 6.5 GB, more than half; 256 take 3.3 */
+    CHECK_EQ_INT(nevo_device_slots(1024, 24, slot, 8000000000u, 256, 1024), 256);
+    /* half the free memory exactly is allowed, a byte less is not */
+    CHECK_EQ_INT(nevo_device_slots(8192, 2, 100, 4 * 1024 * 100, 256, 1024), 1024);
+    CHECK_EQ_INT(nevo_device_slots(8192, 2, 100, 4 * 1024 * 100 - 1, 256, 1024), 512);
+    /* a network over half the free memory gets one slot; no batch count, no bound; no
+     * overflow where the product passes 2^64 */
+    CHECK_EQ_INT(nevo_device_slots(8192, 24, (size_t)1 << 33, 8000000000u, 256, 1024), 1);
+    CHECK_EQ_INT(nevo_device_slots(8192, 0, slot, 0, 256, 1024), 1024);
+    CHECK_EQ_INT(nevo_device_slots(8192, 1 << 20, (size_t)1 << 50, big, 256, 1024), 1);
 }
 
 /* Timing (for benchmarks) adds up and never changes results. */

@@ -76,15 +76,16 @@ void nevo_backend_forward_factored(NevoBackend *b, const NevoPolicy *p, const Ne
                                    const NevoRows *factors, const int *which, int rank, const float *obs, int n,
                                    float *out, NevoWorkspace *w);
 /* How the evaluator batches for this backend, for calls of `per_thread` tasks a forward
- * thread (0: not known yet): slots per batch where its caller leaves them open (0: the
- * CPU's rule, by nevo_backend_cache_bytes), and forward threads: 0, not pipelined; F >=
+ * thread over `batches` batches (0: not known yet): slots per batch where its caller
+ * leaves them open (0: the CPU's rule, by nevo_backend_cache_bytes; a device's fit its
+ * memory), and forward threads: 0, not pipelined; F >=
  * 1, at most F threads run the forwards of batches while the others step envs, with a
  * batch per thread (a device's forwards then overlap the simulation and each other).
  * host_tasks: the evaluator runs calls of at most that many tasks on the CPU backend
  * instead (0: none), since a call that fills one batch cannot overlap its forwards and
  * would pay a device round trip at every step. Results never depend on any of them. */
-void nevo_backend_batching(const NevoBackend *b, const NevoPolicy *p, int per_thread, int *slots, int *fwd_threads,
-                           int *host_tasks);
+void nevo_backend_batching(const NevoBackend *b, const NevoPolicy *p, int per_thread, int batches, int *slots,
+                           int *fwd_threads, int *host_tasks);
 /* The fast memory a worker's networks should fit in to be read again from it (the
  * CPU's L2 cache): what the evaluator sizes its episode slots by. */
 size_t nevo_backend_cache_bytes(const NevoBackend *b);

@@ -243,7 +243,7 @@ void nevo_evaluator_set_backend(NevoEvaluator *ev, NevoBackend *backend) {
     /* a device's batching: large batches, pipelined with a batch per thread (its
      * figures, where the caller asked for none) */
     int slots, fwd;
-    nevo_backend_batching(backend, ev->policy, 0, &slots, &fwd, &ev->host_tasks);
+    nevo_backend_batching(backend, ev->policy, 0, 0, &slots, &fwd, &ev->host_tasks);
     ev->host_asked = 0;
     ev->sized = fwd > 0 ? 0 : 1;
     int nt = nevo_pool_threads(ev->pool);
@@ -754,7 +754,8 @@ NevoStatus nevo_evaluate_tasks(NevoEvaluator *ev, const NevoTaskSet *ts, NevoEpi
     if (!ev->sized) { /* a device's slots for this call's tasks a forward thread */
         ev->sized = 1;
         int slots, fwd, host;
-        nevo_backend_batching(ev->backend, ev->policy, ts->n_tasks / ev->fwd_threads, &slots, &fwd, &host);
+        nevo_backend_batching(ev->backend, ev->policy, ts->n_tasks / ev->fwd_threads, ev->n_batches, &slots, &fwd,
+                              &host);
         if (!ev->host_asked) ev->host_tasks = host;
         if (!ev->slots_asked && slots > 0 && slots != ev->slots) {
             ev->slots = slots;

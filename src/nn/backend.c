@@ -141,10 +141,18 @@ void nevo_backend_synchronize(NevoBackend *b) { b->ops->synchronize(b->ctx); }
 
 size_t nevo_backend_cache_bytes(const NevoBackend *b) { return b->ops->cache_bytes(b->ctx); }
 
-void nevo_backend_batching(const NevoBackend *b, const NevoPolicy *p, int per_thread, int *slots, int *fwd_threads,
-                           int *host_tasks) {
+void nevo_backend_batching(const NevoBackend *b, const NevoPolicy *p, int per_thread, int batches, int *slots,
+                           int *fwd_threads, int *host_tasks) {
     *slots = *fwd_threads = *host_tasks = 0;
-    if (b->ops->batching) b->ops->batching(b->ctx, p, per_thread, slots, fwd_threads, host_tasks);
+    if (b->ops->batching) b->ops->batching(b->ctx, p, per_thread, batches, slots, fwd_threads, host_tasks);
+}
+
+int nevo_device_slots(int per_thread, int batches, size_t slot_bytes, size_t free_bytes, int first, int most) {
+    int s = first;
+    while (2 * s <= most && per_thread >= 2 * 2 * s) s *= 2;
+    /* a large network runs with fewer slots rather than failing to allocate them */
+    while (s > 1 && (double)batches * s * (double)slot_bytes > 0.5 * (double)free_bytes) s /= 2;
+    return s;
 }
 
 void *nevo_backend_host_alloc(NevoBackend *b, size_t bytes) {

@@ -795,17 +795,27 @@ static size_t cuda_cache_bytes(void *ctx) { return (size_t)((Cuda *)ctx)->prop.l
  * and on Freeway at 4096, and 512 at Breakout's 8192 (2.08M frames/s; 256 slots 1.73M,
  * 1024 2.23-2.46M). A call of no more tasks than a batch's slots (a GA's validation, an
  * ES centre's episodes) runs on the host: on the device it would fill one batch, and
- * each of its steps would wait for a round trip. NEVO_CUDA_SLOTS (a fixed count),
+ * each of its steps would wait for a round trip. The slots are halved while the batches'
+ * device rows would take more than half the free memory (nevo_device_slots), so a large
+ * network runs with fewer of them. NEVO_CUDA_SLOTS (a fixed count),
  * NEVO_CUDA_FORWARD_THREADS and NEVO_CUDA_HOST_TASKS override them. */
 #define CUDA_SLOTS 256
 #define CUDA_SLOTS_MAX 1024
-static void cuda_batching(void *ctx, const NevoPolicy *p, int per_thread, int *slots, int *fwd_threads,
-                          int *host_tasks) {
+static void cuda_batching(void *ctx, const NevoPolicy *p, int per_thread, int batches, int *slots,
+                          int *fwd_threads, int *host_tasks) {
     (void)ctx;
-    (void)p;
     *fwd_threads = env_int("NEVO_CUDA_FORWARD_THREADS", 8, 1, 64);
-    int fixed = env_int("NEVO_CUDA_SLOTS", 0, 1, 1 << 20), s = fixed ? fixed : CUDA_SLOTS;
-    while (!fixed && 2 * s <= CUDA_SLOTS_MAX && per_thread >= 2 * 2 * s) s *= 2;
+    int s = env_int("NEVO_CUDA_SLOTS", 0, 1, 1 << 20);
+    if (!s) {
+        /* a slot's device floats: its network's row (built children), its observation,
+         * two activations of the widest layer, its outputs and a recurrent state's */
+        size_t width = (size_t)(p->max_width > p->obs_dim ? p->max_width : p->obs_dim), f;
+        f = (p->nparams + 15) / 16 * 16 + (size_t)p->obs_dim + 2 * width + (size_t)p->n_out;
+        if (p->lstm_layer >= 0) f += (size_t)p->layers[p->lstm_layer].in_dim + 8 * (size_t)p->lstm_units;
+        size_t free_b, total_b;
+        CK(cudaMemGetInfo(&free_b, &total_b));
+        s = nevo_device_slots(per_thread, batches, sizeof(float) * f, free_b, CUDA_SLOTS, CUDA_SLOTS_MAX);
+    }
     *slots = s;
     *host_tasks = env_int("NEVO_CUDA_HOST_TASKS", s, 0, 1 << 30);
 }
@@ -1027,6 +1037,7 @@ extern "C" void nevo_cuda_time_factored(const NevoPolicy *p, const float *theta,
     float *d_z;
     CK(cudaMalloc((void **)&d_z, sizeof(float) * len * (size_t)members));
     CK(cudaMemcpy(d_z, z, sizeof(float) * len * (size_t)members, cudaMemcpyHostToDevice));
+    CK(cudaStreamSynchronize(0)); /* from pageable memory the copy may still be in flight */
     Work *w = (Work *)cuda_workspace_new(ctx, p, n);
     float *out = (float *)cuda_host_alloc(ctx, sizeof(float) * (size_t)n * (size_t)p->n_out);
     float *pobs = (float *)cuda_host_alloc(ctx, sizeof(float) * (size_t)n * (size_t)p->obs_dim);

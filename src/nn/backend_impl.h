@@ -38,10 +38,12 @@ typedef struct NevoBackendOps {
                              void *ws);
     void (*synchronize)(void *ctx);
     size_t (*cache_bytes)(void *ctx);
-    /* slots per batch for calls of per_thread tasks a forward thread (0: unknown) where
-     * the caller leaves them open (0: the evaluator's CPU default), forward threads and
-     * the calls left to the host (nevo_backend_batching); NULL: none of them */
-    void (*batching)(void *ctx, const NevoPolicy *p, int per_thread, int *slots, int *fwd_threads, int *host_tasks);
+    /* slots per batch, for calls of per_thread tasks a forward thread (0: unknown) over
+     * `batches` batches, where the caller leaves them open (0: the evaluator's CPU
+     * default), forward threads and the calls left to the host (nevo_backend_batching);
+     * NULL: none of them */
+    void (*batching)(void *ctx, const NevoPolicy *p, int per_thread, int batches, int *slots, int *fwd_threads,
+                     int *host_tasks);
     /* why init returned NULL, for the error message; NULL: no reason given */
     const char *(*unavailable)(void);
     /* host memory the forward's observations and outputs are best in (pinned, for a
@@ -68,6 +70,12 @@ struct NevoWorkspace {
     NevoBackend *backend;
     void *ws;
 };
+
+/* A device's slots a batch: `first`, doubled up to `most` while a call's per_thread
+ * tasks a forward thread still give each thread two batches, then halved (down to 1)
+ * while the batches' device memory (`batches` times slot_bytes a slot) would take more
+ * than half of free_bytes. */
+int nevo_device_slots(int per_thread, int batches, size_t slot_bytes, size_t free_bytes, int first, int most);
 
 extern const NevoBackendOps nevo_backend_cpu_ops;
 #ifdef NEVO_CUDA
