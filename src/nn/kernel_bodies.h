@@ -506,6 +506,12 @@ template <int ROWS> static __device__ __forceinline__ void nevo_kd1_block(NevoKD
 #define NEVO_KT_XS (NEVO_KT_ROWS + 1)
 #define NEVO_KT_THREADS 256
 #define NEVO_KT_SUMS (NEVO_KT_TR * NEVO_KT_TC)
+/* the phases below index threads as 16 x 16 over whole rows and outputs of the tile */
+#ifdef __cplusplus
+static_assert(NEVO_KT_THREADS == 256 && NEVO_KT_ROWS % 16 == 0 && NEVO_KT_COLS % 16 == 0, "tile layout");
+#else
+_Static_assert(NEVO_KT_THREADS == 256 && NEVO_KT_ROWS % 16 == 0 && NEVO_KT_COLS % 16 == 0, "tile layout");
+#endif
 
 /* phase 0: acc[r TC + q] = the bias of the thread's output q */
 NEVO_HD void nevo_kt_init(NevoKDense a, int run, int cblock, int t, float *acc) {
