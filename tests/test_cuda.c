@@ -6,6 +6,8 @@
  * every built network nevo_taskset_build's (memcmp). With a CUDA=1 build and a GPU:
  * the backend itself against the CPU backend (forwards, builds, whole evaluations);
  * without one those tests print that they were skipped. */
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1008,4 +1010,24 @@ TEST(cuda_evaluation_matches_cpu) {
     nevo_policy_free(p);
     nevo_env_free(env);
     nevo_backend_free(gpu);
+}
+
+/* The CUDA code compiles where nvcc is installed, in whatever build (CI has no GPU, and
+ * no other test builds it): src/nn/backend_cuda.cu by nvcc with the Makefile's flags
+ * (NEVO_TEST_NVCC), the C files' NEVO_CUDA parts by the C compiler (NEVO_TEST_CC), both
+ * without a line of output (no warning). The plain suite runs it; elsewhere, skipped. */
+TEST(cuda_code_compiles) {
+    const char *nvcc = getenv("NEVO_TEST_NVCC"), *cc = getenv("NEVO_TEST_CC");
+    if (!nvcc || !*nvcc || !cc || !*cc) {
+        printf("     skipped: no nvcc, or not the plain suite (NEVO_TEST_NVCC)\n");
+        return;
+    }
+    char rel[PATH_MAX], src[PATH_MAX], out[16384];
+    snprintf(rel, sizeof rel, "%s/../..", test_data_dir());
+    CHECK_MSG(realpath(rel, src) != NULL, "no source tree at %s", rel);
+    int rc = test_run(out, sizeof out, "cd '%s' && %s -c src/nn/backend_cuda.cu -o '%s/backend_cuda.o'", src, nvcc,
+                      test_tmpdir());
+    CHECK_MSG(rc == 0 && out[0] == '\0', "nvcc: exit %d\n%s", rc, out);
+    rc = test_run(out, sizeof out, "cd '%s' && %s -fsyntax-only src/nn/backend.c src/bench/bench_gpu.c", src, cc);
+    CHECK_MSG(rc == 0 && out[0] == '\0', "the C files with NEVO_CUDA: exit %d\n%s", rc, out);
 }
