@@ -254,9 +254,8 @@ TEST(io_first_nonfinite) {
     CHECK(nevo_first_nonfinite(v, 4) == 4 && nevo_all_finite(v, 4)); /* only the first n read */
     v[1] = -INFINITY;
     CHECK(nevo_first_nonfinite(v, 6) == 1);
-    /* past the blocks of 64 checked at once: every position, each kind of non-finite
-     * (NaNs of either sign and another payload), a second one after it, and the block
-     * holding one cut off by n */
+    /* in the vector pass and its tail: every position, each kind of non-finite (NaNs of
+     * either sign and another payload), a second one after it, and n cutting it off */
     float w[200];
     uint32_t nan_bits[3] = {0x7fc00000u, 0xffc00001u, 0x7f800001u};
     for (int k = 0; k < 200; k++)

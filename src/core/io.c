@@ -83,22 +83,20 @@ double nevo_read_f64(NevoReader *r) {
 
 void nevo_read_f32s(NevoReader *r, float *dst, size_t n) { nevo_read(r, dst, n * 4); }
 
-/* NaN or infinite: exponent bits all ones. Blocks of 64 first, branch-free (so
- * vectorised): every observation and every batch's outputs pass through here. */
+/* NaN or infinite: exponent bits all ones. One branch-free pass over all of v first (so
+ * vectorised, one reduction at the end: every observation and every batch's outputs pass
+ * through here), and only where it finds one, the search for the first. */
 NEVO_KERNEL_CLONES NEVO_VECTORIZE size_t nevo_first_nonfinite(const float *v, size_t n) {
-    size_t i = 0;
-    for (; i + 64 <= n; i += 64) {
-        uint32_t any = 0;
-        for (int k = 0; k < 64; k++) {
-            uint32_t b;
-            memcpy(&b, v + i + (size_t)k, sizeof b);
-            any |= (b & 0x7f800000u) == 0x7f800000u;
-        }
-        if (any) break;
+    uint32_t any = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, v + i, sizeof b);
+        any |= (b & 0x7f800000u) == 0x7f800000u;
     }
-    for (; i < n; i++)
-        if (!isfinite(v[i])) return i;
-    return n;
+    if (!any) return n;
+    size_t i = 0;
+    while (isfinite(v[i])) i++;
+    return i;
 }
 
 size_t nevo_first_nonfinite_f64(const double *v, size_t n) {
