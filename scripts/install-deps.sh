@@ -23,14 +23,15 @@
 #                    /usr/share/datasets/fashion-mnist): `dataset=fashion-mnist`
 #   python3-numpy python3-pytest  the Python package (python/nevo: numpy arrays over
 #                    libnevo.so through ctypes) and its tests, which `make check` runs
-#   python3-setuptools python3-pip  `pip install --no-build-isolation ./python` (no
-#                    package index needed; tests/test_python.c checks it)
+#   python3-setuptools python3-pip python3-venv  `pip install --no-build-isolation
+#                    ./python` in a venv over the system's packages (no package index
+#                    needed; tests/test_python.c checks it)
 #   python3-dev      Python's headers for the package's one compiled module (its step,
 #                    python/nevo/_fast.c), which make and pip build
 #   openmpi-bin libopenmpi-dev  Open MPI: `mpirun -np N nevo train` across ranks
 #                    (src/core/comm_mpi.c) and its tests (tests/test_mpi.c)
 set -eu
-PKGS="build-essential pkg-config libjansson-dev libpng-dev libgif-dev libmujoco-dev libqhull-dev libcairo2-dev libegl-dev libgl1-mesa-dri clang libclang-rt-14-dev zlib1g-dev dataset-fashion-mnist python3-numpy python3-pytest python3-setuptools python3-pip python3-dev openmpi-bin libopenmpi-dev"
+PKGS="build-essential pkg-config libjansson-dev libpng-dev libgif-dev libmujoco-dev libqhull-dev libcairo2-dev libegl-dev libgl1-mesa-dri clang libclang-rt-14-dev zlib1g-dev dataset-fashion-mnist python3-numpy python3-pytest python3-setuptools python3-pip python3-venv python3-dev openmpi-bin libopenmpi-dev"
 [ -n "${NEVO_EXTRA_PKGS:-}" ] && PKGS="$PKGS $NEVO_EXTRA_PKGS"
 missing=""
 for p in $PKGS; do

@@ -1,7 +1,7 @@
-"""The package installs with pip (--no-build-isolation, no package index) and works
-from there; after `make install` (the prefix tests/test_install.c's run installs into,
-$NEVO_TEST_PREFIX) it finds the installed library and its MuJoCo models by itself.
-Also: the GIL is released while C works."""
+"""The package installs with pip into a venv (--no-build-isolation, no package index)
+and works from there; after `make install` (the prefix tests/test_install.c's run
+installs into, $NEVO_TEST_PREFIX) it finds the installed library and its MuJoCo models
+by itself. Also: the GIL is released while C works."""
 import os
 import shutil
 import subprocess
@@ -29,33 +29,37 @@ print(nevo.version(), o.shape)
 
 
 def pip_install(tmp_path):
+    """The README's route: a venv over the system's packages (Debian's numpy; Debian 12's
+    own pip refuses to install outside one), the package pip-installed into it; returns
+    the venv's python."""
     src = tmp_path / "src"
     shutil.copytree(os.path.join(REPO, "python"), str(src / "python"),
                     ignore=shutil.ignore_patterns("__pycache__", "tests", "benchmarks"))
     shutil.copy(os.path.join(REPO, "Makefile"), str(src / "Makefile"))  # setup.py reads VERSION there
-    target = tmp_path / "site"
-    r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-index", "--no-deps",
-                        "--disable-pip-version-check", "-q", "--target", str(target), str(src / "python")],
+    venv = tmp_path / "venv"
+    r = subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, "python3 -m venv (Debian: python3-venv): " + r.stdout + r.stderr
+    py = venv / "bin" / "python"
+    r = subprocess.run([str(py), "-m", "pip", "install", "--no-build-isolation", "--no-index", "--no-deps",
+                        "--disable-pip-version-check", "-q", str(src / "python")],
                        capture_output=True, text=True, env=dict(os.environ, PIP_NO_INPUT="1"))
-    if r.returncode != 0 and "No module named pip" in r.stderr:
-        pytest.skip("pip is not installed for %s" % sys.executable)
     assert r.returncode == 0, r.stdout + r.stderr
-    return target
+    return py
 
 
-def run(target, env_extra, cwd):
+def run(py, env_extra, cwd):
     env = {k: v for k, v in os.environ.items() if k not in ("NEVO_LIB", "PYTHONPATH", "NEVO_MODELS")}
-    env.update(env_extra, PYTHONPATH=str(target), PYTHONDONTWRITEBYTECODE="1")
-    r = subprocess.run([sys.executable, "-c", PROGRAM], cwd=str(cwd), env=env, capture_output=True, text=True)
+    env.update(env_extra, PYTHONDONTWRITEBYTECODE="1")
+    r = subprocess.run([str(py), "-c", PROGRAM], cwd=str(cwd), env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     return r.stdout.splitlines()
 
 
 def test_pip_install_with_the_built_library(tmp_path):
-    target = pip_install(tmp_path)
-    assert (target / "nevo" / "__init__.py").exists()
-    out = run(target, {"NEVO_LIB": os.environ["NEVO_LIB"]}, tmp_path)
-    assert out[0].startswith(str(target))
+    py = pip_install(tmp_path)
+    out = run(py, {"NEVO_LIB": os.environ["NEVO_LIB"]}, tmp_path)
+    assert out[0].startswith(str(tmp_path / "venv" / "lib")), out
     assert out[1] == os.path.realpath(os.environ["NEVO_LIB"])
     assert out[2] == "%s (2, 8)" % nevo.version()
 
@@ -64,9 +68,9 @@ def test_after_make_install(tmp_path):
     prefix = os.environ.get("NEVO_TEST_PREFIX")
     if not prefix or not os.path.exists(os.path.join(prefix, "lib", "libnevo.so.0")):
         pytest.skip("no installed prefix (tests/test_python.c's run under make check names one)")
-    target = pip_install(tmp_path)
+    py = pip_install(tmp_path)
     # the installed library through the loader's path; its models from PREFIX/share/nevo
-    out = run(target, {"LD_LIBRARY_PATH": os.path.join(prefix, "lib")}, tmp_path)
+    out = run(py, {"LD_LIBRARY_PATH": os.path.join(prefix, "lib")}, tmp_path)
     assert out[1].startswith(os.path.realpath(os.path.join(prefix, "lib"))), out
 
 

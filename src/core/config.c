@@ -51,8 +51,8 @@ static const Key schema[] = {
      "to it (0 = none); how many generations run then depends on the machine, their results do not"},
     {"threads", T_INT, OFF(threads), 0, 4096, NULL, 0, 0, "worker threads (0 = every CPU this process may run on); never changes results"},
     {"backend", T_STRING, OFF(backend), 0, 0, "cpu|cuda", sizeof(((NevoConfig *)0)->backend), 0,
-     "where the networks are computed: cpu, or cuda (an NVIDIA GPU, in a `make CUDA=1` build; env episodes only, "
-     "feed-forward policies); both give the same bits"},
+     "where the networks are computed: cpu, or cuda (an NVIDIA GPU, in a `make CUDA=1` build: env episodes, and "
+     "the actor-learners' acting forward, LSTM policies included; datasets stay on the CPU); both give the same bits"},
     {"episodes", T_INT, OFF(episodes), 1, 1e6, NULL, 0, 0, "episodes per individual for its fitness"},
     {"max_episode_steps", T_INT, OFF(max_episode_steps), 0, 1e9, NULL, 0, 0,
      "episode cap during training (0 = the environment's own time limit)"},
