@@ -1,10 +1,16 @@
 /* Tests for the thread pool (src/core/threads.c): every item of every job runs exactly
  * once, on a worker id in range, whether the workers are spinning between jobs, asleep
- * (jobs further apart than the spin), or outnumber the cores; and the CPU count follows
- * the affinity mask. A lost wake-up hangs the test, and the alarm turns a hang into a
- * failure. */
+ * (jobs further apart than the spin), or outnumber the cores; a job does not wait for a
+ * worker that does not come; and the CPU count follows the affinity mask. A lost
+ * wake-up hangs the test, and the alarm turns a hang into a failure. */
+#include <dirent.h>
 #include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -82,6 +88,78 @@ TEST(pool_every_item_once) {
     run_jobs(3, 20, 0, 500000);     /* long items: the caller sleeps waiting */
     nevo_pool_free(nevo_pool_new(4)); /* freed before any job */
     nevo_pool_free(nevo_pool_new(1));
+    alarm(0);
+}
+
+static atomic_int held; /* the signalled worker stays in its handler while set */
+static void hold(int sig) {
+    (void)sig;
+    struct timespec ts = {0, 100000};
+    while (atomic_load(&held)) nanosleep(&ts, NULL);
+}
+
+/* The state letter of thread tid of this process (/proc), or 0. */
+static char thread_state(int tid) {
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *e = strrchr(buf, ')'); /* after the name, which may hold spaces */
+    return e && e[1] == ' ' ? e[2] : 0;
+}
+
+/* A worker that does not come holds no job up: stopped in a signal handler while it
+ * sleeps between jobs, it takes no item, and the caller runs each job's items itself
+ * (worker 0) and returns. Released, it takes items again. A caller that waited for every
+ * worker to check in would hang at the first job. */
+TEST(pool_does_not_wait_for_an_absent_worker) {
+    alarm(60);
+    NevoPool *pool = nevo_pool_new(2);
+    Job job;
+    memset(&job, 0, sizeof job);
+    job.mark = 1;
+    nevo_pool_run(pool, MAX_ITEMS, item_a, &job);
+    int self = (int)syscall(SYS_gettid), worker = 0;
+    DIR *d = opendir("/proc/self/task"); /* this test's process: the pool's one worker */
+    CHECK(d != NULL);
+    for (struct dirent *e; (e = readdir(d));)
+        if (e->d_name[0] != '.' && atoi(e->d_name) != self) worker = atoi(e->d_name);
+    closedir(d);
+    CHECK_MSG(worker > 0, "no worker thread");
+    while (thread_state(worker) != 'S') sleep_ns(1000000); /* its spin over, asleep */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = hold;
+    sigemptyset(&sa.sa_mask);
+    CHECK(sigaction(SIGUSR2, &sa, NULL) == 0);
+    atomic_store(&held, 1);
+    CHECK(syscall(SYS_tgkill, getpid(), worker, SIGUSR2) == 0);
+    for (int j = 0; j < 200; j++) {
+        memset(&job, 0, sizeof job);
+        job.mark = j + 2;
+        int n = 1 + j % MAX_ITEMS;
+        nevo_pool_run(pool, n, item_a, &job);
+        for (int i = 0; i < n; i++)
+            CHECK_MSG(job.runs[i] == j + 2 && job.worker[i] == 0, "job %d item %d: %d on worker %d", j, i,
+                      job.runs[i], job.worker[i]);
+    }
+    atomic_store(&held, 0);
+    int took = 0; /* released: it takes items again (items of 50 us leave it time) */
+    for (int j = 0; j < 2000 && !took; j++) {
+        memset(&job, 0, sizeof job);
+        job.mark = 1;
+        job.item_sleep_ns = 50000;
+        nevo_pool_run(pool, 8, item_a, &job);
+        for (int i = 0; i < 8; i++) {
+            CHECK(job.runs[i] == 1);
+            took |= job.worker[i] == 1;
+        }
+    }
+    CHECK_MSG(took, "the released worker took no item in 2000 jobs");
+    nevo_pool_free(pool);
     alarm(0);
 }
 
