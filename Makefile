@@ -106,7 +106,7 @@ NVCCFLAGS = -std=c++17 -O2 -g $(CUDA_ARCH) --fmad=false -prec-div=true -prec-sqr
             -Xcompiler -fPIC,-ffp-contract=off,-pthread,-Wall -Iinclude -Isrc -DNEVO_CUDA
 # The plain suite compiles the CUDA code where nvcc is installed, whatever CUDA is
 # (tests/test_cuda.c, cuda_code_compiles): CI has no GPU, and nothing else builds it.
-NVCC_TEST = $(if $(filter 00,$(SAN)$(TSAN)),$(if $(wildcard $(NVCC)),$(NVCC) $(NVCCFLAGS)))
+NVCC_TEST = $(if $(filter 00,$(SAN)$(TSAN)),$(if $(shell command -v $(NVCC) 2>/dev/null),$(NVCC) $(NVCCFLAGS)))
 ifeq ($(CUDA),1)
 CFLAGS_BASE += -DNEVO_CUDA
 LIB_OBJ += $(BUILD)/src/nn/backend_cuda.o

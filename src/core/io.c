@@ -95,7 +95,7 @@ NEVO_KERNEL_CLONES NEVO_VECTORIZE size_t nevo_first_nonfinite(const float *v, si
     }
     if (!any) return n;
     size_t i = 0;
-    while (isfinite(v[i])) i++;
+    while (i < n && isfinite(v[i])) i++;
     return i;
 }
 

@@ -134,6 +134,16 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
+/* Waits (spins, then sleeps) until the closed gate has no worker inside. */
+static void wait_empty(NevoPool *p) {
+    if (spin_until(&p->gate, GATE_CLOSED, 1, p->spin_ns)) return;
+    pthread_mutex_lock(&p->mu);
+    p->caller_asleep = 1;
+    while (atomic_load(&p->gate) != GATE_CLOSED) pthread_cond_wait(&p->done, &p->mu);
+    p->caller_asleep = 0;
+    pthread_mutex_unlock(&p->mu);
+}
+
 /* Publishes the job already written into p (fn, ctx, n_items, next) and its open gate. */
 static void publish(NevoPool *p) {
     pthread_mutex_lock(&p->mu);
@@ -189,17 +199,11 @@ void nevo_pool_run(NevoPool *p, int n_items, NevoPoolFn fn, void *ctx) {
     /* open the gate: closed and empty since the last job returned, but for a late
      * worker's moment inside it on its way out */
     for (int closed = GATE_CLOSED; !atomic_compare_exchange_weak(&p->gate, &closed, 0); closed = GATE_CLOSED)
-        cpu_relax();
+        wait_empty(p);
     publish(p);
     drain(p, 0);
     /* the items are all taken: close the gate, then wait for the workers inside */
-    if (atomic_fetch_or(&p->gate, GATE_CLOSED) != 0 && !spin_until(&p->gate, GATE_CLOSED, 1, p->spin_ns)) {
-        pthread_mutex_lock(&p->mu);
-        p->caller_asleep = 1;
-        while (atomic_load(&p->gate) != GATE_CLOSED) pthread_cond_wait(&p->done, &p->mu);
-        p->caller_asleep = 0;
-        pthread_mutex_unlock(&p->mu);
-    }
+    if (atomic_fetch_or(&p->gate, GATE_CLOSED) != 0) wait_empty(p);
 }
 
 /* The CPUs this process may run on: under taskset or a cgroup's cpuset that is fewer
