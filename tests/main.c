@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -17,6 +16,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "nevo/threads.h"
 
 #define MAX_TESTS 1024
 
@@ -200,10 +200,7 @@ static pid_t start_test(const Test *t, const char *log) {
 static int test_jobs(void) {
     const char *e = getenv("NEVO_TEST_JOBS");
     int j = e && *e ? atoi(e) : 0;
-    if (j <= 0) {
-        cpu_set_t set;
-        j = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-    }
+    if (j <= 0) j = nevo_cpu_count();
     return j < 1 ? 1 : j > 64 ? 64 : j;
 }
 

@@ -182,11 +182,19 @@ static void cuda_done(void *ctx) {
     free(c);
 }
 
+/* A device row's floats: whole 64 bytes (the forward's 16-byte weight loads). */
+static size_t device_stride(size_t floats) { return (floats + 15) & ~(size_t)15; }
+
+/* The width of a workspace's two activation buffers: the widest layer or the input. */
+static size_t work_width(const NevoPolicy *p) {
+    return (size_t)(p->max_width > p->obs_dim ? p->max_width : p->obs_dim);
+}
+
 static void rows_alloc(void *ctx, NevoRows *r, const float *host) {
     Cuda *c = (Cuda *)ctx;
-    /* a copy of host rows gets rows on 64 bytes too (the forward's 16-byte weight loads) */
+    /* a copy of host rows gets device rows too */
     size_t hs = r->stride;
-    r->stride = (hs + 15) & ~(size_t)15;
+    r->stride = device_stride(hs);
     size_t n = r->stride * (size_t)(r->rows > 0 ? r->rows : 1);
     CK(cudaMalloc((void **)&r->data, sizeof(float) * n));
     if (host && r->rows > 0) {
@@ -486,7 +494,7 @@ static void *cuda_workspace_new(void *ctx, const NevoPolicy *p, int max_rows) {
     Work *w = (Work *)nevo_alloc(sizeof *w);
     w->max_rows = max_rows > 0 ? max_rows : 1;
     w->obs_dim = p->obs_dim;
-    w->width = p->max_width > p->obs_dim ? p->max_width : p->obs_dim;
+    w->width = (int)work_width(p);
     w->n_out = p->n_out;
     w->dense_rows = env_int("NEVO_CUDA_DENSE_ROWS", NEVO_KD1_ROWS_DEFAULT, 0, NEVO_KD1_ROWS);
     int dev, sms;
@@ -809,8 +817,7 @@ static void cuda_batching(void *ctx, const NevoPolicy *p, int per_thread, int ba
     if (!s) {
         /* a slot's device floats: its network's row (built children), its observation,
          * two activations of the widest layer, its outputs and a recurrent state's */
-        size_t width = (size_t)(p->max_width > p->obs_dim ? p->max_width : p->obs_dim), f;
-        f = (p->nparams + 15) / 16 * 16 + (size_t)p->obs_dim + 2 * width + (size_t)p->n_out;
+        size_t f = device_stride(p->nparams) + (size_t)p->obs_dim + 2 * work_width(p) + (size_t)p->n_out;
         if (p->lstm_layer >= 0) f += (size_t)p->layers[p->lstm_layer].in_dim + 8 * (size_t)p->lstm_units;
         size_t free_b, total_b;
         CK(cudaMemGetInfo(&free_b, &total_b));
