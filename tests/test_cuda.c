@@ -951,9 +951,9 @@ TEST(cuda_factored_forward_matches_cpu_backend) {
  * built layout), ES pairs with two episodes each (built first), bases read in place,
  * and factored low-rank members (again with every device call through the tiled
  * kernel), on 3 threads, on the GPU and on the CPU: every episode the same. */
-TEST(cuda_evaluation_matches_cpu) {
-    NevoBackend *gpu = cuda_or_skip();
-    if (!gpu) return;
+/* Layouts 0 .. layouts - 1 of 40 tasks evaluated on gpu and on the CPU: the same
+ * returns and lengths. */
+static void evaluation_matches_cpu(NevoBackend *gpu, int layouts) {
     NevoEnv *env;
     NevoPolicy *p = shape_policy(NET_MINATAR, &env);
     nevo_env_set_max_steps(env, 300);
@@ -963,7 +963,7 @@ TEST(cuda_evaluation_matches_cpu) {
     enum { T = 40 };
     NevoNet nets[T];
     NevoTask tasks[T];
-    for (int layout = 0; layout < 5; layout++) { /* 4: 3 with every device call tiled */
+    for (int layout = 0; layout < layouts; layout++) { /* 4: 3 with every device call tiled */
         int n_nets = layout == 1 || layout >= 3 ? T / 2 : T;
         for (int j = 0; j < n_nets; j++) {
             if (layout >= 3) /* factored low-rank members over two bases */
@@ -1009,7 +1009,29 @@ TEST(cuda_evaluation_matches_cpu) {
     nevo_noise_free(s.noise);
     nevo_policy_free(p);
     nevo_env_free(env);
+}
+
+TEST(cuda_evaluation_matches_cpu) {
+    NevoBackend *gpu = cuda_or_skip();
+    if (!gpu) return;
+    evaluation_matches_cpu(gpu, 5);
     nevo_backend_free(gpu);
+}
+
+/* Each rank of a machine's four on its device (rank r on device r mod devices; on one
+ * device, all four there as sharers), the pool's threads calling in: children built on
+ * the device and evaluated, as on the CPU. */
+TEST(cuda_ranks_of_a_machine_match_cpu) {
+    NevoBackend *first = cuda_or_skip();
+    if (!first) return;
+    nevo_backend_free(first);
+    for (int r = 0; r < 4; r++) {
+        NevoBackend *gpu = NULL;
+        NevoError err = {0};
+        CHECK_MSG(nevo_backend_new_on_node("cuda", r, 4, &gpu, &err) == NEVO_OK, "%s", err.msg);
+        evaluation_matches_cpu(gpu, 1);
+        nevo_backend_free(gpu);
+    }
 }
 
 /* The CUDA code compiles where nvcc is installed, in whatever build (CI has no GPU, and

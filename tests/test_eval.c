@@ -207,7 +207,7 @@ static NevoBackend logged_backend(void) {
     logged_ops.build = logged_build;
     logged_ops.build_pair = logged_build_pair;
     memset(&build_log, 0, sizeof build_log);
-    return (NevoBackend){&logged_ops, nevo_backend_cpu_ops.init()};
+    return (NevoBackend){&logged_ops, nevo_backend_cpu_ops.init(0, 1)};
 }
 
 static void log_reset(void) {
@@ -969,6 +969,48 @@ TEST(device_slots_follow_tasks_then_memory) {
     CHECK_EQ_INT(nevo_device_slots(8192, 24, (size_t)1 << 33, 8000000000u, 256, 1024), 1);
     CHECK_EQ_INT(nevo_device_slots(8192, 0, slot, 0, 256, 1024), 1024);
     CHECK_EQ_INT(nevo_device_slots(8192, 1 << 20, (size_t)1 << 50, big, 256, 1024), 1);
+}
+
+/* A machine's ranks over its devices (nevo_device_place): each device's sharers are the
+ * ranks a count of the placements finds on it, the devices' counts differ by at most
+ * one, and a device's memory share (nevo_device_share) is the free memory or, where
+ * other ranks share the device, at most their share of the total. */
+TEST(device_place_spreads_a_machines_ranks) {
+    int sharers;
+    CHECK_EQ_INT(nevo_device_place(0, 1, 1, &sharers), 0);
+    CHECK_EQ_INT(sharers, 1);
+    CHECK_EQ_INT(nevo_device_place(5, 8, 8, &sharers), 5); /* a rank a device */
+    CHECK_EQ_INT(sharers, 1);
+    CHECK_EQ_INT(nevo_device_place(13, 16, 8, &sharers), 5); /* two a device */
+    CHECK_EQ_INT(sharers, 2);
+    CHECK_EQ_INT(nevo_device_place(4, 5, 2, &sharers), 0); /* 0, 2, 4 on device 0; 1, 3 on 1 */
+    CHECK_EQ_INT(sharers, 3);
+    CHECK_EQ_INT(nevo_device_place(3, 5, 2, &sharers), 1);
+    CHECK_EQ_INT(sharers, 2);
+    CHECK_EQ_INT(nevo_device_place(2, 3, 8, &sharers), 2); /* fewer ranks than devices */
+    CHECK_EQ_INT(sharers, 1);
+    for (int size = 1; size <= 12; size++)
+        for (int devices = 1; devices <= 9; devices++) {
+            int count[9] = {0}, claimed[9] = {0};
+            for (int r = 0; r < size; r++) {
+                int d = nevo_device_place(r, size, devices, &sharers);
+                CHECK(d >= 0 && d < devices);
+                count[d]++;
+                claimed[d] = sharers;
+            }
+            int lo = size, hi = 0;
+            for (int d = 0; d < devices; d++) {
+                if (count[d]) CHECK_EQ_INT(claimed[d], count[d]);
+                lo = count[d] < lo ? count[d] : lo;
+                hi = count[d] > hi ? count[d] : hi;
+            }
+            CHECK(hi - lo <= 1);
+        }
+    const size_t gb = 1000000000u;
+    CHECK(nevo_device_share(139 * gb, 140 * gb, 1) == 139 * gb);
+    CHECK(nevo_device_share(139 * gb, 140 * gb, 2) == 70 * gb);  /* the first of two to size */
+    CHECK(nevo_device_share(69 * gb, 140 * gb, 2) == 69 * gb);   /* the second, after the first's 70 */
+    CHECK(nevo_device_share(139 * gb, 140 * gb, 0) == 139 * gb); /* no count: one */
 }
 
 /* Timing (for benchmarks) adds up and never changes results. */

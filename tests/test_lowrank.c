@@ -485,7 +485,7 @@ TEST(factored_evaluation_matches_by_hand) {
     bare.name = "bare";
     bare.build_factored = NULL;
     bare.forward_factored = NULL;
-    NevoBackend be = {&bare, nevo_backend_cpu_ops.init()};
+    NevoBackend be = {&bare, nevo_backend_cpu_ops.init(0, 1)};
     NevoPool *pool = nevo_pool_new(1);
     NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, 4);
     nevo_evaluator_set_backend(ev, &be);

@@ -494,7 +494,7 @@ TEST(r2d2_validation_keeps_the_best_greedy_policy) {
     NevoConfig cfg = run.cfg;
     parts_free(&run);
     NevoRunCore core;
-    CHECK_MSG(nevo_run_core_build(&cfg, 1, &core, &err) == NEVO_OK, "%s", err.msg);
+    CHECK_MSG(nevo_run_core_build(&cfg, 1, NULL, &core, &err) == NEVO_OK, "%s", err.msg);
     NevoEnv *env = core.env;
     NevoPolicy *p = core.policy;
     NevoPool *pool = core.pool;

@@ -205,6 +205,10 @@ TEST(comm_threads_collectives) {
         CHECK_MSG(strcmp(c->err.msg, "rank 1: disk 1 full") == 0, "rank %d agreed on '%s'", r, c->err.msg);
         CHECK_EQ_INT(c->stats.calls, 3);
         CHECK(c->stats.bytes_sent > 0);
+        /* threads of one process: one machine, the rank its own place on it */
+        CHECK_EQ_INT(nevo_comm_node_rank(comms[r]), r);
+        CHECK_EQ_INT(nevo_comm_node_size(comms[r]), N);
+        CHECK_EQ_INT(nevo_comm_node_first(comms[r]), 0);
         nevo_buf_free(&c->all);
         nevo_buf_free(&c->b);
         nevo_comm_free(comms[r]);
@@ -218,6 +222,7 @@ TEST(comm_threads_collectives) {
     CHECK(all.len == 3 && off[1] == 3 && memcmp(all.data, "abc", 3) == 0);
     CHECK_EQ_INT(nevo_comm_agree(self, NEVO_OK, &err), NEVO_OK);
     CHECK(strcmp(nevo_comm_kind(self), "self") == 0 && nevo_comm_size(self) == 1);
+    CHECK(nevo_comm_node_rank(self) == 0 && nevo_comm_node_size(self) == 1 && nevo_comm_node_first(self) == 0);
     nevo_buf_free(&all);
     nevo_comm_free(self);
 }

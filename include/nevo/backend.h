@@ -25,6 +25,12 @@ typedef struct NevoWorkspace NevoWorkspace; /* a forward call's scratch, one per
 
 /* The backend named `name` ("cpu"; nevo_backend_names lists those built in). */
 NevoStatus nevo_backend_new(const char *name, NevoBackend **out, NevoError *err);
+/* The same for rank node_rank of the node_size ranks on this machine
+ * (nevo_comm_node_rank): a device backend spreads a machine's ranks over its devices,
+ * rank r on device r mod devices, and counts a device's memory as shared by the ranks on
+ * it. nevo_backend_new is rank 0 of 1. */
+NevoStatus nevo_backend_new_on_node(const char *name, int node_rank, int node_size, NevoBackend **out,
+                                    NevoError *err);
 void nevo_backend_free(NevoBackend *b);
 const char *nevo_backend_name(const NevoBackend *b);
 /* The built-in backends' names, comma-separated ("cpu"). */

@@ -54,6 +54,13 @@ int nevo_comm_has_mpi(void);
 void nevo_comm_free(NevoComm *c);
 int nevo_comm_rank(const NevoComm *c);
 int nevo_comm_size(const NevoComm *c);
+/* This rank's place on its machine (MPI's shared-memory split): node rank r of the
+ * node's n ranks, and the job's lowest rank on that machine (its name in comm.jsonl).
+ * One process: 0 of 1, itself; threads of one process: one machine. A device backend
+ * spreads a machine's ranks over its devices by them (nevo_backend_new_on_node). */
+int nevo_comm_node_rank(const NevoComm *c);
+int nevo_comm_node_size(const NevoComm *c);
+int nevo_comm_node_first(const NevoComm *c);
 /* "mpi", "threads" or "self". */
 const char *nevo_comm_kind(const NevoComm *c);
 

@@ -41,6 +41,7 @@ NevoComm *nevo_comm_self(void) {
     c->ops = &self_ops;
     c->rank = 0;
     c->size = 1;
+    c->node_size = 1;
     return c;
 }
 
@@ -107,6 +108,8 @@ void nevo_comm_threads(int n, NevoComm **comms) {
         c->ops = &threads_ops;
         c->rank = r;
         c->size = n;
+        c->node_rank = r;
+        c->node_size = n;
         c->impl = g;
         comms[r] = c;
     }
@@ -160,6 +163,18 @@ int nevo_comm_rank(const NevoComm *c) {
 
 int nevo_comm_size(const NevoComm *c) {
     return c->size;
+}
+
+int nevo_comm_node_rank(const NevoComm *c) {
+    return c->node_rank;
+}
+
+int nevo_comm_node_size(const NevoComm *c) {
+    return c->node_size;
+}
+
+int nevo_comm_node_first(const NevoComm *c) {
+    return c->node_first;
 }
 
 const char *nevo_comm_kind(const NevoComm *c) {

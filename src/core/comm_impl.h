@@ -19,6 +19,7 @@ typedef struct NevoCommOps {
 struct NevoComm {
     const NevoCommOps *ops;
     int rank, size;
+    int node_rank, node_size, node_first; /* on this rank's machine (nevo_comm_node_rank) */
     NevoCommStats stats;
     void *impl;
 };

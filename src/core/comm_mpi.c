@@ -89,6 +89,20 @@ NevoStatus nevo_comm_mpi_new(NevoComm **out, NevoError *err) {
     MPI_Comm_size(MPI_COMM_WORLD, &c->size);
     /* errors come back as codes, turned into messages above, not as MPI's own abort */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    /* the ranks that share this rank's machine (its memory, its devices) */
+    MPI_Comm node;
+    int rc = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node);
+    if (rc == MPI_SUCCESS) {
+        MPI_Comm_rank(node, &c->node_rank);
+        MPI_Comm_size(node, &c->node_size);
+        c->node_first = c->rank;
+        rc = MPI_Allreduce(MPI_IN_PLACE, &c->node_first, 1, MPI_INT, MPI_MIN, node);
+        MPI_Comm_free(&node);
+    }
+    if (rc != MPI_SUCCESS) {
+        free(c);
+        return nevo_error(err, NEVO_ERR_IO, "MPI could not group the ranks by machine (error %d)", rc);
+    }
     *out = c;
     return NEVO_OK;
 }

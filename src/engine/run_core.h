@@ -5,6 +5,7 @@
 
 #include "nevo/algo.h"
 #include "nevo/backend.h"
+#include "nevo/comm.h"
 #include "nevo/dataset.h"
 #include "nevo/eval.h"
 #include "nevo/supervised.h"
@@ -22,9 +23,10 @@ typedef struct NevoRunCore {
 /* Builds the parts for cfg's env (cfg checked, and kept alive as long as the parts:
  * the algorithm reads it): the env, the policy, the memory and noise-table checks, the
  * pool (threads, else cfg's, else every CPU), the noise table, the evaluator on cfg's
- * backend, the algorithm. On failure what was built stays in c for
- * nevo_run_core_free. */
-NevoStatus nevo_run_core_build(const NevoConfig *cfg, int threads, NevoRunCore *c, NevoError *err);
+ * backend (placed by comm's node rank, NULL: this process alone), the algorithm. On
+ * failure what was built stays in c for nevo_run_core_free. */
+NevoStatus nevo_run_core_build(const NevoConfig *cfg, int threads, const NevoComm *comm, NevoRunCore *c,
+                               NevoError *err);
 /* The pool (threads, else the config's, else every CPU) and noise table for c's built
  * policy (the table checked to exceed the parameters). */
 NevoStatus nevo_run_core_pool_and_noise(const NevoConfig *cfg, int threads, NevoRunCore *c, NevoError *err);

@@ -141,7 +141,8 @@ static NevoStatus run_validate(void *ctx, const float *theta, int episodes, uint
     return st;
 }
 
-NevoStatus nevo_run_core_build(const NevoConfig *cfg, int threads, NevoRunCore *c, NevoError *err) {
+NevoStatus nevo_run_core_build(const NevoConfig *cfg, int threads, const NevoComm *comm, NevoRunCore *c,
+                               NevoError *err) {
     memset(c, 0, sizeof *c);
     NevoStatus st = nevo_env_new(cfg->env, cfg->env_options, cfg->n_env_options, &c->env, err);
     if (st) return st;
@@ -156,7 +157,8 @@ NevoStatus nevo_run_core_build(const NevoConfig *cfg, int threads, NevoRunCore *
     if (st) return st;
     c->ev = nevo_evaluator_new(c->env, c->policy, c->pool, 0);
     if (strcmp(cfg->backend, "cpu") != 0) {
-        st = nevo_backend_new(cfg->backend, &c->backend, err);
+        st = nevo_backend_new_on_node(cfg->backend, comm ? nevo_comm_node_rank(comm) : 0,
+                                      comm ? nevo_comm_node_size(comm) : 1, &c->backend, err);
         if (st) return st;
         nevo_evaluator_set_backend(c->ev, c->backend);
     }
@@ -166,7 +168,7 @@ NevoStatus nevo_run_core_build(const NevoConfig *cfg, int threads, NevoRunCore *
 }
 
 /* Builds everything a run needs from the config; writes nothing. */
-static NevoStatus run_build(Run *r, const NevoConfig *cfg, int threads, NevoError *err) {
+static NevoStatus run_build(Run *r, const NevoConfig *cfg, int threads, const NevoComm *comm, NevoError *err) {
     memset(r, 0, sizeof *r);
     r->cfg = *cfg;
     NevoStatus st = nevo_config_check(cfg, err);
@@ -174,7 +176,7 @@ static NevoStatus run_build(Run *r, const NevoConfig *cfg, int threads, NevoErro
     if (cfg->dataset[0]) return nevo_run_core_build_data(&r->cfg, threads, &r->c, &r->d, err);
     st = nevo_env_new(cfg->env, cfg->env_options, cfg->n_env_options, &r->eval_env, err);
     if (st) return st;
-    return nevo_run_core_build(&r->cfg, threads, &r->c, err);
+    return nevo_run_core_build(&r->cfg, threads, comm, &r->c, err);
 }
 
 void nevo_task_records_new(const NevoTaskSet *ts, NevoObsStats **stats, NevoStates **states) {
@@ -458,13 +460,15 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
 
 /* After a generation across ranks: every rank's figures gathered, the next
  * generation's shares set from them, and comm.jsonl's line (rank 0 writes it): each
- * rank's bytes sent, seconds in collective calls, seconds evaluating, tasks evaluated
- * and seconds in the generation. */
+ * rank's bytes sent, seconds in collective calls, seconds evaluating, tasks evaluated,
+ * seconds in the generation and node (the lowest rank on its machine; a resume may place
+ * the ranks otherwise). */
 static NevoStatus ranks_after_generation(Ranks *k, const char *path, int generation, double gen_s, NevoError *err) {
     NevoCommStats cs;
     nevo_comm_stats(k->comm, &cs);
-    enum { F = 5 };
-    double mine[F] = {(double)cs.bytes_sent, cs.seconds, k->eval_s, (double)k->tasks, gen_s};
+    enum { F = 6 };
+    double mine[F] = {(double)cs.bytes_sent, cs.seconds, k->eval_s, (double)k->tasks, gen_s,
+                      (double)nevo_comm_node_first(k->comm)};
     NevoBuf all = {0};
     NevoStatus st = nevo_comm_allgather(k->comm, mine, sizeof mine, &all, NULL, err);
     int n = k->size;
@@ -483,14 +487,15 @@ static NevoStatus ranks_after_generation(Ranks *k, const char *path, int generat
     if (st == NEVO_OK && k->rank == 0) {
         NevoBuf line = {0};
         char part[160];
-        static const char *const keys[F] = {"bytes_sent", "comm_s", "eval_s", "tasks", "generation_s"};
+        static const char *const keys[F] = {"bytes_sent", "comm_s", "eval_s", "tasks", "generation_s", "node"};
         snprintf(part, sizeof part, "{\"generation\": %d, \"ranks\": %d", generation, n);
         nevo_buf_put(&line, part, strlen(part));
         for (int f = 0; f < F; f++) {
             snprintf(part, sizeof part, ", \"%s\": [", keys[f]);
             nevo_buf_put(&line, part, strlen(part));
             for (int r = 0; r < n; r++) {
-                snprintf(part, sizeof part, f == 0 || f == 3 ? "%s%.0f" : "%s%.6f", r ? ", " : "", v[r * F + f]);
+                int whole = f == 0 || f == 3 || f == 5; /* bytes, tasks, node */
+                snprintf(part, sizeof part, whole ? "%s%.0f" : "%s%.6f", r ? ", " : "", v[r * F + f]);
                 nevo_buf_put(&line, part, strlen(part));
             }
             nevo_buf_put(&line, "]", 1);
@@ -523,7 +528,7 @@ NevoStatus nevo_train_run_ranks(const NevoConfig *cfg, const char *out_dir, int 
     path_in(summary_path, sizeof summary_path, out_dir, "summary.json");
 
     Run run;
-    NevoStatus st = run_build(&run, cfg, threads, err);
+    NevoStatus st = run_build(&run, cfg, threads, comm, err);
     run.comm = comm;
     run.ranks = ranks > 1 ? ranks_new(comm, err, &st) : NULL;
     int gradient = st == NEVO_OK && nevo_algo_trains_itself(run.c.algo);

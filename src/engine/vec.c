@@ -469,7 +469,7 @@ NevoStatus nevo_strategy_new(const char *config_json, int threads, NevoStrategy 
         if (st == NEVO_OK) nevo_dataset_env_spec(s->d.data, &s->spec);
     } else if (st == NEVO_OK) {
         /* a gradient algorithm without a dataset: the core's algorithm check names it */
-        st = nevo_run_core_build(cfg, pool_threads(cfg, threads), &s->c, err);
+        st = nevo_run_core_build(cfg, pool_threads(cfg, threads), NULL, &s->c, err);
         if (st == NEVO_OK) s->spec = *nevo_env_spec(s->c.env);
     }
     if (st) {

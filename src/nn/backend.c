@@ -25,10 +25,16 @@ const char *nevo_backend_names(void) {
 }
 
 NevoStatus nevo_backend_new(const char *name, NevoBackend **out, NevoError *err) {
+    return nevo_backend_new_on_node(name, 0, 1, out, err);
+}
+
+NevoStatus nevo_backend_new_on_node(const char *name, int node_rank, int node_size, NevoBackend **out,
+                                    NevoError *err) {
     *out = NULL;
+    NEVO_ASSERT(node_size >= 1 && node_rank >= 0 && node_rank < node_size);
     for (int i = 0; i < N_BACKENDS; i++) {
         if (strcmp(backends[i]->name, name) != 0) continue;
-        void *ctx = backends[i]->init();
+        void *ctx = backends[i]->init(node_rank, node_size);
         if (!ctx)
             return nevo_error(err, NEVO_ERR_UNSUPPORTED, "backend %s cannot run on this machine%s%s", name,
                               backends[i]->unavailable ? ": " : "",
@@ -153,6 +159,17 @@ int nevo_device_slots(int per_thread, int batches, size_t slot_bytes, size_t fre
     /* a large network runs with fewer slots rather than failing to allocate them */
     while (s > 1 && (double)batches * s * (double)slot_bytes > 0.5 * (double)free_bytes) s /= 2;
     return s;
+}
+
+int nevo_device_place(int node_rank, int node_size, int devices, int *sharers) {
+    int d = node_rank % devices;
+    *sharers = node_size / devices + (d < node_size % devices);
+    return d;
+}
+
+size_t nevo_device_share(size_t free_bytes, size_t total_bytes, int sharers) {
+    size_t share = total_bytes / (size_t)(sharers > 1 ? sharers : 1);
+    return free_bytes < share ? free_bytes : share;
 }
 
 void *nevo_backend_host_alloc(NevoBackend *b, size_t bytes) {

@@ -9,7 +9,10 @@
 
 static int cpu_context; /* the CPU backend keeps no state: a non-NULL context */
 
-static void *cpu_init(void) { return &cpu_context; }
+static void *cpu_init(int node_rank, int node_size) {
+    (void)node_rank, (void)node_size;
+    return &cpu_context;
+}
 static void cpu_done(void *ctx) { (void)ctx; }
 
 static void cpu_rows_alloc(void *ctx, NevoRows *r, const float *host) {

@@ -142,7 +142,8 @@ typedef struct LRTable {
 #define LR_TABLES 8
 
 typedef struct Cuda {
-    int device;
+    int device, devices;          /* this rank's device, of the devices visible */
+    int sharers;                  /* the ranks of this machine on the device (nevo_device_place) */
     cudaDeviceProp prop;
     LRTable lr[LR_TABLES];        /* the low-rank tables uploaded, oldest replaced first */
     int lr_next;
@@ -155,7 +156,11 @@ typedef struct Cuda {
 
 static char unavailable[256];
 
-static void *cuda_init(void) {
+/* A machine's ranks spread over its visible devices (rank r on device r mod n). A
+ * launcher that gives each rank one device of its own (CUDA_VISIBLE_DEVICES set per rank)
+ * leaves each rank one device, counted as shared by the machine's n ranks: that only
+ * halves the slots of a network whose batches would fill over 1 / 2n of its memory. */
+static void *cuda_init(int node_rank, int node_size) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {
@@ -164,7 +169,9 @@ static void *cuda_init(void) {
         return NULL;
     }
     Cuda *c = (Cuda *)nevo_alloc(sizeof *c);
-    CK(cudaGetDevice(&c->device));
+    c->devices = n;
+    c->device = nevo_device_place(node_rank, node_size, n, &c->sharers);
+    CK(cudaSetDevice(c->device));
     CK(cudaGetDeviceProperties(&c->prop, c->device));
     pthread_mutex_init(&c->mu, NULL);
     return c;
@@ -172,8 +179,16 @@ static void *cuda_init(void) {
 
 static const char *cuda_unavailable(void) { return unavailable; }
 
-static void cuda_done(void *ctx) {
+/* The context, with the calling thread on its device: a thread's current device is its
+ * own (device 0 until set), and the evaluator's threads call in. */
+static Cuda *on_device(void *ctx) {
     Cuda *c = (Cuda *)ctx;
+    if (c->devices > 1) CK(cudaSetDevice(c->device));
+    return c;
+}
+
+static void cuda_done(void *ctx) {
+    Cuda *c = on_device(ctx);
     CK(cudaDeviceSynchronize());
     if (c->noise_d) CK(cudaFree(c->noise_d));
     for (int i = 0; i < LR_TABLES; i++)
@@ -191,7 +206,7 @@ static size_t work_width(const NevoPolicy *p) {
 }
 
 static void rows_alloc(void *ctx, NevoRows *r, const float *host) {
-    Cuda *c = (Cuda *)ctx;
+    Cuda *c = on_device(ctx);
     /* a copy of host rows gets device rows too */
     size_t hs = r->stride;
     r->stride = device_stride(hs);
@@ -218,7 +233,7 @@ static void rows_alloc(void *ctx, NevoRows *r, const float *host) {
 static void drop(Pending *p) { free(p->upload); }
 
 static void rows_free(void *ctx, NevoRows *r) {
-    Cuda *c = (Cuda *)ctx;
+    Cuda *c = on_device(ctx);
     RowsPriv *q = (RowsPriv *)r->priv;
     CK(cudaDeviceSynchronize());
     pthread_mutex_lock(&c->mu);
@@ -346,7 +361,7 @@ static void cuda_build(void *ctx, NevoRows *r, int row, const NevoTaskSet *ts, c
     const NevoNet *n = &ts->nets[net];
     float *dst = r->data + (size_t)row * r->stride;
     int minus = (n->kind == NEVO_NET_PERTURBED || n->kind == NEVO_NET_LOWRANK) && n->sign < 0 && bases;
-    queue_build((Cuda *)ctx, r, minus ? NULL : dst, minus ? dst : NULL, ts, bases, p, net);
+    queue_build(on_device(ctx), r, minus ? NULL : dst, minus ? dst : NULL, ts, bases, p, net);
 }
 
 static void cuda_build_pair(void *ctx, NevoRows *r, int row_plus, int row_minus, const NevoTaskSet *ts,
@@ -356,7 +371,7 @@ static void cuda_build_pair(void *ctx, NevoRows *r, int row_plus, int row_minus,
         cuda_build(ctx, r, row_minus, ts, bases, p, net + 1, stream);
         return;
     }
-    queue_build((Cuda *)ctx, r, r->data + (size_t)row_plus * r->stride, r->data + (size_t)row_minus * r->stride, ts,
+    queue_build(on_device(ctx), r, r->data + (size_t)row_plus * r->stride, r->data + (size_t)row_minus * r->stride, ts,
                 bases, p, net);
 }
 
@@ -367,7 +382,7 @@ static void cuda_build_factored(void *ctx, NevoRows *r, int row, const NevoTaskS
     RowsPriv *q = (RowsPriv *)r->priv;
     const NevoNet *n = &ts->nets[net];
     size_t z = (size_t)(nevo_taskset_slice(ts, p, net) - ts->noise->table);
-    const float *noise = device_noise((Cuda *)ctx, ts->noise);
+    const float *noise = device_noise(on_device(ctx), ts->noise);
     float head[NEVO_FACTOR_HEAD];
     nevo_factor_head(n->sign > 0 ? n->sigma : -n->sigma, (int)n->rank, head);
     pthread_mutex_lock(&q->mu);
@@ -430,7 +445,7 @@ static void flush(NevoRows *r, Entries *st, cudaStream_t s) {
 }
 
 static void rows_read(void *ctx, const NevoRows *r, int row0, int rows, size_t row_floats, float *host) {
-    (void)ctx;
+    on_device(ctx);
     cudaStream_t s;
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     Entries st = {NULL, NULL, 0};
@@ -449,7 +464,7 @@ static void rows_read(void *ctx, const NevoRows *r, int row0, int rows, size_t r
  * returning: the forwards' streams do not wait for stream 0, and a copy from pageable
  * memory may still be in flight when the call returns. */
 static void rows_write(void *ctx, NevoRows *r, int row0, int rows, size_t row_floats, const float *host) {
-    (void)ctx;
+    on_device(ctx);
     RowsPriv *q = (RowsPriv *)r->priv;
     cudaStream_t s;
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -490,7 +505,7 @@ typedef struct Work {
 } Work;
 
 static void *cuda_workspace_new(void *ctx, const NevoPolicy *p, int max_rows) {
-    (void)ctx;
+    on_device(ctx);
     Work *w = (Work *)nevo_alloc(sizeof *w);
     w->max_rows = max_rows > 0 ? max_rows : 1;
     w->obs_dim = p->obs_dim;
@@ -525,7 +540,7 @@ static void *cuda_workspace_new(void *ctx, const NevoPolicy *p, int max_rows) {
 }
 
 static void cuda_workspace_free(void *ctx, void *ws) {
-    (void)ctx;
+    on_device(ctx);
     Work *w = (Work *)ws;
     if (!w) return;
     CK(cudaStreamSynchronize(w->s));
@@ -709,7 +724,7 @@ static void fetch_outputs(Work *w, const NevoPolicy *p, int n, float *out) {
 
 static void cuda_forward(void *ctx, const NevoPolicy *p, const NevoRows *r, const int *which, const float *obs, int n,
                          float *state, float *out, void *ws) {
-    (void)ctx;
+    on_device(ctx);
     Work *w = (Work *)ws;
     NEVO_ASSERT(n <= w->max_rows && p->obs_dim == w->obs_dim && (state != NULL) == (w->d_state != NULL));
     if (n <= 0) return;
@@ -758,7 +773,7 @@ static NevoKFactor stage_factors(Work *w, const float *noise, int rank, int n) {
 static void cuda_forward_factored(void *ctx, const NevoPolicy *p, const NevoRows *bases, const int *base,
                                   const NevoRows *factors, const int *which, int rank, const float *obs, int n,
                                   float *out, void *ws) {
-    (void)ctx;
+    on_device(ctx);
     Work *w = (Work *)ws;
     NEVO_ASSERT(n <= w->max_rows && p->obs_dim == w->obs_dim);
     if (n <= 0) return;
@@ -775,19 +790,19 @@ static void cuda_forward_factored(void *ctx, const NevoPolicy *p, const NevoRows
 
 /* Pinned host memory: the batches' observations and outputs, copied by DMA. */
 static void *cuda_host_alloc(void *ctx, size_t bytes) {
-    (void)ctx;
+    on_device(ctx);
     void *p;
     CK(cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable));
     return p;
 }
 
 static void cuda_host_free(void *ctx, void *p) {
-    (void)ctx;
+    on_device(ctx);
     if (p) CK(cudaFreeHost(p));
 }
 
 static void cuda_synchronize(void *ctx) {
-    (void)ctx;
+    on_device(ctx);
     CK(cudaDeviceSynchronize());
 }
 
@@ -804,14 +819,14 @@ static size_t cuda_cache_bytes(void *ctx) { return (size_t)((Cuda *)ctx)->prop.l
  * 1024 2.23-2.46M). A call of no more tasks than a batch's slots (a GA's validation, an
  * ES centre's episodes) runs on the host: on the device it would fill one batch, and
  * each of its steps would wait for a round trip. The slots are halved while the batches'
- * device rows would take more than half the free memory (nevo_device_slots), so a large
- * network runs with fewer of them. NEVO_CUDA_SLOTS (a fixed count),
+ * device rows would take more than half the free memory (nevo_device_slots; of a device
+ * that several ranks share, their share), so a large network runs with fewer of them. NEVO_CUDA_SLOTS (a fixed count),
  * NEVO_CUDA_FORWARD_THREADS and NEVO_CUDA_HOST_TASKS override them. */
 #define CUDA_SLOTS 256
 #define CUDA_SLOTS_MAX 1024
 static void cuda_batching(void *ctx, const NevoPolicy *p, int per_thread, int batches, int *slots,
                           int *fwd_threads, int *host_tasks) {
-    (void)ctx;
+    Cuda *c = on_device(ctx);
     *fwd_threads = env_int("NEVO_CUDA_FORWARD_THREADS", 8, 1, 64);
     int s = env_int("NEVO_CUDA_SLOTS", 0, 1, 1 << 20);
     if (!s) {
@@ -821,7 +836,8 @@ static void cuda_batching(void *ctx, const NevoPolicy *p, int per_thread, int ba
         if (p->lstm_layer >= 0) f += (size_t)p->layers[p->lstm_layer].in_dim + 8 * (size_t)p->lstm_units;
         size_t free_b, total_b;
         CK(cudaMemGetInfo(&free_b, &total_b));
-        s = nevo_device_slots(per_thread, batches, sizeof(float) * f, free_b, CUDA_SLOTS, CUDA_SLOTS_MAX);
+        s = nevo_device_slots(per_thread, batches, sizeof(float) * f, nevo_device_share(free_b, total_b, c->sharers),
+                              CUDA_SLOTS, CUDA_SLOTS_MAX);
     }
     *slots = s;
     *host_tasks = env_int("NEVO_CUDA_HOST_TASKS", s, 0, 1 << 30);
@@ -982,7 +998,7 @@ extern "C" double nevo_cuda_link_bandwidth(size_t bytes, int streams, int to_dev
 extern "C" void nevo_cuda_time_forward(const NevoPolicy *p, const float *params, size_t stride, int nets,
                                        const int *which, const float *obs, int n, int reps, double *call_s,
                                        double *kernels_s) {
-    void *ctx = cuda_init();
+    void *ctx = cuda_init(0, 1);
     if (!ctx) nevo_fatal(__FILE__, __LINE__, "no CUDA device: %s", unavailable);
     NevoRows r;
     memset(&r, 0, sizeof r);
@@ -1033,7 +1049,7 @@ extern "C" void nevo_cuda_time_factored(const NevoPolicy *p, const float *theta,
                                         const int *base, int rank, const float *z, int members, const int *which,
                                         const float *obs, int n, int reps, double *shared_s, double *factored_s,
                                         double *call_s, double corr_s[2]) {
-    void *ctx = cuda_init();
+    void *ctx = cuda_init(0, 1);
     if (!ctx) nevo_fatal(__FILE__, __LINE__, "no CUDA device: %s", unavailable);
     NevoRows r;
     memset(&r, 0, sizeof r);
