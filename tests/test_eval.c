@@ -321,6 +321,82 @@ TEST(eval_max_steps_caps_episodes) {
     check_env_against_reference("Pendulum-v1", 50, 50);
 }
 
+/* A backend whose room (nevo_backend_rows_room) holds `room_rows` rows of the policy. */
+static size_t room_bytes;
+static size_t logged_room(void *ctx) {
+    (void)ctx;
+    return room_bytes;
+}
+
+/* Evaluates ts's n tasks on ev with the backend's room at `room` bytes: the episodes
+ * must be ref's; returns the builds made. */
+static int evaluate_in_room(NevoEvaluator *ev, const NevoTaskSet *ts, const NevoEpisode *ref, size_t room,
+                            const char *what) {
+    room_bytes = room;
+    log_reset();
+    NevoEpisode res[N_TASKS];
+    memset(res, 0xCD, sizeof res);
+    NevoError err = {0};
+    CHECK_MSG(nevo_evaluate_tasks(ev, ts, res, NULL, NULL, &err) == NEVO_OK, "%s: %s", what, err.msg);
+    for (int i = 0; i < ts->n_tasks; i++) check_same_episode(&res[i], &ref[i], i, what);
+    return atomic_load(&build_log.n);
+}
+
+/* Networks with several episodes each are built once into a row each where those rows
+ * fit the backend's room, and where they do not (a device's memory), built in each
+ * episode's slot: the same episodes either way, the reference's. The boundary is exact,
+ * rows kept from the last call serve again, and they count as room for a larger call. */
+TEST(eval_rows_past_the_backends_room_are_built_per_episode) {
+    NevoEnv *env = open_env("CartPole-v1");
+    NevoPolicy *p = small_policy(env);
+    size_t stride;
+    float *params = population(p, &stride);
+    Recipes rc;
+    recipes_open(&rc, env, p, params, stride);
+    NevoTask tasks[N_TASKS], half_tasks[N_TASKS];
+    make_tasks(tasks, 0);
+    NevoEpisode ref[N_TASKS], half_ref[N_TASKS];
+    int n_half = 0;
+    for (int i = 0; i < N_TASKS; i++) {
+        ref_episode(env, p, rc.built, p->nparams, &tasks[i], &ref[i], NULL);
+        if (tasks[i].net < N_NETS / 2) half_tasks[n_half] = tasks[i], half_ref[n_half++] = ref[i];
+    }
+    NevoTaskSet all = rc.ts, half = rc.ts;
+    all.n_tasks = N_TASKS, all.tasks = tasks;
+    half.n_nets = N_NETS / 2, half.n_tasks = n_half, half.tasks = half_tasks;
+    NevoBackend logged = logged_backend();
+    logged_ops.rows_room = logged_room;
+    const size_t row = sizeof(float) * ((p->nparams + 15) & ~(size_t)15), n = N_NETS;
+    NevoPool *pool = nevo_pool_new(2);
+    for (int k = 0; k < 2; k++) {
+        NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, 3);
+        nevo_evaluator_set_backend(ev, &logged);
+        if (k == 0) {
+            CHECK_EQ_INT(evaluate_in_room(ev, &all, ref, n * row - 1, "a row short"), N_TASKS);
+            CHECK_EQ_INT(evaluate_in_room(ev, &all, ref, n * row, "room exactly"), N_NETS);
+            CHECK_EQ_INT(evaluate_in_room(ev, &all, ref, 0, "rows kept"), N_NETS);
+        } else {
+            CHECK_EQ_INT(evaluate_in_room(ev, &half, half_ref, n / 2 * row, "half"), N_NETS / 2);
+            CHECK_EQ_INT(evaluate_in_room(ev, &all, ref, n / 2 * row, "kept rows as room"), N_NETS);
+            CHECK_EQ_INT(evaluate_in_room(ev, &all, ref, 0, "rows kept"), N_NETS);
+        }
+        nevo_evaluator_free(ev);
+    }
+    /* the kept rows counted, and a row short of them */
+    NevoEvaluator *ev = nevo_evaluator_new(env, p, pool, 3);
+    nevo_evaluator_set_backend(ev, &logged);
+    CHECK_EQ_INT(evaluate_in_room(ev, &half, half_ref, SIZE_MAX - 1, "half"), N_NETS / 2);
+    CHECK_EQ_INT(evaluate_in_room(ev, &all, ref, n / 2 * row - 1, "kept rows and a row short"), N_TASKS);
+    CHECK_EQ_INT(evaluate_in_room(ev, &all, ref, n * row, "room again"), N_NETS);
+    nevo_evaluator_free(ev);
+    nevo_pool_free(pool);
+    logged_ops.done(logged.ctx);
+    recipes_close(&rc);
+    free(params);
+    nevo_policy_free(p);
+    nevo_env_free(env);
+}
+
 /* An antithetic pair with one episode each is taken by one worker: the second is built
  * right after the first in that worker's sequence (the noise slice both read is then
  * likely still in its cache), and the results are the reference's. N_NETS networks

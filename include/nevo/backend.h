@@ -95,6 +95,11 @@ void nevo_backend_batching(const NevoBackend *b, const NevoPolicy *p, int per_th
 /* The fast memory a worker's networks should fit in to be read again from it (the
  * CPU's L2 cache): what the evaluator sizes its episode slots by. */
 size_t nevo_backend_cache_bytes(const NevoBackend *b);
+/* The bytes of rows a call may add: a device's half of this rank's share of its free
+ * memory (nevo_backend_new_on_node); SIZE_MAX on the host, whose memory the run checks
+ * at its start. The evaluator builds a network per episode rather than a row per
+ * network where those rows would not fit. */
+size_t nevo_backend_rows_room(const NevoBackend *b);
 
 /* Host memory (64-byte aligned) for a forward's observations and outputs, where the
  * backend reads and writes them fastest (pinned for a device's DMA); freed by

@@ -22,6 +22,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -633,6 +634,17 @@ static int choose_layout(const NevoTaskSet *ts, int *episodes_of) {
     return all_bases ? LAYOUT_BASES : one_each ? LAYOUT_BUILT : LAYOUT_PREBUILT;
 }
 
+/* Whether a row for each of n networks fits the backend's room (nevo_backend_rows_room,
+ * the rows kept from the last call counted as free). Where it does not (a large
+ * population of a large network on a device), each episode builds its network in its
+ * slot's row instead: the same bits, a build per episode. */
+static int pop_fits(const NevoEvaluator *ev, int n) {
+    size_t room = nevo_backend_rows_room(ev->backend);
+    if (room == SIZE_MAX || (ev->pop && ev->pop_rows >= n)) return 1;
+    double row = 4.0 * (double)((ev->policy->nparams + 15) & ~(size_t)15); /* a row's 64-byte lines */
+    return (double)n * row <= (double)room + (ev->pop ? (double)ev->pop_rows * row : 0.0);
+}
+
 /* Where a network is built from: -1 for none (an init stream), else its base. */
 static int build_key(const NevoTaskSet *ts, int net) {
     const NevoNet *n = &ts->nets[net];
@@ -745,6 +757,12 @@ NevoStatus nevo_evaluate_tasks(NevoEvaluator *ev, const NevoTaskSet *ts, NevoEpi
     ev->ts = ts;
     ev->tasks = ts->tasks;
     ev->layout = choose_layout(ts, episodes_of);
+    if (ev->layout == LAYOUT_PREBUILT && !pop_fits(ev, ts->n_nets)) {
+        ev->layout = LAYOUT_BUILT;
+        nevo_rows_free(ev->pop); /* its memory to the slots' rows */
+        ev->pop = NULL;
+        ev->pop_rows = 0;
+    }
     if (ev->layout == LAYOUT_FACTORED && !nevo_backend_has_factored(ev->backend)) {
         free(episodes_of);
         return nevo_error(err, NEVO_ERR_INVALID,

@@ -1,6 +1,7 @@
 /* Backend dispatch and the list of backends built in. */
 #include "nn/backend_impl.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +147,10 @@ void nevo_backend_forward_factored(NevoBackend *b, const NevoPolicy *p, const Ne
 void nevo_backend_synchronize(NevoBackend *b) { b->ops->synchronize(b->ctx); }
 
 size_t nevo_backend_cache_bytes(const NevoBackend *b) { return b->ops->cache_bytes(b->ctx); }
+
+size_t nevo_backend_rows_room(const NevoBackend *b) {
+    return b->ops->rows_room ? b->ops->rows_room(b->ctx) : SIZE_MAX;
+}
 
 void nevo_backend_batching(const NevoBackend *b, const NevoPolicy *p, int per_thread, int batches, int *slots,
                            int *fwd_threads, int *host_tasks) {

@@ -808,6 +808,13 @@ static void cuda_synchronize(void *ctx) {
 
 static size_t cuda_cache_bytes(void *ctx) { return (size_t)((Cuda *)ctx)->prop.l2CacheSize; }
 
+static size_t cuda_rows_room(void *ctx) {
+    Cuda *c = on_device(ctx);
+    size_t free_b, total_b;
+    CK(cudaMemGetInfo(&free_b, &total_b));
+    return nevo_device_share(free_b, total_b, c->sharers) / 2;
+}
+
 /* Batches pipelined with up to 8 forward threads (the evaluator gives them at most half
  * its threads): each thread's forward is synchronous (inputs up, kernels, outputs back),
  * so the device overlaps as many batches as there are forward threads. Slots: 256,
@@ -860,6 +867,7 @@ extern "C" const NevoBackendOps nevo_backend_cuda_ops = {
     cuda_forward_factored,
     cuda_synchronize,
     cuda_cache_bytes,
+    cuda_rows_room,
     cuda_batching,
     cuda_unavailable,
     cuda_host_alloc,

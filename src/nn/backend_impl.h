@@ -40,6 +40,7 @@ typedef struct NevoBackendOps {
                              void *ws);
     void (*synchronize)(void *ctx);
     size_t (*cache_bytes)(void *ctx);
+    size_t (*rows_room)(void *ctx); /* nevo_backend_rows_room; NULL: no bound */
     /* slots per batch, for calls of per_thread tasks a forward thread (0: unknown) over
      * `batches` batches, where the caller leaves them open (0: the evaluator's CPU
      * default), forward threads and the calls left to the host (nevo_backend_batching);
