@@ -16,6 +16,7 @@
 #include "nevo/eval.h"
 #include "nevo/rng.h"
 #include "nevo/tasks.h"
+#include "nevo/vec.h"
 #include "nevo/params.h"
 #include "nn/kernels.h"
 
@@ -1032,6 +1033,46 @@ TEST(cuda_ranks_of_a_machine_match_cpu) {
         evaluation_matches_cpu(gpu, 1);
         nevo_backend_free(gpu);
     }
+}
+
+/* Population evaluation (nevo_pop_eval_*, Python's nevo.evaluate) on the device: a
+ * config's backend, and one set afterwards, give the CPU's episodes. */
+TEST(cuda_population_evaluation_matches_cpu) {
+    NevoBackend *probe = cuda_or_skip();
+    if (!probe) return;
+    nevo_backend_free(probe);
+    NevoError err = {0};
+    NevoPopEval *cpu = NULL, *gpu = NULL, *later = NULL;
+    const char *cfg = "{\"env\": \"minatar/breakout\", \"policy\": {\"hidden\": [32]}";
+    char text[256];
+    snprintf(text, sizeof text, "%s}", cfg);
+    CHECK_MSG(nevo_pop_eval_new(text, 3, &cpu, &err) == NEVO_OK, "%s", err.msg);
+    CHECK_MSG(nevo_pop_eval_new(text, 3, &later, &err) == NEVO_OK, "%s", err.msg);
+    CHECK_MSG(nevo_pop_eval_set_backend(later, "cuda", &err) == NEVO_OK, "%s", err.msg);
+    snprintf(text, sizeof text, "%s, \"backend\": \"cuda\"}", cfg);
+    CHECK_MSG(nevo_pop_eval_new(text, 3, &gpu, &err) == NEVO_OK, "%s", err.msg);
+    CHECK(strstr(nevo_pop_eval_config(gpu), "\"cuda\"") && strstr(nevo_pop_eval_config(later), "\"cuda\""));
+    enum { ROWS = 300, EPS = 2, N = ROWS * EPS };
+    size_t np = nevo_pop_eval_nparams(cpu);
+    float *params = nevo_alloc(sizeof(float) * np * ROWS);
+    for (size_t k = 0; k < np * ROWS; k++) params[k] = 0.3f * (float)sin((double)k * 0.37);
+    double want[N], got[N];
+    int wlen[N], glen[N];
+    bool term[N];
+    NevoPopEval *on[2] = {gpu, later};
+    CHECK_MSG(nevo_pop_eval_run(cpu, params, np, ROWS, NULL, NULL, N, want, wlen, term, NULL, &err) == NEVO_OK,
+              "%s", err.msg);
+    for (int k = 0; k < 2; k++) {
+        CHECK_MSG(nevo_pop_eval_run(on[k], params, np, ROWS, NULL, NULL, N, got, glen, term, NULL, &err) == NEVO_OK,
+                  "%s", err.msg);
+        for (int t = 0; t < N; t++)
+            CHECK_MSG(got[t] == want[t] && glen[t] == wlen[t], "%s: episode %d: %g over %d steps, CPU %g over %d",
+                      k ? "set later" : "config", t, got[t], glen[t], want[t], wlen[t]);
+    }
+    free(params);
+    nevo_pop_eval_free(cpu);
+    nevo_pop_eval_free(gpu);
+    nevo_pop_eval_free(later);
 }
 
 /* The CUDA code compiles where nvcc is installed, in whatever build (CI has no GPU, and

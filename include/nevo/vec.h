@@ -87,12 +87,19 @@ int nevo_vec_env_episode(const NevoVecEnv *v, int env_index);
 typedef struct NevoPopEval NevoPopEval;
 
 /* From a config's JSON text (nevo train's keys: env, env_options, policy, es.obs_norm,
- * max_episode_steps; others are checked and ignored); threads 0: the config's, else
- * every CPU. Its network starts with mean-0 / std-1 normalisation where it has one. */
+ * max_episode_steps, backend; others are checked and ignored); threads 0: the config's,
+ * else every CPU. Its network starts with mean-0 / std-1 normalisation where it has one.
+ * The config's backend computes the networks (NEVO_ERR_UNSUPPORTED where it cannot
+ * run here, NEVO_ERR_NOTFOUND where this build has none of that name). */
 NevoStatus nevo_pop_eval_new(const char *config_json, int threads, NevoPopEval **out, NevoError *err);
 /* From a policy file (policy.nevo): its env (without a training cap), network,
- * parameters (nevo_pop_eval_theta) and observation normalisation. */
+ * parameters (nevo_pop_eval_theta) and observation normalisation; on the CPU backend
+ * whatever backend it was trained on. */
 NevoStatus nevo_pop_eval_load(const char *path, int threads, NevoPopEval **out, NevoError *err);
+/* The backend ("cpu", "cuda") nevo_pop_eval_run computes the networks on from now on
+ * (nevo_pop_eval_config's backend says which); results do not depend on it. On
+ * failure (as nevo_pop_eval_new's) the backend in use stays. */
+NevoStatus nevo_pop_eval_set_backend(NevoPopEval *pe, const char *name, NevoError *err);
 void nevo_pop_eval_free(NevoPopEval *pe);
 const NevoEnvSpec *nevo_pop_eval_spec(const NevoPopEval *pe);
 size_t nevo_pop_eval_nparams(const NevoPopEval *pe);

@@ -326,11 +326,12 @@ def _config_text(config):
 
 class Policy:
     """A network for an env, with the batched evaluator over a thread pool. Made from
-    a config (nevo train's keys: env, env_options, policy, es.obs_norm; or keywords:
-    Policy(env="CartPole-v1", hidden=[16])), or by load_policy(path), which also
-    gives its parameters (policy.params)."""
+    a config (nevo train's keys: env, env_options, policy, es.obs_norm, backend; or
+    keywords: Policy(env="CartPole-v1", hidden=[16])), or by load_policy(path), which
+    also gives its parameters (policy.params). backend= ("cpu", "cuda") is where
+    evaluate computes the networks (policy.backend; the same results)."""
 
-    def __init__(self, config=None, threads=0, *, env=None, env_options=None, **policy_keys):
+    def __init__(self, config=None, threads=0, *, env=None, env_options=None, backend=None, **policy_keys):
         threads = _int(threads, "threads", 0, 1024)
         self._h = None
         if config is None:
@@ -349,14 +350,34 @@ class Policy:
             config["env_options"] = dict(env_options)
         if policy_keys:
             config["policy"] = dict(config.get("policy", {}), **policy_keys)
+        if backend is not None:
+            config["backend"] = backend
         self._make(_lib.nevo_pop_eval_new, _config_text(config).encode(), threads)
 
     @classmethod
-    def _load(cls, path, threads=0):
+    def _load(cls, path, threads=0, backend=None):
         self = cls.__new__(cls)
         self._h = None
         self._make(_lib.nevo_pop_eval_load, os.fsencode(path), _int(threads, "threads", 0, 1024))
+        if backend is not None:
+            try:
+                self._set_backend(backend)
+            except Error:
+                self.close()
+                raise
         return self
+
+    def _set_backend(self, name):
+        if not isinstance(name, str):
+            raise Error("backend must be a name (cpu or cuda), not %s" % type(name).__name__)
+        err = NevoError()
+        _check(_lib.nevo_pop_eval_set_backend(self._h, name.encode(), ctypes.byref(err)), err)
+        self.config = json.loads(_lib.nevo_pop_eval_config(self._h).decode())
+
+    @property
+    def backend(self):
+        """Where evaluate computes the networks: "cpu" or "cuda"."""
+        return self.config["backend"]
 
     def _make(self, fn, arg, threads):
         err = NevoError()
@@ -525,10 +546,11 @@ class Policy:
         return "Policy(%s, nparams=%d)" % (self.env, self.nparams)
 
 
-def load_policy(path, threads=0):
+def load_policy(path, threads=0, backend=None):
     """A saved policy (policy.nevo of a run, or Policy.save): its env, network,
-    parameters (policy.params) and observation normalisation."""
-    return Policy._load(path, threads)
+    parameters (policy.params) and observation normalisation, evaluated on backend
+    (default "cpu", whatever it was trained on)."""
+    return Policy._load(path, threads, backend)
 
 
 class Evaluation:
@@ -545,24 +567,28 @@ class Evaluation:
         return "Evaluation(returns=%r, lengths=%r)" % (self.returns, self.lengths)
 
 
-def evaluate(policy, params, env=None, episodes=1, seed=0, max_steps=None, threads=0, rows=None, seeds=None):
+def evaluate(policy, params, env=None, episodes=1, seed=0, max_steps=None, threads=0, rows=None, seeds=None,
+             backend=None):
     """Episodes of every row of params ((P, nparams) float32, read in place) through
     the batched evaluator and its threads. policy: a Policy, a config dict (nevo
     train's keys; env= names the env), or a policy file's path. Row p's episode e
     starts from episode_seed(seed, e), the seeds `nevo eval --seed` uses, so every row
     meets the same episodes. Or give rows and seeds (1-D, one episode each) to choose
     every episode. max_steps caps episodes (default: the config's max_episode_steps,
-    else the env's own limit). Returns an Evaluation."""
+    else the env's own limit). backend: where the networks are computed ("cpu",
+    "cuda"; a Policy's own). Returns an Evaluation."""
     own = False
     if isinstance(policy, (str, bytes, os.PathLike)):
         if env is not None:
             raise Error("a policy file names its env; env= is for configs")
-        policy, own = load_policy(policy, threads), True
+        policy, own = load_policy(policy, threads, backend), True
     elif isinstance(policy, dict):
-        policy, own = Policy(policy, threads, env=env), True
+        policy, own = Policy(policy, threads, env=env, backend=backend), True
     elif isinstance(policy, Policy):
         if env is not None and env != policy.env:
             raise Error("this policy is a network for %s, not %s" % (policy.env, env))
+        if backend is not None and backend != policy.backend:
+            raise Error("this policy evaluates on %s; make it with backend=%r" % (policy.backend, backend))
     else:
         raise Error("policy must be a nevo.Policy, a config dict or a policy file's path, not %s" %
                     type(policy).__name__)

@@ -89,6 +89,41 @@ def test_threads_rows_and_views_never_change_results():
     assert many.returns.shape == (3, 17)
 
 
+def test_backend_chooses_where_and_never_what(tmp_path):
+    """backend= on a Policy, a loaded policy and evaluate: the same episodes on every
+    backend that runs here; a backend that does not says why, and changes nothing."""
+    config = {"env": "minatar/breakout", "policy": {"hidden": [16]}}
+    cpu = nevo.Policy(config, threads=2)
+    assert cpu.backend == "cpu" and nevo.Policy(config, backend="cpu").config["backend"] == "cpu"
+    params = (np.random.default_rng(5).standard_normal((40, cpu.nparams)) * 0.3).astype(np.float32)
+    want = cpu.evaluate(params, episodes=2, seed=11)
+    path = str(tmp_path / "p.nevo")
+    cpu.save(path, params[3])
+    for name in ("cpu", "cuda"):
+        try:
+            pol = nevo.Policy(config, threads=2, backend=name)
+        except nevo.Error as e:  # a build without it, or no device here
+            assert name == "cuda" and e.status in ("notfound", "unsupported"), (e.status, str(e))
+            assert "backend" in str(e) and "cuda" in str(e), str(e)
+            expect("cuda", nevo.load_policy, path, backend=name)
+            expect("cuda", nevo.evaluate, config, params, backend=name)
+            continue
+        assert pol.backend == name
+        got = pol.evaluate(params, episodes=2, seed=11)
+        assert np.array_equal(got.returns, want.returns) and np.array_equal(got.lengths, want.lengths), name
+        loaded = nevo.load_policy(path, backend=name)
+        assert loaded.backend == name
+        one = loaded.evaluate(loaded.params, episodes=2, seed=11)
+        assert np.array_equal(one.returns[0], want.returns[3]), name
+        again = nevo.evaluate(path, loaded.params, episodes=2, seed=11, backend=name)
+        assert np.array_equal(again.returns, one.returns), name
+    # a policy file is evaluated on the CPU unless asked, whatever it trained on
+    assert nevo.load_policy(path).backend == "cpu"
+    expect("this policy evaluates on cpu", nevo.evaluate, cpu, params, backend="cuda")
+    expect("is not one of", nevo.Policy, config, backend="tpu")
+    expect("backend must be a name", nevo.load_policy, path, backend=3)
+
+
 def test_act_plays_the_evaluators_episodes():
     """An episode played in Python with make_vec and policy.act equals the evaluator's
     episode of the same network and seed."""

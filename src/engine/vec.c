@@ -259,6 +259,7 @@ struct NevoPopEval {
     int cap;             /* the episode cap of the config (0: none) */
     int own;             /* the env's own limit (0: none) */
     NevoPool *pool;
+    NevoBackend *backend; /* where the networks are computed; NULL: the CPU */
     NevoEvaluator *ev;   /* a population: the default slots */
     NevoEvaluator *ev1;  /* one network: 16 slots, as nevo_eval_params (nevo eval) */
     char *json;
@@ -289,12 +290,39 @@ static NevoStatus pop_eval_finish(NevoPopEval *pe, int threads, NevoPopEval **ou
         return nevo_error(err, NEVO_ERR_INVALID, "threads must be from 0 to 1024, not %d", threads);
     }
     pe->pool = nevo_pool_new(pool_threads(&pe->cfg, threads));
-    pe->ev = nevo_evaluator_new(pe->lp.env, pe->lp.policy, pe->pool, 0);
-    pe->ev1 = nevo_evaluator_new(pe->lp.env, pe->lp.policy, pe->pool, 16);
-    pe->json = nevo_config_to_json(&pe->cfg);
     pe->own = nevo_env_spec(pe->lp.env)->max_steps;
     nevo_pop_eval_set_max_steps(pe, 0);
+    /* a config's backend; a policy file's (where it was trained) is not this machine's */
+    char backend[sizeof pe->cfg.backend];
+    snprintf(backend, sizeof backend, "%s", pe->loaded ? "cpu" : pe->cfg.backend);
+    NevoStatus st = nevo_pop_eval_set_backend(pe, backend, err);
+    if (st) {
+        nevo_pop_eval_free(pe);
+        return st;
+    }
     *out = pe;
+    return NEVO_OK;
+}
+
+NevoStatus nevo_pop_eval_set_backend(NevoPopEval *pe, const char *name, NevoError *err) {
+    NevoBackend *b = NULL;
+    if (strcmp(name, "cpu") != 0) {
+        NevoStatus st = nevo_backend_new(name, &b, err);
+        if (st) return st;
+    }
+    nevo_evaluator_free(pe->ev);
+    nevo_evaluator_free(pe->ev1);
+    nevo_backend_free(pe->backend);
+    pe->backend = b;
+    pe->ev = nevo_evaluator_new(pe->lp.env, pe->lp.policy, pe->pool, 0);
+    pe->ev1 = nevo_evaluator_new(pe->lp.env, pe->lp.policy, pe->pool, 16);
+    if (b) {
+        nevo_evaluator_set_backend(pe->ev, b);
+        nevo_evaluator_set_backend(pe->ev1, b);
+    }
+    snprintf(pe->cfg.backend, sizeof pe->cfg.backend, "%s", name);
+    free(pe->json);
+    pe->json = nevo_config_to_json(&pe->cfg);
     return NEVO_OK;
 }
 
@@ -333,6 +361,7 @@ void nevo_pop_eval_free(NevoPopEval *pe) {
     if (!pe) return;
     nevo_evaluator_free(pe->ev);
     nevo_evaluator_free(pe->ev1);
+    nevo_backend_free(pe->backend);
     nevo_pool_free(pe->pool);
     nevo_loaded_policy_free(&pe->lp);
     free(pe->json);

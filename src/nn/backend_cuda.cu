@@ -164,8 +164,11 @@ static void *cuda_init(int node_rank, int node_size) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {
-        snprintf(unavailable, sizeof unavailable, "%s",
-                 e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device is present");
+        if (e != cudaSuccess) /* no driver (no GPU) reads "driver version is insufficient" */
+            snprintf(unavailable, sizeof unavailable, "no usable CUDA device and driver (CUDA: %s)",
+                     cudaGetErrorString(e));
+        else
+            snprintf(unavailable, sizeof unavailable, "no CUDA device is present");
         return NULL;
     }
     Cuda *c = (Cuda *)nevo_alloc(sizeof *c);
