@@ -1051,6 +1051,33 @@ TEST(mujoco_model_file_errors) {
     CHECK(nevo_env_new("mujoco/hopper", NULL, 0, &env, &err) == NEVO_ERR_IO);
     CHECK_CONTAINS(err.msg, "is not a regular file");
     CHECK(remove(path) == 0);
+    /* files the model names, which MuJoCo reads itself: an included model file and a
+     * mesh (in its meshdir) that are FIFOs, and includes nested without end */
+    char body[1100], mesh_dir[1100], mesh[1200], top[1100];
+    snprintf(own, sizeof own, "%s/models/mujoco/humanoid.xml", getenv("PWD"));
+    xml = test_read_file(own, NULL);
+    CHECK(xml != NULL);
+    snprintf(top, sizeof top, "%s/humanoid.xml", test_tmpdir());
+    snprintf(body, sizeof body, "%s/humanoid_body.xml", test_tmpdir());
+    write_file(top, xml);
+    free(xml);
+    CHECK(mkfifo(body, 0644) == 0);
+    CHECK(nevo_env_new("mujoco/humanoid", NULL, 0, &env, &err) == NEVO_ERR_IO);
+    CHECK_CONTAINS(err.msg, "humanoid_body.xml, named in");
+    CHECK_CONTAINS(err.msg, "is not a regular file");
+    CHECK(remove(body) == 0);
+    write_file(body, "<mujoco><include file=\"humanoid_body.xml\"/></mujoco>\n");
+    CHECK(nevo_env_new("mujoco/humanoid", NULL, 0, &env, &err) == NEVO_ERR_INVALID);
+    CHECK_CONTAINS(err.msg, "includes nest deeper than 8 files");
+    CHECK(remove(body) == 0 && remove(top) == 0);
+    snprintf(mesh_dir, sizeof mesh_dir, "%s/meshes", test_tmpdir());
+    snprintf(mesh, sizeof mesh, "%s/m.stl", mesh_dir);
+    CHECK(mkdir(mesh_dir, 0755) == 0 && mkfifo(mesh, 0644) == 0);
+    write_file(path, "<mujoco><compiler meshdir='meshes'/><asset><mesh name='m' file='m.stl'/></asset>"
+                     "<worldbody/></mujoco>\n");
+    CHECK(nevo_env_new("mujoco/hopper", NULL, 0, &env, &err) == NEVO_ERR_IO);
+    CHECK_CONTAINS(err.msg, "m.stl, named in");
+    CHECK(remove(mesh) == 0 && rmdir(mesh_dir) == 0 && remove(path) == 0);
     /* without NEVO_MODELS, from elsewhere: the build's own models directory */
     unsetenv("NEVO_MODELS");
     char cwd[1024];

@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "nevo/io.h"
+
 const char *const nevo_mj_options[] = {"frame_skip", "reset_noise_scale", NULL};
 const char *const nevo_mj_health_options[] = {"frame_skip", "reset_noise_scale",
                                               "terminate_when_unhealthy", NULL};
@@ -82,6 +84,82 @@ static NevoStatus find_model(const char *name, const char *file, char *path, siz
                       "directory)%s; set NEVO_MODELS to the directory holding nevo's "
                       "models/mujoco files",
                       name, file, tried);
+}
+
+/* The value of the first attribute `key` (key="v" or key='v', after white space) at or
+ * after `from` in text, and its length; NULL where there is none. */
+static const char *attribute(const char *text, const char *from, const char *key, int *len) {
+    size_t k = strlen(key);
+    for (const char *at = from; (at = strstr(at, key)) != NULL; at += k) {
+        if (at == text || !strchr(" \t\r\n", at[-1]) || at[k] != '=' || (at[k + 1] != '"' && at[k + 1] != '\''))
+            continue;
+        const char *v = at + k + 2, *end = strchr(v, at[k + 1]);
+        if (!end) return NULL;
+        *len = (int)(end - v);
+        return v;
+    }
+    return NULL;
+}
+
+/* The files a model file names (file="..." of any element: includes, meshes, textures,
+ * height fields), looked for where MuJoCo could look (beside the model and the file
+ * naming it, and under any meshdir, texturedir or assetdir the file sets): each that
+ * exists must be a regular file, since MuJoCo reads them itself and would wait on a
+ * FIFO; included model files are checked in turn, to a depth of 8. Files that do not
+ * exist are MuJoCo's to report. */
+static NevoStatus check_named_files(const char *name, const char *model, const char *file, int depth,
+                                    NevoError *err) {
+    if (depth > 8)
+        return nevo_error(err, NEVO_ERR_INVALID, "%s: model %s: includes nest deeper than 8 files (at %s)", name,
+                          model, file);
+    uint8_t *data;
+    size_t n;
+    NevoStatus st = nevo_read_all(file, &data, &n, err);
+    if (st) {
+        char why[NEVO_ERROR_MSG_SIZE];
+        snprintf(why, sizeof why, "%s", err->msg);
+        return nevo_error(err, st, "%s: model %s: %s", name, model, why);
+    }
+    char *text = malloc(n + 1);
+    NEVO_ASSERT(text != NULL);
+    memcpy(text, data, n);
+    text[n] = '\0';
+    free(data);
+    char dirs[5][1024], model_dir[1024];
+    int n_dirs = 0;
+    const char *slash = strrchr(model, '/'), *own = strrchr(file, '/');
+    snprintf(model_dir, sizeof model_dir, "%.*s", slash ? (int)(slash - model) : 1, slash ? model : ".");
+    snprintf(dirs[n_dirs++], sizeof dirs[0], "%s", model_dir);
+    snprintf(dirs[n_dirs++], sizeof dirs[0], "%.*s", own ? (int)(own - file) : 1, own ? file : ".");
+    static const char *const dir_keys[3] = {"meshdir", "texturedir", "assetdir"};
+    for (int k = 0; k < 3; k++) {
+        int len;
+        const char *v = attribute(text, text, dir_keys[k], &len);
+        int w = v ? snprintf(dirs[n_dirs], sizeof dirs[0], "%s/%.*s", model_dir, len, v) : -1;
+        if (w > 0 && (size_t)w < sizeof dirs[0]) n_dirs++; /* a longer one: MuJoCo's to refuse */
+    }
+    int len;
+    for (const char *at = text, *v; st == NEVO_OK && (v = attribute(text, at, "file", &len)) != NULL;
+         at = v + len) {
+        const char *end = v + len;
+        const char *tag = v; /* the element: an include is read as a model file */
+        while (tag > text && *tag != '<') tag--;
+        int include = strncmp(tag, "<include", 8) == 0;
+        for (int d = 0; d < (*v == '/' ? 1 : n_dirs) && st == NEVO_OK; d++) {
+            char path[2200];
+            int w = *v == '/' ? snprintf(path, sizeof path, "%.*s", (int)(end - v), v)
+                              : snprintf(path, sizeof path, "%s/%.*s", dirs[d], (int)(end - v), v);
+            struct stat sb;
+            if (w < 0 || (size_t)w >= sizeof path || stat(path, &sb) != 0) continue;
+            if (!S_ISREG(sb.st_mode))
+                st = nevo_error(err, NEVO_ERR_IO, "%s: model %s: %s, named in %s, is not a regular file", name, model,
+                                path, file);
+            else if (include)
+                st = check_named_files(name, model, path, depth + 1, err);
+        }
+    }
+    free(text);
+    return st;
 }
 
 /* MuJoCo 2.2's compiler's stack size for a model that sets none: running out of stack
@@ -171,6 +249,8 @@ NevoStatus nevo_mj_configure(const MjRobot *robot, NevoEnvSpec *spec, void *para
     struct stat sb; /* mj_loadXML would wait on a FIFO */
     if (stat(p->path, &sb) != 0 || !S_ISREG(sb.st_mode))
         return nevo_error(err, NEVO_ERR_IO, "%s: model %s is not a regular file", spec->name, p->path);
+    st = check_named_files(spec->name, p->path, p->path, 0, err);
+    if (st != NEVO_OK) return st;
 
     char msg[1024] = "";
     pthread_mutex_lock(&load_lock);
