@@ -89,6 +89,35 @@ TEST(pool_every_item_once) {
     alarm(0);
 }
 
+/* A job run over and over (nevo_pool_run_auto): each trial alternates the two ways,
+ * the one with less time in the trial runs the rest of its period, and a later trial
+ * can choose the other; every call runs every item once, either way, with times the
+ * pool's clock gives. */
+TEST(pool_auto_runs_the_faster_way) {
+    NevoPoolAuto a;
+    memset(&a, 0, sizeof a);
+    for (int period = 0; period < 3; period++) {
+        /* period 0: alone faster; 1: the pool faster; 2: a tie keeps the pool */
+        const long long ns[3][2] = {{900, 400}, {300, 800}, {500, 500}};
+        for (int k = 0; k < NEVO_AUTO_PERIOD; k++) {
+            int way = nevo_pool_auto_way(&a);
+            if (k < NEVO_AUTO_TRIAL) CHECK_EQ_INT(way, k % 2);
+            else CHECK_EQ_INT(way, period == 0);
+            nevo_pool_auto_took(&a, way, ns[period][way] + (k % 3)); /* a little noise */
+        }
+    }
+    NevoPool *pool = nevo_pool_new(3);
+    memset(&a, 0, sizeof a);
+    Job job;
+    memset(&job, 0, sizeof job);
+    job.mark = 1;
+    int calls = NEVO_AUTO_PERIOD + NEVO_AUTO_TRIAL, n = 40;
+    for (int c = 0; c < calls; c++) nevo_pool_run_auto(pool, &a, n, item_a, &job);
+    for (int i = 0; i < MAX_ITEMS; i++) CHECK_EQ_INT(job.runs[i], i < n ? calls : 0);
+    CHECK(a.calls == calls && a.ns[0] > 0 && a.ns[1] > 0);
+    nevo_pool_free(pool);
+}
+
 static atomic_int held; /* the signalled worker stays in its handler while set */
 static atomic_int worker_tid; /* the thread of worker 1, as an item on it saw */
 static void note_tid(void *ctx, int item, int worker) {

@@ -283,6 +283,7 @@ typedef struct R2 {
     int workers;
     int fwd_rows;            /* rows an acting forward call takes: 16 on the CPU (spread over the
                                 pool), all E on a device, whose cost is per call */
+    NevoPoolAuto fwd_way, step_way; /* sync mode: each step's two jobs, on the pool or alone */
     NevoR2D2Work **work;     /* per worker */
     float **fgrad;           /* per worker: a chunk's float gradient */
     /* the envs and their histories (async mode: the runtime's actors own the envs, and
@@ -400,8 +401,8 @@ static void act_step(R2 *v) {
     if (v->fwd_rows >= v->E) /* one call: a device's */
         forward_item(v, 0, 0);
     else
-        nevo_pool_run(v->base.pool, (v->E + v->fwd_rows - 1) / v->fwd_rows, forward_item, v);
-    nevo_pool_run(v->base.pool, v->E, step_item, v);
+        nevo_pool_run_auto(v->base.pool, &v->fwd_way, (v->E + v->fwd_rows - 1) / v->fwd_rows, forward_item, v);
+    nevo_pool_run_auto(v->base.pool, &v->step_way, v->E, step_item, v);
     for (int e = 0; e < v->E; e++) /* in env order: the generation's returns are ordered */
         if (v->done[e]) nevo_rl_gen_episode(&v->gen, v->done_ret[e]);
 }

@@ -161,6 +161,7 @@ typedef struct VT {
     int fwd_rows;            /* rows a forward call takes: 16 on the CPU (spread over the pool), all E on
                                 a device, whose cost is per call */
     int *nets0;              /* (E) zeros: every row runs network 0 */
+    NevoPoolAuto fwd_way, step_way; /* sync mode: each step's two jobs, on the pool or alone */
     int t;                   /* the rollout's step within the unroll */
     /* async mode */
     NevoSeed *seed;
@@ -279,8 +280,8 @@ static NevoStatus sync_step(VT *v, NevoError *err) {
         if (v->fwd_rows >= v->E) /* one call: a device's */
             forward_item(v, 0, 0);
         else
-            nevo_pool_run(pool, (v->E + v->fwd_rows - 1) / v->fwd_rows, forward_item, v);
-        nevo_pool_run(pool, v->E, step_item, v);
+            nevo_pool_run_auto(pool, &v->fwd_way, (v->E + v->fwd_rows - 1) / v->fwd_rows, forward_item, v);
+        nevo_pool_run_auto(pool, &v->step_way, v->E, step_item, v);
         for (int e = 0; e < v->E; e++) /* in env order: the generation's returns are ordered */
             if (v->done[e]) nevo_rl_gen_episode(&v->gen, v->done_ret[e]);
     }

@@ -206,6 +206,33 @@ void nevo_pool_run(NevoPool *p, int n_items, NevoPoolFn fn, void *ctx) {
     if (atomic_fetch_or(&p->gate, GATE_CLOSED) != 0) wait_empty(p);
 }
 
+int nevo_pool_auto_way(const NevoPoolAuto *a) {
+    long long k = a->calls % NEVO_AUTO_PERIOD;
+    return k < NEVO_AUTO_TRIAL ? (int)(k & 1) : a->alone;
+}
+
+void nevo_pool_auto_took(NevoPoolAuto *a, int alone, long long ns) {
+    long long k = a->calls % NEVO_AUTO_PERIOD;
+    if (k == 0) a->ns[0] = a->ns[1] = 0;
+    if (k < NEVO_AUTO_TRIAL) a->ns[alone] += ns;
+    if (k == NEVO_AUTO_TRIAL - 1) a->alone = a->ns[1] < a->ns[0]; /* as many calls each way */
+    a->calls++;
+}
+
+void nevo_pool_run_auto(NevoPool *p, NevoPoolAuto *a, int n_items, NevoPoolFn fn, void *ctx) {
+    if (p->threads == 1 || n_items <= 1) {
+        nevo_pool_run(p, n_items, fn, ctx);
+        return;
+    }
+    int alone = nevo_pool_auto_way(a);
+    long long t0 = now_ns();
+    if (alone)
+        for (int i = 0; i < n_items; i++) fn(ctx, i, 0);
+    else
+        nevo_pool_run(p, n_items, fn, ctx);
+    nevo_pool_auto_took(a, alone, now_ns() - t0);
+}
+
 /* The CPUs this process may run on: under taskset or a cgroup's cpuset that is fewer
  * than the machine has online, and a thread per online CPU would then share cores. */
 int nevo_cpu_count(void) {
