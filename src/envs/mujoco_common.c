@@ -130,7 +130,8 @@ static NevoStatus check_named_files(const char *name, const char *model, const c
     const char *slash = strrchr(model, '/'), *own = strrchr(file, '/');
     snprintf(model_dir, sizeof model_dir, "%.*s", slash ? (int)(slash - model) : 1, slash ? model : ".");
     snprintf(dirs[n_dirs++], sizeof dirs[0], "%s", model_dir);
-    snprintf(dirs[n_dirs++], sizeof dirs[0], "%.*s", own ? (int)(own - file) : 1, own ? file : ".");
+    snprintf(dirs[n_dirs], sizeof dirs[0], "%.*s", own ? (int)(own - file) : 1, own ? file : ".");
+    n_dirs += strcmp(dirs[1], dirs[0]) != 0; /* each directory once: includes nest */
     static const char *const dir_keys[3] = {"meshdir", "texturedir", "assetdir"};
     for (int k = 0; k < 3; k++) {
         int len;
