@@ -948,12 +948,8 @@ TEST(cuda_factored_forward_matches_cpu_backend) {
     nevo_backend_free(gpu);
 }
 
-/* Whole evaluations: a GA generation's children built as their episodes start (the
- * built layout), ES pairs with two episodes each (built first), bases read in place,
- * and factored low-rank members (again with every device call through the tiled
- * kernel), on 3 threads, on the GPU and on the CPU: every episode the same. */
-/* Layouts 0 .. layouts - 1 of 40 tasks evaluated on gpu and on the CPU: the same
- * returns and lengths. */
+/* Layouts 0 .. layouts - 1 of 40 tasks evaluated on gpu and on the CPU, on 3 threads:
+ * the same returns and lengths. */
 static void evaluation_matches_cpu(NevoBackend *gpu, int layouts) {
     NevoEnv *env;
     NevoPolicy *p = shape_policy(NET_MINATAR, &env);
@@ -1012,6 +1008,10 @@ static void evaluation_matches_cpu(NevoBackend *gpu, int layouts) {
     nevo_env_free(env);
 }
 
+/* Whole evaluations: a GA generation's children built as their episodes start (the
+ * built layout), ES pairs with two episodes each (built first), bases read in place,
+ * and factored low-rank members (again with every device call through the tiled
+ * kernel), on the GPU and on the CPU: every episode the same. */
 TEST(cuda_evaluation_matches_cpu) {
     NevoBackend *gpu = cuda_or_skip();
     if (!gpu) return;

@@ -240,6 +240,54 @@ TEST(mpi_killed_rank_is_named) {
     free(err);
 }
 
+/* What each rank of mpi_ranks_know_their_machine_and_devices' job checks: rank r of
+ * the 5 on this machine; ranks 0-1 see devices "0,1", rank 2 device "2", ranks 3-4
+ * whatever the machine has (no CUDA_VISIBLE_DEVICES), so their device ranks count
+ * within those three groups. Outside mpirun it has nothing to check. */
+TEST(mpi_probe_of_a_ranks_place) {
+    int rank, size;
+    if (!nevo_comm_launched(&rank, &size)) {
+        printf("     skipped: the ranks' side of mpi_ranks_know_their_machine_and_devices\n");
+        return;
+    }
+    NevoComm *c = NULL;
+    NevoError err = {0};
+    CHECK_MSG(nevo_comm_mpi(&c, &err) == NEVO_OK, "%s", err.msg);
+    rank = nevo_comm_rank(c);
+    static const int want_rank[5] = {0, 1, 0, 0, 1}, want_ranks[5] = {2, 2, 1, 2, 2};
+    CHECK_EQ_INT(nevo_comm_size(c), 5);
+    CHECK_EQ_INT(nevo_comm_node_rank(c), rank);
+    CHECK_EQ_INT(nevo_comm_node_size(c), 5);
+    CHECK_EQ_INT(nevo_comm_node_first(c), 0);
+    CHECK_MSG(nevo_comm_device_rank(c) == want_rank[rank] && nevo_comm_device_ranks(c) == want_ranks[rank],
+              "rank %d: device rank %d of %d, expected %d of %d", rank, nevo_comm_device_rank(c),
+              nevo_comm_device_ranks(c), want_rank[rank], want_ranks[rank]);
+    nevo_comm_free(c);
+}
+
+/* Ranks know their place on their machine, and among the ranks that see the same
+ * devices: a launcher that gives ranks devices of their own (CUDA_VISIBLE_DEVICES per
+ * rank) puts them in groups of their own, so a device backend neither stacks them on
+ * one device nor counts them as sharing it. */
+TEST(mpi_ranks_know_their_machine_and_devices) {
+    if (skipped()) return;
+    char out[16384], self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    CHECK(n > 0);
+    self[n] = '\0';
+    int rc = test_run(out, sizeof out,
+                      "cd %s && env -u CUDA_VISIBLE_DEVICES NEVO_TEST_JOBS=1 " MPIRUN
+                      " -np 2 env CUDA_VISIBLE_DEVICES=0,1 %s mpi_probe_of_a_ranks_place"
+                      " : -np 1 env CUDA_VISIBLE_DEVICES=2 %s mpi_probe_of_a_ranks_place"
+                      " : -np 2 %s mpi_probe_of_a_ranks_place",
+                      test_tmpdir(), self, self, self);
+    CHECK_MSG(rc == 0, "%s", out);
+    /* each rank ran the probe and passed it */
+    int passed = 0;
+    for (const char *at = out; (at = strstr(at, "1 passed, 0 failed")) != NULL; at++) passed++;
+    CHECK_MSG(passed == 5, "%d of 5 ranks passed: %s", passed, out);
+}
+
 TEST(mpi_bad_use_is_one_line_and_exit_2) {
     if (skipped()) return;
     char out[16384], args[2048];

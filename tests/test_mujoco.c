@@ -1068,7 +1068,24 @@ TEST(mujoco_model_file_errors) {
     CHECK(remove(body) == 0);
     write_file(body, "<mujoco><include file=\"humanoid_body.xml\"/></mujoco>\n");
     CHECK(nevo_env_new("mujoco/humanoid", NULL, 0, &env, &err) == NEVO_ERR_INVALID);
+    CHECK_CONTAINS(err.msg, "humanoid_body.xml includes itself");
+    /* a chain of 9 includes, each a file of its own */
+    for (int i = 0; i < 10; i++) {
+        char link[1100], next[64];
+        snprintf(link, sizeof link, i ? "%s/chain%d.xml" : "%s/humanoid_body.xml", test_tmpdir(), i);
+        snprintf(next, sizeof next, "chain%d.xml", i + 1);
+        FILE *f = fopen(link, "w");
+        CHECK(f != NULL);
+        fprintf(f, i < 9 ? "<mujoco><include file = '%s' /></mujoco>\n" : "<mujoco/>\n", next);
+        fclose(f);
+    }
+    CHECK(nevo_env_new("mujoco/humanoid", NULL, 0, &env, &err) == NEVO_ERR_INVALID);
     CHECK_CONTAINS(err.msg, "includes nest deeper than 8 files");
+    for (int i = 1; i < 10; i++) {
+        char link[1100];
+        snprintf(link, sizeof link, "%s/chain%d.xml", test_tmpdir(), i);
+        CHECK(remove(link) == 0);
+    }
     CHECK(remove(body) == 0 && remove(top) == 0);
     snprintf(mesh_dir, sizeof mesh_dir, "%s/meshes", test_tmpdir());
     snprintf(mesh, sizeof mesh, "%s/m.stl", mesh_dir);
@@ -1077,7 +1094,25 @@ TEST(mujoco_model_file_errors) {
                      "<worldbody/></mujoco>\n");
     CHECK(nevo_env_new("mujoco/hopper", NULL, 0, &env, &err) == NEVO_ERR_IO);
     CHECK_CONTAINS(err.msg, "m.stl, named in");
-    CHECK(remove(mesh) == 0 && rmdir(mesh_dir) == 0 && remove(path) == 0);
+    /* the main file's meshdir for an included file's mesh, an absolute meshdir, a cube
+     * map's face (fileright) */
+    char part[1100], abs_mesh[1300];
+    snprintf(part, sizeof part, "%s/part.xml", test_tmpdir());
+    write_file(part, "<mujoco><asset><mesh name='m' file='m.stl'/></asset></mujoco>\n");
+    write_file(path, "<mujoco><compiler meshdir='meshes'/><include file='part.xml'/><worldbody/></mujoco>\n");
+    CHECK(nevo_env_new("mujoco/hopper", NULL, 0, &env, &err) == NEVO_ERR_IO);
+    CHECK_CONTAINS(err.msg, "m.stl, named in");
+    CHECK_CONTAINS(err.msg, "part.xml");
+    snprintf(abs_mesh, sizeof abs_mesh, "<mujoco><compiler meshdir=\"%s\"/><asset><mesh name='m' file='m.stl'/>"
+             "</asset><worldbody/></mujoco>\n", mesh_dir);
+    write_file(path, abs_mesh);
+    CHECK(nevo_env_new("mujoco/hopper", NULL, 0, &env, &err) == NEVO_ERR_IO);
+    CHECK_CONTAINS(err.msg, "m.stl, named in");
+    write_file(path, "<mujoco><compiler texturedir='meshes'/><asset><texture type='skybox' fileright='m.stl'/>"
+                     "</asset><worldbody/></mujoco>\n");
+    CHECK(nevo_env_new("mujoco/hopper", NULL, 0, &env, &err) == NEVO_ERR_IO);
+    CHECK_CONTAINS(err.msg, "m.stl, named in");
+    CHECK(remove(mesh) == 0 && rmdir(mesh_dir) == 0 && remove(path) == 0 && remove(part) == 0);
     /* without NEVO_MODELS, from elsewhere: the build's own models directory */
     unsetenv("NEVO_MODELS");
     char cwd[1024];

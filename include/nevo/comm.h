@@ -56,11 +56,16 @@ int nevo_comm_rank(const NevoComm *c);
 int nevo_comm_size(const NevoComm *c);
 /* This rank's place on its machine (MPI's shared-memory split): node rank r of the
  * node's n ranks, and the job's lowest rank on that machine (its name in comm.jsonl).
- * One process: 0 of 1, itself; threads of one process: one machine. A device backend
- * spreads a machine's ranks over its devices by them (nevo_backend_new_on_node). */
+ * One process: 0 of 1, itself; threads of one process: one machine. */
 int nevo_comm_node_rank(const NevoComm *c);
 int nevo_comm_node_size(const NevoComm *c);
 int nevo_comm_node_first(const NevoComm *c);
+/* Its place among the ranks of its machine that see the same devices (the same
+ * CUDA_VISIBLE_DEVICES, or all without it): rank r of n. A device backend spreads them
+ * over those devices (nevo_backend_new_on_node); a launcher that gives each rank devices
+ * of its own makes each the one rank of its group. Elsewhere as the node's. */
+int nevo_comm_device_rank(const NevoComm *c);
+int nevo_comm_device_ranks(const NevoComm *c);
 /* "mpi", "threads" or "self". */
 const char *nevo_comm_kind(const NevoComm *c);
 

@@ -53,8 +53,8 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
  * bit-identical to one process for any rank count and any threads. Rank 0 alone reads
  * and writes the run directory (out_dir need exist only there; a resumed checkpoint
  * reaches the others from it), runs the final evaluation, calls the hooks, and writes
- * comm.jsonl: per generation, each rank's bytes sent, seconds in collective calls and
- * seconds in the generation. Any rank's failure ends every rank with its message.
+ * comm.jsonl: per generation, each rank's bytes sent, seconds in collective calls,
+ * seconds evaluating, tasks, seconds in the generation and node (its lowest rank). Any rank's failure ends every rank with its message.
  * Algorithms that train by gradient (algo sgd) run as replicas instead (replica.h):
  * each rank computes its shards of every batch's gradient, all-reduced in a fixed
  * order, again the parameters of one process. Refused: more ranks than the population

@@ -96,10 +96,13 @@ NevoStatus nevo_pop_eval_new(const char *config_json, int threads, NevoPopEval *
  * parameters (nevo_pop_eval_theta) and observation normalisation; on the CPU backend
  * whatever backend it was trained on. */
 NevoStatus nevo_pop_eval_load(const char *path, int threads, NevoPopEval **out, NevoError *err);
-/* The backend ("cpu", "cuda") nevo_pop_eval_run computes the networks on from now on
- * (nevo_pop_eval_config's backend says which); results do not depend on it. On
- * failure (as nevo_pop_eval_new's) the backend in use stays. */
+/* The backend ("cpu", "cuda") nevo_pop_eval_run computes the networks on from now on;
+ * results do not depend on it, and the config (nevo_pop_eval_config, what
+ * nevo_pop_eval_save writes) keeps its own. On failure (as nevo_pop_eval_new's) the
+ * backend in use stays. */
 NevoStatus nevo_pop_eval_set_backend(NevoPopEval *pe, const char *name, NevoError *err);
+/* The backend in use. */
+const char *nevo_pop_eval_backend(const NevoPopEval *pe);
 void nevo_pop_eval_free(NevoPopEval *pe);
 const NevoEnvSpec *nevo_pop_eval_spec(const NevoPopEval *pe);
 size_t nevo_pop_eval_nparams(const NevoPopEval *pe);

@@ -372,12 +372,12 @@ class Policy:
             raise Error("backend must be a name (cpu or cuda), not %s" % type(name).__name__)
         err = NevoError()
         _check(_lib.nevo_pop_eval_set_backend(self._h, name.encode(), ctypes.byref(err)), err)
-        self.config = json.loads(_lib.nevo_pop_eval_config(self._h).decode())
 
     @property
     def backend(self):
-        """Where evaluate computes the networks: "cpu" or "cuda"."""
-        return self.config["backend"]
+        """Where evaluate computes the networks: "cpu" or "cuda" (a loaded policy's
+        config keeps the backend it was trained on)."""
+        return _lib.nevo_pop_eval_backend(self._h).decode()
 
     def _make(self, fn, arg, threads):
         err = NevoError()

@@ -137,6 +137,7 @@ nevo_pop_eval_set_max_steps = _fn("nevo_pop_eval_set_max_steps", None, c_void_p,
 nevo_pop_eval_run = _fn("nevo_pop_eval_run", c_int, c_void_p, _P, c_size_t, c_int, _P, _P, c_int, _P, _P, _P, _P,
                         _E)
 nevo_pop_eval_set_backend = _fn("nevo_pop_eval_set_backend", c_int, c_void_p, c_char_p, _E)
+nevo_pop_eval_backend = _fn("nevo_pop_eval_backend", c_char_p, c_void_p)
 nevo_pop_eval_set_seed = _fn("nevo_pop_eval_set_seed", None, c_void_p, c_uint64)
 nevo_pop_eval_state_floats = _fn("nevo_pop_eval_state_floats", c_size_t, c_void_p)
 nevo_pop_eval_act = _fn("nevo_pop_eval_act", None, c_void_p, _P, _P, c_int, _P, _P)

@@ -41,7 +41,7 @@ NevoComm *nevo_comm_self(void) {
     c->ops = &self_ops;
     c->rank = 0;
     c->size = 1;
-    c->node_size = 1;
+    c->node_size = c->device_ranks = 1;
     return c;
 }
 
@@ -108,8 +108,8 @@ void nevo_comm_threads(int n, NevoComm **comms) {
         c->ops = &threads_ops;
         c->rank = r;
         c->size = n;
-        c->node_rank = r;
-        c->node_size = n;
+        c->node_rank = c->device_rank = r;
+        c->node_size = c->device_ranks = n;
         c->impl = g;
         comms[r] = c;
     }
@@ -175,6 +175,14 @@ int nevo_comm_node_size(const NevoComm *c) {
 
 int nevo_comm_node_first(const NevoComm *c) {
     return c->node_first;
+}
+
+int nevo_comm_device_rank(const NevoComm *c) {
+    return c->device_rank;
+}
+
+int nevo_comm_device_ranks(const NevoComm *c) {
+    return c->device_ranks;
 }
 
 const char *nevo_comm_kind(const NevoComm *c) {

@@ -20,6 +20,7 @@ struct NevoComm {
     const NevoCommOps *ops;
     int rank, size;
     int node_rank, node_size, node_first; /* on this rank's machine (nevo_comm_node_rank) */
+    int device_rank, device_ranks;        /* among its ranks that see the same devices */
     NevoCommStats stats;
     void *impl;
 };

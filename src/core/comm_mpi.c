@@ -9,6 +9,7 @@
 
 #include <limits.h>
 #include <mpi.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -89,7 +90,8 @@ NevoStatus nevo_comm_mpi_new(NevoComm **out, NevoError *err) {
     MPI_Comm_size(MPI_COMM_WORLD, &c->size);
     /* errors come back as codes, turned into messages above, not as MPI's own abort */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    /* the ranks that share this rank's machine (its memory, its devices) */
+    /* the ranks that share this rank's machine (its memory, its devices), and those of
+     * them that see the same devices (a launcher may give each rank its own) */
     MPI_Comm node;
     int rc = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node);
     if (rc == MPI_SUCCESS) {
@@ -97,6 +99,18 @@ NevoStatus nevo_comm_mpi_new(NevoComm **out, NevoError *err) {
         MPI_Comm_size(node, &c->node_size);
         c->node_first = c->rank;
         rc = MPI_Allreduce(MPI_IN_PLACE, &c->node_first, 1, MPI_INT, MPI_MIN, node);
+        enum { SEEN = 256 };
+        char mine[SEEN];
+        const char *seen = getenv("CUDA_VISIBLE_DEVICES");
+        snprintf(mine, sizeof mine, "%s%s", seen ? "=" : "", seen ? seen : ""); /* unset: "" */
+        char *all = nevo_alloc((size_t)SEEN * (size_t)c->node_size);
+        if (rc == MPI_SUCCESS) rc = MPI_Allgather(mine, SEEN, MPI_CHAR, all, SEEN, MPI_CHAR, node);
+        for (int r = 0; rc == MPI_SUCCESS && r < c->node_size; r++)
+            if (strcmp(all + (size_t)SEEN * (size_t)r, mine) == 0) {
+                c->device_rank += r < c->node_rank;
+                c->device_ranks++;
+            }
+        free(all);
         MPI_Comm_free(&node);
     }
     if (rc != MPI_SUCCESS) {

@@ -23,7 +23,7 @@ typedef struct NevoRunCore {
 /* Builds the parts for cfg's env (cfg checked, and kept alive as long as the parts:
  * the algorithm reads it): the env, the policy, the memory and noise-table checks, the
  * pool (threads, else cfg's, else every CPU), the noise table, the evaluator on cfg's
- * backend (placed by comm's node rank, NULL: this process alone), the algorithm. On
+ * backend (placed by comm's device rank, NULL: this process alone), the algorithm. On
  * failure what was built stays in c for nevo_run_core_free. */
 NevoStatus nevo_run_core_build(const NevoConfig *cfg, int threads, const NevoComm *comm, NevoRunCore *c,
                                NevoError *err);

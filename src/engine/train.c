@@ -157,8 +157,8 @@ NevoStatus nevo_run_core_build(const NevoConfig *cfg, int threads, const NevoCom
     if (st) return st;
     c->ev = nevo_evaluator_new(c->env, c->policy, c->pool, 0);
     if (strcmp(cfg->backend, "cpu") != 0) {
-        st = nevo_backend_new_on_node(cfg->backend, comm ? nevo_comm_node_rank(comm) : 0,
-                                      comm ? nevo_comm_node_size(comm) : 1, &c->backend, err);
+        st = nevo_backend_new_on_node(cfg->backend, comm ? nevo_comm_device_rank(comm) : 0,
+                                      comm ? nevo_comm_device_ranks(comm) : 1, &c->backend, err);
         if (st) return st;
         nevo_evaluator_set_backend(c->ev, c->backend);
     }

@@ -260,6 +260,7 @@ struct NevoPopEval {
     int own;             /* the env's own limit (0: none) */
     NevoPool *pool;
     NevoBackend *backend; /* where the networks are computed; NULL: the CPU */
+    char backend_name[32];
     NevoEvaluator *ev;   /* a population: the default slots */
     NevoEvaluator *ev1;  /* one network: 16 slots, as nevo_eval_params (nevo eval) */
     char *json;
@@ -292,6 +293,7 @@ static NevoStatus pop_eval_finish(NevoPopEval *pe, int threads, NevoPopEval **ou
     pe->pool = nevo_pool_new(pool_threads(&pe->cfg, threads));
     pe->own = nevo_env_spec(pe->lp.env)->max_steps;
     nevo_pop_eval_set_max_steps(pe, 0);
+    pe->json = nevo_config_to_json(&pe->cfg);
     /* a config's backend; a policy file's (where it was trained) is not this machine's */
     char backend[sizeof pe->cfg.backend];
     snprintf(backend, sizeof backend, "%s", pe->loaded ? "cpu" : pe->cfg.backend);
@@ -320,11 +322,11 @@ NevoStatus nevo_pop_eval_set_backend(NevoPopEval *pe, const char *name, NevoErro
         nevo_evaluator_set_backend(pe->ev, b);
         nevo_evaluator_set_backend(pe->ev1, b);
     }
-    snprintf(pe->cfg.backend, sizeof pe->cfg.backend, "%s", name);
-    free(pe->json);
-    pe->json = nevo_config_to_json(&pe->cfg);
+    snprintf(pe->backend_name, sizeof pe->backend_name, "%s", name);
     return NEVO_OK;
 }
+
+const char *nevo_pop_eval_backend(const NevoPopEval *pe) { return pe->backend_name; }
 
 NevoStatus nevo_pop_eval_new(const char *config_json, int threads, NevoPopEval **out, NevoError *err) {
     *out = NULL;

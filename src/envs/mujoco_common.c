@@ -86,80 +86,149 @@ static NevoStatus find_model(const char *name, const char *file, char *path, siz
                       name, file, tried);
 }
 
-/* The value of the first attribute `key` (key="v" or key='v', after white space) at or
- * after `from` in text, and its length; NULL where there is none. */
-static const char *attribute(const char *text, const char *from, const char *key, int *len) {
+/* The value of the first attribute at or after `from` in text whose name is `key`, or
+ * begins with it where prefix is set (file, fileright, ...): after white space, then
+ * optional white space, '=', optional white space and a quoted value. Its length in
+ * *len and, where name is not NULL, where the name starts; NULL where there is none. */
+static const char *attribute(const char *text, const char *from, const char *key, int prefix, int *len,
+                             const char **name) {
     size_t k = strlen(key);
     for (const char *at = from; (at = strstr(at, key)) != NULL; at += k) {
-        if (at == text || !strchr(" \t\r\n", at[-1]) || at[k] != '=' || (at[k + 1] != '"' && at[k + 1] != '\''))
-            continue;
-        const char *v = at + k + 2, *end = strchr(v, at[k + 1]);
+        if (at == text || !strchr(" \t\r\n", at[-1])) continue;
+        const char *p = at + k;
+        while (prefix && *p >= 'a' && *p <= 'z') p++;
+        while (*p && strchr(" \t\r\n", *p)) p++;
+        if (*p++ != '=') continue;
+        while (*p && strchr(" \t\r\n", *p)) p++;
+        if (*p != '"' && *p != '\'') continue;
+        const char *end = strchr(p + 1, *p);
         if (!end) return NULL;
-        *len = (int)(end - v);
-        return v;
+        *len = (int)(end - p - 1);
+        if (name) *name = at;
+        return p + 1;
     }
     return NULL;
 }
 
-/* The files a model file names (file="..." of any element: includes, meshes, textures,
- * height fields), looked for where MuJoCo could look (beside the model and the file
- * naming it, and under any meshdir, texturedir or assetdir the file sets): each that
- * exists must be a regular file, since MuJoCo reads them itself and would wait on a
- * FIFO; included model files are checked in turn, to a depth of 8. Files that do not
- * exist are MuJoCo's to report. */
-static NevoStatus check_named_files(const char *name, const char *model, const char *file, int depth,
-                                    NevoError *err) {
-    if (depth > 8)
-        return nevo_error(err, NEVO_ERR_INVALID, "%s: model %s: includes nest deeper than 8 files (at %s)", name,
-                          model, file);
+#define MJ_FILES 64   /* model files a model may be made of (itself and its includes) */
+#define MJ_DIRS 8     /* directories a named file is looked for in */
+#define MJ_PATH 1100
+
+typedef struct ModelFiles {
+    int n;
+    char path[MJ_FILES][MJ_PATH];
+    char *text[MJ_FILES];
+    int open[MJ_FILES]; /* on the include chain being read */
+    int n_dirs;
+    char dir[MJ_DIRS][MJ_PATH]; /* the model's own, then its meshdir, texturedir, assetdir */
+} ModelFiles;
+
+/* dir + "/" + the first len bytes of v (v itself where absolute) into out; 0 where it
+ * does not fit (MuJoCo's to refuse). */
+static int join(char *out, const char *dir, const char *v, int len) {
+    int w = *v == '/' ? snprintf(out, MJ_PATH, "%.*s", len, v) : snprintf(out, MJ_PATH, "%s/%.*s", dir, len, v);
+    return w > 0 && w < MJ_PATH;
+}
+
+static void add_dir(ModelFiles *m, const char *d) {
+    for (int i = 0; i < m->n_dirs; i++)
+        if (strcmp(m->dir[i], d) == 0) return;
+    if (m->n_dirs < MJ_DIRS) snprintf(m->dir[m->n_dirs++], MJ_PATH, "%s", d);
+}
+
+/* Reads model file `path` (a regular file, checked as it opens) and, in turn, the files
+ * it includes, gathering the directories its assets are looked for in. */
+static NevoStatus read_model_file(ModelFiles *m, const char *name, const char *model, const char *path,
+                                  int depth, NevoError *err) {
+    for (int i = 0; i < m->n; i++)
+        if (strcmp(m->path[i], path) == 0) {
+            if (!m->open[i]) return NEVO_OK; /* read already, from another file */
+            return nevo_error(err, NEVO_ERR_INVALID, "%s: model %s: %s includes itself", name, model, path);
+        }
+    if (depth > 8 || m->n == MJ_FILES)
+        return nevo_error(err, NEVO_ERR_INVALID, "%s: model %s: includes nest deeper than 8 files or number more "
+                          "than %d (at %s)", name, model, MJ_FILES, path);
     uint8_t *data;
     size_t n;
-    NevoStatus st = nevo_read_all(file, &data, &n, err);
+    NevoStatus st = nevo_read_all(path, &data, &n, err);
     if (st) {
         char why[NEVO_ERROR_MSG_SIZE];
-        snprintf(why, sizeof why, "%s", err->msg);
+        snprintf(why, sizeof why, "%s", err ? err->msg : "");
         return nevo_error(err, st, "%s: model %s: %s", name, model, why);
     }
-    char *text = malloc(n + 1);
-    NEVO_ASSERT(text != NULL);
-    memcpy(text, data, n);
-    text[n] = '\0';
+    int me = m->n++;
+    snprintf(m->path[me], MJ_PATH, "%s", path);
+    m->text[me] = malloc(n + 1);
+    NEVO_ASSERT(m->text[me] != NULL);
+    memcpy(m->text[me], data, n);
+    m->text[me][n] = '\0';
     free(data);
-    char dirs[5][1024], model_dir[1024];
-    int n_dirs = 0;
-    const char *slash = strrchr(model, '/'), *own = strrchr(file, '/');
-    snprintf(model_dir, sizeof model_dir, "%.*s", slash ? (int)(slash - model) : 1, slash ? model : ".");
-    snprintf(dirs[n_dirs++], sizeof dirs[0], "%s", model_dir);
-    snprintf(dirs[n_dirs], sizeof dirs[0], "%.*s", own ? (int)(own - file) : 1, own ? file : ".");
-    n_dirs += strcmp(dirs[1], dirs[0]) != 0; /* each directory once: includes nest */
+    const char *text = m->text[me];
+    m->open[me] = 1;
     static const char *const dir_keys[3] = {"meshdir", "texturedir", "assetdir"};
     for (int k = 0; k < 3; k++) {
         int len;
-        const char *v = attribute(text, text, dir_keys[k], &len);
-        int w = v ? snprintf(dirs[n_dirs], sizeof dirs[0], "%s/%.*s", model_dir, len, v) : -1;
-        if (w > 0 && (size_t)w < sizeof dirs[0]) n_dirs++; /* a longer one: MuJoCo's to refuse */
+        char d[MJ_PATH];
+        const char *v = attribute(text, text, dir_keys[k], 0, &len, NULL);
+        if (v && join(d, m->dir[0], v, len)) add_dir(m, d);
     }
+    /* includes, beside the model or the file naming them */
+    char own[MJ_PATH];
+    const char *slash = strrchr(path, '/');
+    snprintf(own, sizeof own, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
     int len;
-    for (const char *at = text, *v; st == NEVO_OK && (v = attribute(text, at, "file", &len)) != NULL;
+    for (const char *at = text, *v; st == NEVO_OK && (v = attribute(text, at, "file", 0, &len, NULL)) != NULL;
          at = v + len) {
-        const char *end = v + len;
-        const char *tag = v; /* the element: an include is read as a model file */
+        const char *tag = v;
         while (tag > text && *tag != '<') tag--;
-        int include = strncmp(tag, "<include", 8) == 0;
-        for (int d = 0; d < (*v == '/' ? 1 : n_dirs) && st == NEVO_OK; d++) {
-            char path[2200];
-            int w = *v == '/' ? snprintf(path, sizeof path, "%.*s", (int)(end - v), v)
-                              : snprintf(path, sizeof path, "%s/%.*s", dirs[d], (int)(end - v), v);
+        if (strncmp(tag, "<include", 8) != 0) continue;
+        const char *dirs[2] = {m->dir[0], own};
+        for (int d = 0; d < (strcmp(own, m->dir[0]) ? 2 : 1) && st == NEVO_OK; d++) {
+            char p[MJ_PATH];
             struct stat sb;
-            if (w < 0 || (size_t)w >= sizeof path || stat(path, &sb) != 0) continue;
-            if (!S_ISREG(sb.st_mode))
-                st = nevo_error(err, NEVO_ERR_IO, "%s: model %s: %s, named in %s, is not a regular file", name, model,
-                                path, file);
-            else if (include)
-                st = check_named_files(name, model, path, depth + 1, err);
+            if (join(p, dirs[d], v, len) && stat(p, &sb) == 0)
+                st = S_ISREG(sb.st_mode) ? read_model_file(m, name, model, p, depth + 1, err)
+                                         : nevo_error(err, NEVO_ERR_IO, "%s: model %s: %s, named in %s, is not a "
+                                                      "regular file", name, model, p, path);
         }
     }
-    free(text);
+    m->open[me] = 0;
+    return st;
+}
+
+/* The files a model names, which MuJoCo opens itself (a FIFO would block it): the
+ * model files it includes, and every file="..." (and fileright, ...) of any element
+ * (meshes, textures, height fields, skins), looked for where MuJoCo could look (beside
+ * the model, beside the file naming it, under any meshdir, texturedir or assetdir):
+ * each that exists must be a regular file. Includes nest at most 8 deep. Files that do
+ * not exist are MuJoCo's to report. */
+static NevoStatus check_named_files(const char *name, const char *model, NevoError *err) {
+    ModelFiles *m = nevo_alloc(sizeof *m);
+    const char *slash = strrchr(model, '/');
+    snprintf(m->dir[m->n_dirs++], MJ_PATH, "%.*s", slash ? (int)(slash - model) : 1, slash ? model : ".");
+    NevoStatus st = read_model_file(m, name, model, model, 0, err);
+    for (int f = 0; f < m->n && st == NEVO_OK; f++) {
+        const char *text = m->text[f], *own_slash = strrchr(m->path[f], '/'), *key;
+        char own[MJ_PATH];
+        snprintf(own, sizeof own, "%.*s", own_slash ? (int)(own_slash - m->path[f]) : 1,
+                 own_slash ? m->path[f] : ".");
+        int len;
+        for (const char *at = text, *v; st == NEVO_OK && (v = attribute(text, at, "file", 1, &len, &key)) != NULL;
+             at = v + len) {
+            for (int d = -1; d < m->n_dirs && st == NEVO_OK; d++) {
+                char p[MJ_PATH];
+                struct stat sb;
+                if (d >= 0 && strcmp(m->dir[d], own) == 0) continue; /* looked in already */
+                if (!join(p, d < 0 ? own : m->dir[d], v, len) || stat(p, &sb) != 0) continue;
+                if (!S_ISREG(sb.st_mode))
+                    st = nevo_error(err, NEVO_ERR_IO, "%s: model %s: %s, named in %s, is not a regular file", name,
+                                    model, p, m->path[f]);
+                if (*v == '/') break;
+            }
+        }
+    }
+    for (int f = 0; f < m->n; f++) free(m->text[f]);
+    free(m);
     return st;
 }
 
@@ -250,7 +319,7 @@ NevoStatus nevo_mj_configure(const MjRobot *robot, NevoEnvSpec *spec, void *para
     struct stat sb; /* mj_loadXML would wait on a FIFO */
     if (stat(p->path, &sb) != 0 || !S_ISREG(sb.st_mode))
         return nevo_error(err, NEVO_ERR_IO, "%s: model %s is not a regular file", spec->name, p->path);
-    st = check_named_files(spec->name, p->path, p->path, 0, err);
+    st = check_named_files(spec->name, p->path, err);
     if (st != NEVO_OK) return st;
 
     char msg[1024] = "";

@@ -156,10 +156,9 @@ typedef struct Cuda {
 
 static char unavailable[256];
 
-/* A machine's ranks spread over its visible devices (rank r on device r mod n). A
- * launcher that gives each rank one device of its own (CUDA_VISIBLE_DEVICES set per rank)
- * leaves each rank one device, counted as shared by the machine's n ranks: that only
- * halves the slots of a network whose batches would fill over 1 / 2n of its memory. */
+/* The ranks of a machine that see the same devices spread over them (rank r on device
+ * r mod n; nevo_comm_device_rank: a launcher that gives each rank its own devices
+ * makes each the one rank of its group). */
 static void *cuda_init(int node_rank, int node_size) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
