@@ -13,7 +13,8 @@
 # env/network/memory checks), policy and checkpoint (whole files through
 # nevo_load_any_policy, the loader behind `nevo eval FILE`), tasks (evaluation task
 # sets as another process receives them, through nevo_taskset_read, evaluated), idx
-# (IDX dataset files, plain or gzipped, through the dataset reader). They link the library
+# (IDX dataset files, plain or gzipped, through the dataset reader), model (MuJoCo model
+# files, through the check of the files they name). They link the library
 # built again by clang with libFuzzer's coverage, AddressSanitizer and
 # UndefinedBehaviorSanitizer, in $(FUZZ_BUILD). They need clang and its libFuzzer
 # runtime (Debian: clang, libclang-rt-14-dev); without them the rules say so and
@@ -22,7 +23,7 @@
 FUZZ_CC ?= clang
 FUZZ_TIME ?= 60
 FUZZ_BUILD ?= $(BUILD)-fuzz
-FUZZ_TARGETS := config policy checkpoint tasks idx
+FUZZ_TARGETS := config policy checkpoint tasks idx model
 FUZZ_BINS := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 # the library's own flags, minus optimisation, sanitizers and -Werror (clang warns
 # about other things than gcc: the fuzz build must not fail CI on them)

@@ -2,9 +2,9 @@
 # Regenerates the seed corpus of the policy and checkpoint fuzz targets from tiny runs
 # of the committed configs (a few KB each): CartPole GA, Pendulum ES (observation
 # normalisation, continuous actions), hard-maze GA-NS and NSRA-ES (novelty archives,
-# ES meta-population) and MinAtar Breakout GA (a conv layer), and of the task-set and
-# IDX targets. Run from the repository root after a change of the file formats:
-# fuzz/make_corpus.sh [path/to/nevo] [path/to/fuzz_tasks] [path/to/fuzz_idx]
+# ES meta-population) and MinAtar Breakout GA (a conv layer), and of the task-set, IDX
+# and model targets. Run from the repository root after a change of the file formats:
+# fuzz/make_corpus.sh [path/to/nevo] [path/to/fuzz_tasks] [path/to/fuzz_idx] [path/to/fuzz_model]
 set -e
 nevo=$(realpath "${1:-build/nevo}")
 root=$(pwd)
@@ -35,3 +35,8 @@ NEVO_FUZZ_WRITE_CORPUS="$root/fuzz/corpus/tasks" "$tasks" >/dev/null
 idx=$(realpath "${3:-build-fuzz/fuzz_idx}")
 mkdir -p "$root/fuzz/corpus/idx"
 NEVO_FUZZ_WRITE_CORPUS="$root/fuzz/corpus/idx" "$idx" >/dev/null
+# MuJoCo model files: the model target's own seeds, and nevo's models
+model=$(realpath "${4:-build-fuzz/fuzz_model}")
+mkdir -p "$root/fuzz/corpus/model"
+NEVO_FUZZ_WRITE_CORPUS="$root/fuzz/corpus/model" "$model" >/dev/null
+cp "$root"/models/mujoco/hopper.xml "$root"/models/mujoco/humanoid.xml "$root/fuzz/corpus/model/"

@@ -45,3 +45,4 @@ TEST(fuzz_policy_briefly) { run_target("policy", 5000); }
 TEST(fuzz_checkpoint_briefly) { run_target("checkpoint", 500); }
 TEST(fuzz_tasks_briefly) { run_target("tasks", 3000); }
 TEST(fuzz_idx_briefly) { run_target("idx", 5000); }
+TEST(fuzz_model_briefly) { run_target("model", 5000); }

@@ -196,13 +196,12 @@ static NevoStatus read_model_file(ModelFiles *m, const char *name, const char *m
     return st;
 }
 
-/* The files a model names, which MuJoCo opens itself (a FIFO would block it): the
- * model files it includes, and every file="..." (and fileright, ...) of any element
- * (meshes, textures, height fields, skins), looked for where MuJoCo could look (beside
- * the model, beside the file naming it, under any meshdir, texturedir or assetdir):
- * each that exists must be a regular file. Includes nest at most 8 deep. Files that do
- * not exist are MuJoCo's to report. */
-static NevoStatus check_named_files(const char *name, const char *model, NevoError *err) {
+/* The model files (itself and its includes) are read first, gathering the asset
+ * directories any of them sets (MuJoCo's compiler settings apply to the whole model);
+ * then every file="..." (and fileright, ...) of any element is looked for beside the
+ * model, beside the file naming it and under each asset directory. Files that do not
+ * exist are MuJoCo's to report. */
+NevoStatus nevo_mj_check_named_files(const char *name, const char *model, NevoError *err) {
     ModelFiles *m = nevo_alloc(sizeof *m);
     const char *slash = strrchr(model, '/');
     snprintf(m->dir[m->n_dirs++], MJ_PATH, "%.*s", slash ? (int)(slash - model) : 1, slash ? model : ".");
@@ -319,7 +318,7 @@ NevoStatus nevo_mj_configure(const MjRobot *robot, NevoEnvSpec *spec, void *para
     struct stat sb; /* mj_loadXML would wait on a FIFO */
     if (stat(p->path, &sb) != 0 || !S_ISREG(sb.st_mode))
         return nevo_error(err, NEVO_ERR_IO, "%s: model %s is not a regular file", spec->name, p->path);
-    st = check_named_files(spec->name, p->path, err);
+    st = nevo_mj_check_named_files(spec->name, p->path, err);
     if (st != NEVO_OK) return st;
 
     char msg[1024] = "";

@@ -163,6 +163,11 @@ double nevo_mj_action_sq(const float *action, int n);
 /* x and y of the whole-body centre of mass (mass-weighted body xipos). */
 void nevo_mj_com(const MjParams *p, const mjData *d, double xy[2]);
 
+/* The files model file `model` names, which MuJoCo opens itself: each that exists where
+ * MuJoCo could look must be a regular file (a FIFO would block it), and includes nest at
+ * most 8 deep; NEVO_OK or an error naming the file (env `name` in the message). */
+NevoStatus nevo_mj_check_named_files(const char *name, const char *model, NevoError *err);
+
 /* For tests: an env's model, the simulation of one instance (an instance pointer as
  * nevo_env_* take it; NULL before its first reset), and the robot's health right now. */
 const mjModel *nevo_mj_model(const NevoEnv *env);
