@@ -5,8 +5,10 @@
  * include (part.xml, naming a mesh), a FIFO beside it (fifo.xml) and one in a mesh
  * directory (meshes/m.stl), so inputs that name them reach those paths.
  *
- * The check must return NEVO_OK or fail cleanly (a status and one line), and never
- * open a FIFO: a blocked open would time the fuzzer out.
+ * The check must return NEVO_OK or fail cleanly (a status and one line), without a
+ * sanitizer's report; it opens model files only as regular files and stats the rest,
+ * so a FIFO never blocks it. The directory goes when the fuzzer exits (a crash, which
+ * libFuzzer ends with _Exit, leaves it beside its artifact).
  *
  * NEVO_FUZZ_WRITE_CORPUS=DIR writes the seed corpus instead and exits:
  * fuzz/make_corpus.sh runs it. */

@@ -1080,7 +1080,8 @@ TEST(mujoco_model_file_errors) {
         fclose(f);
     }
     CHECK(nevo_env_new("mujoco/humanoid", NULL, 0, &env, &err) == NEVO_ERR_INVALID);
-    CHECK_CONTAINS(err.msg, "includes nest deeper than 8 files");
+    CHECK_CONTAINS(err.msg, "includes nest more than 8 deep");
+    CHECK_CONTAINS(err.msg, "chain8.xml");
     for (int i = 1; i < 10; i++) {
         char link[1100];
         snprintf(link, sizeof link, "%s/chain%d.xml", test_tmpdir(), i);
@@ -1112,6 +1113,26 @@ TEST(mujoco_model_file_errors) {
                      "</asset><worldbody/></mujoco>\n");
     CHECK(nevo_env_new("mujoco/hopper", NULL, 0, &env, &err) == NEVO_ERR_IO);
     CHECK_CONTAINS(err.msg, "m.stl, named in");
+    /* read as MuJoCo's XML parser reads it: a quote in a comment, an entity, a vertical
+     * tab between attributes, spaces around '=', the second of two compiler elements */
+    static const char *const hidden[] = {
+        "<mujoco><!-- file=\" --><compiler meshdir='meshes'/><asset><mesh file=\"m.stl\"/></asset></mujoco>\n",
+        "<mujoco><compiler meshdir='meshes'/><asset><mesh file='m&#46;st&#x6C;'/></asset></mujoco>\n",
+        "<mujoco><compiler meshdir='meshes'/><asset><mesh name='m'\vfile='m.stl'/></asset></mujoco>\n",
+        "<mujoco><compiler meshdir = 'meshes'/><asset><mesh file\n=\t\"m.stl\"/></asset></mujoco>\n",
+        "<mujoco><compiler meshdir='x'/><compiler meshdir='meshes'/><asset><mesh file='m.stl'/></asset></mujoco>\n",
+    };
+    for (size_t i = 0; i < sizeof hidden / sizeof hidden[0]; i++) {
+        write_file(path, hidden[i]);
+        CHECK_MSG(nevo_env_new("mujoco/hopper", NULL, 0, &env, &err) == NEVO_ERR_IO, "%s", hidden[i]);
+        CHECK_CONTAINS(err.msg, "m.stl, named in");
+    }
+    /* an empty file names none (MuJoCo's reading), and a file in text or a comment is
+     * no attribute: MuJoCo's own message, not the check's */
+    write_file(path, "<mujoco><!-- <mesh file='m.stl'/> --><compiler meshdir='meshes'/>file='m.stl'"
+                     "<asset><texture file=''/></asset></mujoco>\n");
+    CHECK(nevo_env_new("mujoco/hopper", NULL, 0, &env, &err) != NEVO_OK);
+    CHECK_MSG(strstr(err.msg, "named in") == NULL, "%s", err.msg);
     CHECK(remove(mesh) == 0 && rmdir(mesh_dir) == 0 && remove(path) == 0 && remove(part) == 0);
     /* without NEVO_MODELS, from elsewhere: the build's own models directory */
     unsetenv("NEVO_MODELS");

@@ -25,11 +25,11 @@ typedef struct NevoWorkspace NevoWorkspace; /* a forward call's scratch, one per
 
 /* The backend named `name` ("cpu"; nevo_backend_names lists those built in). */
 NevoStatus nevo_backend_new(const char *name, NevoBackend **out, NevoError *err);
-/* The same for rank node_rank of the node_size ranks of this machine that see the same
- * devices (nevo_comm_device_rank): a device backend spreads them over those devices,
+/* The same for rank group_rank of the group_size ranks of this machine that see the
+ * same devices (nevo_comm_device_rank): a device backend spreads them over those devices,
  * rank r on device r mod devices, and counts a device's memory as shared by the ranks on
  * it. nevo_backend_new is rank 0 of 1. */
-NevoStatus nevo_backend_new_on_node(const char *name, int node_rank, int node_size, NevoBackend **out,
+NevoStatus nevo_backend_new_on_node(const char *name, int group_rank, int group_size, NevoBackend **out,
                                     NevoError *err);
 void nevo_backend_free(NevoBackend *b);
 const char *nevo_backend_name(const NevoBackend *b);

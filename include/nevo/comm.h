@@ -61,9 +61,10 @@ int nevo_comm_node_rank(const NevoComm *c);
 int nevo_comm_node_size(const NevoComm *c);
 int nevo_comm_node_first(const NevoComm *c);
 /* Its place among the ranks of its machine that see the same devices (the same
- * CUDA_VISIBLE_DEVICES, or all without it): rank r of n. A device backend spreads them
- * over those devices (nevo_backend_new_on_node); a launcher that gives each rank devices
- * of its own makes each the one rank of its group. Elsewhere as the node's. */
+ * CUDA_VISIBLE_DEVICES text, or all without it): rank r of n. A device backend spreads
+ * them over those devices (nevo_backend_new_on_node); a launcher that gives each rank
+ * devices of its own makes each the one rank of its group. Lists that overlap, or name
+ * the same devices otherwise, make groups apart. Elsewhere as the node's. */
 int nevo_comm_device_rank(const NevoComm *c);
 int nevo_comm_device_ranks(const NevoComm *c);
 /* "mpi", "threads" or "self". */

@@ -54,7 +54,8 @@ NevoStatus nevo_train_run(const NevoConfig *cfg, const char *out_dir, int resume
  * and writes the run directory (out_dir need exist only there; a resumed checkpoint
  * reaches the others from it), runs the final evaluation, calls the hooks, and writes
  * comm.jsonl: per generation, each rank's bytes sent, seconds in collective calls,
- * seconds evaluating, tasks, seconds in the generation and node (its lowest rank). Any rank's failure ends every rank with its message.
+ * seconds evaluating, tasks, seconds in the generation and node (its lowest rank).
+ * Any rank's failure ends every rank with its message.
  * Algorithms that train by gradient (algo sgd) run as replicas instead (replica.h):
  * each rank computes its shards of every batch's gradient, all-reduced in a fixed
  * order, again the parameters of one process. Refused: more ranks than the population

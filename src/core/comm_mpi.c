@@ -99,8 +99,8 @@ NevoStatus nevo_comm_mpi_new(NevoComm **out, NevoError *err) {
         MPI_Comm_size(node, &c->node_size);
         c->node_first = c->rank;
         rc = MPI_Allreduce(MPI_IN_PLACE, &c->node_first, 1, MPI_INT, MPI_MIN, node);
-        enum { SEEN = 256 };
-        char mine[SEEN];
+        enum { SEEN = 1024 }; /* eight GPU UUIDs and more; a longer list is compared cut */
+        char mine[SEEN] = {0};
         const char *seen = getenv("CUDA_VISIBLE_DEVICES");
         snprintf(mine, sizeof mine, "%s%s", seen ? "=" : "", seen ? seen : ""); /* unset: "" */
         char *all = nevo_alloc((size_t)SEEN * (size_t)c->node_size);

@@ -86,145 +86,242 @@ static NevoStatus find_model(const char *name, const char *file, char *path, siz
                       name, file, tried);
 }
 
-/* The value of the first attribute at or after `from` in text whose name is `key`, or
- * begins with it where prefix is set (file, fileright, ...): after white space, then
- * optional white space, '=', optional white space and a quoted value. Its length in
- * *len and, where name is not NULL, where the name starts; NULL where there is none. */
-static const char *attribute(const char *text, const char *from, const char *key, int prefix, int *len,
-                             const char **name) {
-    size_t k = strlen(key);
-    for (const char *at = from; (at = strstr(at, key)) != NULL; at += k) {
-        if (at == text || !strchr(" \t\r\n", at[-1])) continue;
-        const char *p = at + k;
-        while (prefix && *p >= 'a' && *p <= 'z') p++;
-        while (*p && strchr(" \t\r\n", *p)) p++;
-        if (*p++ != '=') continue;
-        while (*p && strchr(" \t\r\n", *p)) p++;
-        if (*p != '"' && *p != '\'') continue;
-        const char *end = strchr(p + 1, *p);
-        if (!end) return NULL;
-        *len = (int)(end - p - 1);
-        if (name) *name = at;
-        return p + 1;
-    }
-    return NULL;
-}
+/* --- the files a model names -------------------------------------------------------
+ * MuJoCo opens the files a model names itself (includes, meshes, textures, height
+ * fields, skins), and would wait forever on a FIFO. So before it loads a model, every
+ * file the model names must be a regular file wherever MuJoCo could look for it. The
+ * model's XML is read as MuJoCo's parser (tinyxml2) reads it, as far as attributes go:
+ * comments, CDATA, declarations and closing tags skipped, C white space, quoted values
+ * with the XML entities decoded. */
 
 #define MJ_FILES 64   /* model files a model may be made of (itself and its includes) */
-#define MJ_DIRS 8     /* directories a named file is looked for in */
+#define MJ_DIRS 8     /* directories named files are looked for in */
 #define MJ_PATH 1100
+
+typedef struct XmlAttr {
+    const char *elem, *name; /* not terminated: elem_len and name_len bytes */
+    int elem_len, name_len;
+    char value[MJ_PATH];     /* decoded and terminated; "" where too long (MuJoCo's to refuse) */
+} XmlAttr;
+
+static int xml_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+static int xml_is(const char *s, int len, const char *word) {
+    return len == (int)strlen(word) && strncmp(s, word, (size_t)len) == 0;
+}
+
+/* [v, end) with the XML entities (&amp; &lt; &gt; &quot; &apos; &#N; &#xN;) decoded
+ * into out (MJ_PATH bytes); "" where it does not fit. */
+static void xml_value(const char *v, const char *end, char *out) {
+    static const char *const names[5] = {"amp;", "lt;", "gt;", "quot;", "apos;"};
+    static const char chars[5] = {'&', '<', '>', '"', '\''};
+    size_t n = 0;
+    while (v < end) {
+        unsigned long c = (unsigned char)*v++;
+        if (c == '&') {
+            int done = 0;
+            for (int k = 0; k < 5 && !done; k++) {
+                size_t l = strlen(names[k]);
+                if ((size_t)(end - v) >= l && strncmp(v, names[k], l) == 0) c = (unsigned char)chars[k], v += l, done = 1;
+            }
+            if (!done && v < end && *v == '#') {
+                const char *q = v + 1;
+                int hex = q < end && *q == 'x';
+                char *stop;
+                unsigned long code = strtoul(q + hex, &stop, hex ? 16 : 10);
+                if (stop > q + hex && stop < end && *stop == ';' && code > 0 && code < 0x110000)
+                    c = code, v = stop + 1;
+            }
+        }
+        char utf8[4];
+        int k = c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+        if (k == 1) utf8[0] = (char)c;
+        for (int i = k - 1; k > 1 && i > 0; i--, c >>= 6) utf8[i] = (char)(0x80 | (c & 0x3F));
+        if (k > 1) utf8[0] = (char)((0xF00u >> k) | c);
+        if (n + (size_t)k >= MJ_PATH) {
+            out[0] = '\0';
+            return;
+        }
+        memcpy(out + n, utf8, (size_t)k);
+        n += (size_t)k;
+    }
+    out[n] = '\0';
+}
+
+/* Calls fn for every attribute of every element of text, in order, until it returns
+ * nonzero (then returns that); 0 at the end, or where the XML stops making sense
+ * (MuJoCo's parser refuses what follows). */
+static int xml_attributes(const char *text, int (*fn)(void *ctx, const XmlAttr *a), void *ctx) {
+    static const char *const skip[4][2] = {{"<!--", "-->"}, {"<![CDATA[", "]]>"}, {"<?", "?>"}, {"<!", ">"}};
+    XmlAttr *a = malloc(sizeof *a);
+    NEVO_ASSERT(a != NULL);
+    int r = 0;
+    for (const char *p = strchr(text, '<'); p && !r; p = strchr(p, '<')) {
+        int k = 0;
+        while (k < 4 && strncmp(p, skip[k][0], strlen(skip[k][0])) != 0) k++;
+        if (k < 4 || p[1] == '/') { /* skipped to its end; a closing tag's '>' */
+            const char *e = strstr(p + 1, k < 4 ? skip[k][1] : ">");
+            if (!e) break;
+            p = e + 1;
+            continue;
+        }
+        const char *q = ++p;
+        while (*q && !xml_space(*q) && *q != '/' && *q != '>') q++;
+        a->elem = p, a->elem_len = (int)(q - p);
+        for (;;) {
+            while (xml_space(*q)) q++;
+            if (!*q || *q == '/' || *q == '>') break;
+            const char *name = q;
+            while (*q && !xml_space(*q) && *q != '=' && *q != '/' && *q != '>') q++;
+            a->name = name, a->name_len = (int)(q - name);
+            while (xml_space(*q)) q++;
+            if (*q != '=') break;
+            q++;
+            while (xml_space(*q)) q++;
+            if (*q != '"' && *q != '\'') break;
+            const char *end = strchr(q + 1, *q);
+            if (!end) {
+                q = NULL;
+                break;
+            }
+            xml_value(q + 1, end, a->value);
+            q = end + 1;
+            if ((r = fn(ctx, a)) != 0) break;
+        }
+        if (!q) break;
+        p = q;
+    }
+    free(a);
+    return r;
+}
 
 typedef struct ModelFiles {
     int n;
     char path[MJ_FILES][MJ_PATH];
     char *text[MJ_FILES];
-    int open[MJ_FILES]; /* on the include chain being read */
+    int open[MJ_FILES];         /* on the include chain being read */
     int n_dirs;
-    char dir[MJ_DIRS][MJ_PATH]; /* the model's own, then its meshdir, texturedir, assetdir */
+    char dir[MJ_DIRS][MJ_PATH]; /* the model's own, then any meshdir, texturedir, assetdir */
+    /* the file being read and where the check stands */
+    const char *name, *model, *reading, *own;
+    int depth;
+    NevoStatus st;
+    NevoError *err;
 } ModelFiles;
 
-/* dir + "/" + the first len bytes of v (v itself where absolute) into out; 0 where it
- * does not fit (MuJoCo's to refuse). */
-static int join(char *out, const char *dir, const char *v, int len) {
-    int w = *v == '/' ? snprintf(out, MJ_PATH, "%.*s", len, v) : snprintf(out, MJ_PATH, "%s/%.*s", dir, len, v);
+/* dir + "/" + v (v itself where absolute) into out; 0 where it does not fit. */
+static int join(char *out, const char *dir, const char *v) {
+    int w = *v == '/' ? snprintf(out, MJ_PATH, "%s", v) : snprintf(out, MJ_PATH, "%s/%s", dir, v);
     return w > 0 && w < MJ_PATH;
 }
 
-static void add_dir(ModelFiles *m, const char *d) {
-    for (int i = 0; i < m->n_dirs; i++)
-        if (strcmp(m->dir[i], d) == 0) return;
-    if (m->n_dirs < MJ_DIRS) snprintf(m->dir[m->n_dirs++], MJ_PATH, "%s", d);
+static NevoStatus read_model_file(ModelFiles *m, const char *path);
+
+/* read_model_file's attributes: includes read in turn, asset directories gathered */
+static int model_attr(void *ctx, const XmlAttr *a) {
+    ModelFiles *m = ctx;
+    char p[MJ_PATH];
+    if (xml_is(a->elem, a->elem_len, "compiler") &&
+        (xml_is(a->name, a->name_len, "meshdir") || xml_is(a->name, a->name_len, "texturedir") ||
+         xml_is(a->name, a->name_len, "assetdir"))) {
+        if (!join(p, m->dir[0], a->value)) return 0; /* MuJoCo's to refuse */
+        for (int i = 0; i < m->n_dirs; i++)
+            if (strcmp(m->dir[i], p) == 0) return 0;
+        if (m->n_dirs == MJ_DIRS) {
+            m->st = nevo_error(m->err, NEVO_ERR_INVALID, "%s: model %s names more than %d asset directories", m->name,
+                               m->model, MJ_DIRS - 1);
+            return 1;
+        }
+        snprintf(m->dir[m->n_dirs++], MJ_PATH, "%s", p);
+    } else if (xml_is(a->elem, a->elem_len, "include") && xml_is(a->name, a->name_len, "file") && a->value[0]) {
+        const char *dirs[2] = {m->dir[0], m->own}; /* beside the model or the file naming it */
+        for (int d = 0; d < (strcmp(m->own, m->dir[0]) ? 2 : 1); d++) {
+            struct stat sb;
+            if (!join(p, dirs[d], a->value) || stat(p, &sb) != 0) continue;
+            if (!S_ISREG(sb.st_mode))
+                m->st = nevo_error(m->err, NEVO_ERR_IO, "%s: model %s: %s, named in %s, is not a regular file", m->name,
+                                   m->model, p, m->reading);
+            else
+                m->st = read_model_file(m, p);
+            if (m->st) return 1;
+        }
+    }
+    return 0;
 }
 
 /* Reads model file `path` (a regular file, checked as it opens) and, in turn, the files
- * it includes, gathering the directories its assets are looked for in. */
-static NevoStatus read_model_file(ModelFiles *m, const char *name, const char *model, const char *path,
-                                  int depth, NevoError *err) {
+ * it includes, gathering the asset directories any of them names. */
+static NevoStatus read_model_file(ModelFiles *m, const char *path) {
     for (int i = 0; i < m->n; i++)
         if (strcmp(m->path[i], path) == 0) {
             if (!m->open[i]) return NEVO_OK; /* read already, from another file */
-            return nevo_error(err, NEVO_ERR_INVALID, "%s: model %s: %s includes itself", name, model, path);
+            return nevo_error(m->err, NEVO_ERR_INVALID, "%s: model %s: %s includes itself", m->name, m->model, path);
         }
-    if (depth > 8 || m->n == MJ_FILES)
-        return nevo_error(err, NEVO_ERR_INVALID, "%s: model %s: includes nest deeper than 8 files or number more "
-                          "than %d (at %s)", name, model, MJ_FILES, path);
+    if (m->depth > 8 || m->n == MJ_FILES) /* depth: this file's level of include */
+        return nevo_error(m->err, NEVO_ERR_INVALID, "%s: model %s: includes nest more than 8 deep or number more "
+                          "than %d files (at %s)", m->name, m->model, MJ_FILES - 1, path);
     uint8_t *data;
     size_t n;
-    NevoStatus st = nevo_read_all(path, &data, &n, err);
+    NevoStatus st = nevo_read_all(path, &data, &n, m->err);
     if (st) {
         char why[NEVO_ERROR_MSG_SIZE];
-        snprintf(why, sizeof why, "%s", err ? err->msg : "");
-        return nevo_error(err, st, "%s: model %s: %s", name, model, why);
+        snprintf(why, sizeof why, "%s", m->err ? m->err->msg : "");
+        return nevo_error(m->err, st, "%s: model %s: %s", m->name, m->model, why);
     }
     int me = m->n++;
     snprintf(m->path[me], MJ_PATH, "%s", path);
     m->text[me] = malloc(n + 1);
     NEVO_ASSERT(m->text[me] != NULL);
     memcpy(m->text[me], data, n);
-    m->text[me][n] = '\0';
+    m->text[me][n] = '\0'; /* a NUL inside ends the text, as it ends MuJoCo's */
     free(data);
-    const char *text = m->text[me];
-    m->open[me] = 1;
-    static const char *const dir_keys[3] = {"meshdir", "texturedir", "assetdir"};
-    for (int k = 0; k < 3; k++) {
-        int len;
-        char d[MJ_PATH];
-        const char *v = attribute(text, text, dir_keys[k], 0, &len, NULL);
-        if (v && join(d, m->dir[0], v, len)) add_dir(m, d);
-    }
-    /* includes, beside the model or the file naming them */
     char own[MJ_PATH];
     const char *slash = strrchr(path, '/');
     snprintf(own, sizeof own, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
-    int len;
-    for (const char *at = text, *v; st == NEVO_OK && (v = attribute(text, at, "file", 0, &len, NULL)) != NULL;
-         at = v + len) {
-        const char *tag = v;
-        while (tag > text && *tag != '<') tag--;
-        if (strncmp(tag, "<include", 8) != 0) continue;
-        const char *dirs[2] = {m->dir[0], own};
-        for (int d = 0; d < (strcmp(own, m->dir[0]) ? 2 : 1) && st == NEVO_OK; d++) {
-            char p[MJ_PATH];
-            struct stat sb;
-            if (join(p, dirs[d], v, len) && stat(p, &sb) == 0)
-                st = S_ISREG(sb.st_mode) ? read_model_file(m, name, model, p, depth + 1, err)
-                                         : nevo_error(err, NEVO_ERR_IO, "%s: model %s: %s, named in %s, is not a "
-                                                      "regular file", name, model, p, path);
+    const char *reading = m->reading, *outer = m->own;
+    m->reading = m->path[me], m->own = own, m->open[me] = 1, m->depth++;
+    xml_attributes(m->text[me], model_attr, m);
+    m->reading = reading, m->own = outer, m->open[me] = 0, m->depth--;
+    return m->st;
+}
+
+/* named_files' attributes: every file, fileright, ... of any element */
+static int named_attr(void *ctx, const XmlAttr *a) {
+    ModelFiles *m = ctx;
+    if (a->name_len < 4 || strncmp(a->name, "file", 4) != 0 || !a->value[0]) return 0;
+    for (int d = -1; d < m->n_dirs; d++) {
+        char p[MJ_PATH];
+        struct stat sb;
+        if (d >= 0 && strcmp(m->dir[d], m->own) == 0) continue; /* looked in already */
+        if (!join(p, d < 0 ? m->own : m->dir[d], a->value) || stat(p, &sb) != 0) continue;
+        if (!S_ISREG(sb.st_mode)) {
+            m->st = nevo_error(m->err, NEVO_ERR_IO, "%s: model %s: %s, named in %s, is not a regular file", m->name,
+                               m->model, p, m->reading);
+            return 1;
         }
+        if (a->value[0] == '/') break;
     }
-    m->open[me] = 0;
-    return st;
+    return 0;
 }
 
 /* The model files (itself and its includes) are read first, gathering the asset
- * directories any of them sets (MuJoCo's compiler settings apply to the whole model);
- * then every file="..." (and fileright, ...) of any element is looked for beside the
+ * directories any of them names (MuJoCo's compiler settings apply to the whole model);
+ * then every file, fileright, ... of any element in them is looked for beside the
  * model, beside the file naming it and under each asset directory. Files that do not
  * exist are MuJoCo's to report. */
 NevoStatus nevo_mj_check_named_files(const char *name, const char *model, NevoError *err) {
     ModelFiles *m = nevo_alloc(sizeof *m);
     const char *slash = strrchr(model, '/');
     snprintf(m->dir[m->n_dirs++], MJ_PATH, "%.*s", slash ? (int)(slash - model) : 1, slash ? model : ".");
-    NevoStatus st = read_model_file(m, name, model, model, 0, err);
+    m->name = name, m->model = model, m->reading = model, m->own = m->dir[0], m->err = err;
+    NevoStatus st = read_model_file(m, model);
     for (int f = 0; f < m->n && st == NEVO_OK; f++) {
-        const char *text = m->text[f], *own_slash = strrchr(m->path[f], '/'), *key;
         char own[MJ_PATH];
-        snprintf(own, sizeof own, "%.*s", own_slash ? (int)(own_slash - m->path[f]) : 1,
-                 own_slash ? m->path[f] : ".");
-        int len;
-        for (const char *at = text, *v; st == NEVO_OK && (v = attribute(text, at, "file", 1, &len, &key)) != NULL;
-             at = v + len) {
-            for (int d = -1; d < m->n_dirs && st == NEVO_OK; d++) {
-                char p[MJ_PATH];
-                struct stat sb;
-                if (d >= 0 && strcmp(m->dir[d], own) == 0) continue; /* looked in already */
-                if (!join(p, d < 0 ? own : m->dir[d], v, len) || stat(p, &sb) != 0) continue;
-                if (!S_ISREG(sb.st_mode))
-                    st = nevo_error(err, NEVO_ERR_IO, "%s: model %s: %s, named in %s, is not a regular file", name,
-                                    model, p, m->path[f]);
-                if (*v == '/') break;
-            }
-        }
+        const char *s = strrchr(m->path[f], '/');
+        snprintf(own, sizeof own, "%.*s", s ? (int)(s - m->path[f]) : 1, s ? m->path[f] : ".");
+        m->reading = m->path[f], m->own = own;
+        xml_attributes(m->text[f], named_attr, m);
+        st = m->st;
     }
     for (int f = 0; f < m->n; f++) free(m->text[f]);
     free(m);

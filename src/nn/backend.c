@@ -29,13 +29,13 @@ NevoStatus nevo_backend_new(const char *name, NevoBackend **out, NevoError *err)
     return nevo_backend_new_on_node(name, 0, 1, out, err);
 }
 
-NevoStatus nevo_backend_new_on_node(const char *name, int node_rank, int node_size, NevoBackend **out,
+NevoStatus nevo_backend_new_on_node(const char *name, int group_rank, int group_size, NevoBackend **out,
                                     NevoError *err) {
     *out = NULL;
-    NEVO_ASSERT(node_size >= 1 && node_rank >= 0 && node_rank < node_size);
+    NEVO_ASSERT(group_size >= 1 && group_rank >= 0 && group_rank < group_size);
     for (int i = 0; i < N_BACKENDS; i++) {
         if (strcmp(backends[i]->name, name) != 0) continue;
-        void *ctx = backends[i]->init(node_rank, node_size);
+        void *ctx = backends[i]->init(group_rank, group_size);
         if (!ctx)
             return nevo_error(err, NEVO_ERR_UNSUPPORTED, "backend %s cannot run on this machine%s%s", name,
                               backends[i]->unavailable ? ": " : "",
@@ -166,9 +166,9 @@ int nevo_device_slots(int per_thread, int batches, size_t slot_bytes, size_t fre
     return s;
 }
 
-int nevo_device_place(int node_rank, int node_size, int devices, int *sharers) {
-    int d = node_rank % devices;
-    *sharers = node_size / devices + (d < node_size % devices);
+int nevo_device_place(int group_rank, int group_size, int devices, int *sharers) {
+    int d = group_rank % devices;
+    *sharers = group_size / devices + (d < group_size % devices);
     return d;
 }
 

@@ -9,8 +9,8 @@
 
 static int cpu_context; /* the CPU backend keeps no state: a non-NULL context */
 
-static void *cpu_init(int node_rank, int node_size) {
-    (void)node_rank, (void)node_size;
+static void *cpu_init(int group_rank, int group_size) {
+    (void)group_rank, (void)group_size;
     return &cpu_context;
 }
 static void cpu_done(void *ctx) { (void)ctx; }

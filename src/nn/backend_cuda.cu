@@ -159,7 +159,7 @@ static char unavailable[256];
 /* The ranks of a machine that see the same devices spread over them (rank r on device
  * r mod n; nevo_comm_device_rank: a launcher that gives each rank its own devices
  * makes each the one rank of its group). */
-static void *cuda_init(int node_rank, int node_size) {
+static void *cuda_init(int group_rank, int group_size) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {
@@ -172,7 +172,7 @@ static void *cuda_init(int node_rank, int node_size) {
     }
     Cuda *c = (Cuda *)nevo_alloc(sizeof *c);
     c->devices = n;
-    c->device = nevo_device_place(node_rank, node_size, n, &c->sharers);
+    c->device = nevo_device_place(group_rank, group_size, n, &c->sharers);
     CK(cudaSetDevice(c->device));
     CK(cudaGetDeviceProperties(&c->prop, c->device));
     pthread_mutex_init(&c->mu, NULL);

@@ -8,9 +8,10 @@
 
 typedef struct NevoBackendOps {
     const char *name;
-    /* the backend's context for rank node_rank of node_size on this machine
-     * (nevo_backend_new_on_node), or NULL where it cannot run here */
-    void *(*init)(int node_rank, int node_size);
+    /* the backend's context for rank group_rank of the group_size ranks of this machine
+     * that see the same devices (nevo_backend_new_on_node), or NULL where it cannot run
+     * here */
+    void *(*init)(int group_rank, int group_size);
     void (*done)(void *ctx);
     /* r->data for r->rows rows of r->stride floats (64-byte aligned rows), or a view of
      * host memory (host != NULL: a device copies it) */
@@ -80,10 +81,10 @@ struct NevoWorkspace {
  * than half of free_bytes. */
 int nevo_device_slots(int per_thread, int batches, size_t slot_bytes, size_t free_bytes, int first, int most);
 
-/* The device of rank node_rank of a machine's node_size ranks, among its `devices`:
- * node_rank mod devices, so a machine's ranks spread evenly; *sharers: how many of the
+/* The device of rank group_rank of group_size ranks that see the same `devices`:
+ * group_rank mod devices, so the ranks spread evenly; *sharers: how many of the
  * ranks it has (their batches share its memory). */
-int nevo_device_place(int node_rank, int node_size, int devices, int *sharers);
+int nevo_device_place(int group_rank, int group_size, int devices, int *sharers);
 
 /* The memory a rank sizes its slots by, on a device `sharers` ranks share: the free
  * memory, at most its share of the total (ranks size at about the same moment: each
