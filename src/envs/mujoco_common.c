@@ -122,7 +122,8 @@ static void xml_value(const char *v, const char *end, char *out) {
             int done = 0;
             for (int k = 0; k < 5 && !done; k++) {
                 size_t l = strlen(names[k]);
-                if ((size_t)(end - v) >= l && strncmp(v, names[k], l) == 0) c = (unsigned char)chars[k], v += l, done = 1;
+                if ((size_t)(end - v) >= l && strncmp(v, names[k], l) == 0)
+                    c = (unsigned char)chars[k], v += l, done = 1;
             }
             if (!done && v < end && *v == '#') {
                 const char *q = v + 1;
