@@ -45,6 +45,12 @@ def envs():
     return [_lib.nevo_env_class_at(i).contents.name.decode() for i in range(_lib.nevo_env_count())]
 
 
+def backends():
+    """Names of the backends this library was built with ("cpu", and "cuda" in a
+    `make CUDA=1` build; whether a device is present shows when one is asked for)."""
+    return _lib.nevo_backend_names().decode().split(", ")
+
+
 def episode_seed(seed, episode):
     """Env seed of evaluation episode `episode` under evaluation seed `seed` (what
     `nevo eval --seed` and evaluate() run)."""

@@ -99,6 +99,7 @@ def _fn(name, res, *args):
 
 nevo_version = _fn("nevo_version", c_char_p)
 nevo_env_count = _fn("nevo_env_count", c_int)
+nevo_backend_names = _fn("nevo_backend_names", c_char_p)
 nevo_env_class_at = _fn("nevo_env_class_at", POINTER(NevoEnvSpec), c_int)  # spec is the class's first member
 nevo_eval_episode_seed = _fn("nevo_eval_episode_seed", c_uint64, c_uint64, c_int)
 
