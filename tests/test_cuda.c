@@ -1035,6 +1035,28 @@ TEST(cuda_ranks_of_a_machine_match_cpu) {
     }
 }
 
+/* The backend says which device it computes on, and `nevo train` on the device says so
+ * (rank 0 of 1: device 0, no ranks beside it). */
+TEST(cuda_run_says_which_device) {
+    NevoBackend *gpu = cuda_or_skip();
+    if (!gpu) return;
+    char where[256];
+    nevo_backend_describe(gpu, where, sizeof where);
+    nevo_backend_free(gpu);
+    const char *open = strchr(where, '(');
+    CHECK_MSG(strncmp(where, "cuda device 0 of ", 17) == 0 && open && open[1] != ')' && strstr(where, "ranks on") == NULL,
+              "%s", where);
+    char bin[PATH_MAX], cfg[PATH_MAX], out[8192], want[300];
+    CHECK(realpath(test_nevo_bin(), bin) != NULL && realpath("configs/cartpole_ga.json", cfg) != NULL);
+    CHECK_MSG(test_run(out, sizeof out,
+                       "cd %s && %s train %s backend=cuda generations=1 population=64 ga.truncation=4 "
+                       "ga.validation_candidates=2 ga.validation_episodes=1 eval_episodes=2 --threads 4 --out r",
+                       test_tmpdir(), bin, cfg) == 0,
+              "%s", out);
+    snprintf(want, sizeof want, "nevo: networks on %s\n", where);
+    CHECK_CONTAINS(out, want);
+}
+
 /* Population evaluation (nevo_pop_eval_*, Python's nevo.evaluate) on the device: a
  * config's backend, and one set afterwards, give the CPU's episodes. */
 TEST(cuda_population_evaluation_matches_cpu) {

@@ -1082,6 +1082,13 @@ TEST(device_place_spreads_a_machines_ranks) {
             }
             CHECK(hi - lo <= 1);
         }
+    NevoBackend *cpu = NULL;
+    NevoError err = {0};
+    char where[16];
+    CHECK(nevo_backend_new_on_node("cpu", 2, 3, &cpu, &err) == NEVO_OK);
+    nevo_backend_describe(cpu, where, sizeof where);
+    CHECK(strcmp(where, "cpu") == 0);
+    nevo_backend_free(cpu);
     const size_t gb = 1000000000u;
     CHECK(nevo_device_share(139 * gb, 140 * gb, 1) == 139 * gb);
     CHECK(nevo_device_share(139 * gb, 140 * gb, 2) == 70 * gb);  /* the first of two to size */

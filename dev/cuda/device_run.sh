@@ -45,7 +45,8 @@ log "cpus: $THREADS ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2))"
 
 step_1() {
 log "1. parity tests"
-"$BIN/nevo_tests" cuda backend_rows_write 2>&1 | tee "$OUT/tests.txt" | tail -12 | tee -a "$OUT/summary.txt"
+NEVO_BIN="$BIN/nevo" "$BIN/nevo_tests" cuda backend_rows_write 2>&1 | tee "$OUT/tests.txt" | tail -12 |
+    tee -a "$OUT/summary.txt"
 
 }
 

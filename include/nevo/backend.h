@@ -33,6 +33,9 @@ NevoStatus nevo_backend_new_on_node(const char *name, int group_rank, int group_
                                     NevoError *err);
 void nevo_backend_free(NevoBackend *b);
 const char *nevo_backend_name(const NevoBackend *b);
+/* Where b computes, in words for a person: "cpu", or the device ("cuda device 1 of 8
+ * (NVIDIA H200), 2 ranks on it"). */
+void nevo_backend_describe(const NevoBackend *b, char *buf, size_t size);
 /* The built-in backends' names, comma-separated ("cpu"). */
 const char *nevo_backend_names(void);
 

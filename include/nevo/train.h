@@ -22,13 +22,16 @@
 NevoStatus nevo_train_generation(NevoAlgo *algo, NevoEvaluator *ev, NevoGenStats *stats, NevoError *err);
 
 /* Observers of a run (all optional). on_frames is called from worker threads with the
- * frames finished so far in the current evaluation (a generation runs one or more). */
+ * frames finished so far in the current evaluation (a generation runs one or more).
+ * on_backend follows on_start where the networks are computed on a device, with its
+ * nevo_backend_describe (rank 0's). */
 typedef struct NevoTrainHooks {
     void (*on_start)(void *ctx, const NevoConfig *cfg, const NevoRunTotals *resumed_from);
     void (*on_generation)(void *ctx, const NevoGenStats *gen, const NevoRunTotals *totals,
                           const NevoConfig *cfg);
     void (*on_frames)(void *ctx, long long frames);
     void *ctx;
+    void (*on_backend)(void *ctx, const char *where);
 } NevoTrainHooks;
 
 typedef struct NevoTrainSummary {

@@ -130,6 +130,11 @@ static void draw(Progress *p, int gen_done, long long frames, int final_line) {
     fflush(stderr);
 }
 
+static void on_backend(void *ctx, const char *where) {
+    const Progress *p = ctx;
+    if (!p->quiet) fprintf(stderr, "nevo: networks on %s\n", where);
+}
+
 static void on_frames(void *ctx, long long frames) {
     Progress *p = ctx;
     atomic_store(&p->gen_frames, frames);
@@ -371,7 +376,7 @@ static int train_main(int argc, char **argv, NevoComm *comm) {
     p.quiet = quiet;
     p.kill_after_frames = kill_after;
     pthread_mutex_init(&p.mu, NULL);
-    NevoTrainHooks hooks = {on_start, on_generation, on_frames, &p};
+    NevoTrainHooks hooks = {on_start, on_generation, on_frames, &p, on_backend};
     NevoTrainSummary s;
     NevoStatus st = nevo_train_run_ranks(&cfg, out_dir, resume_dir != NULL, (int)threads, &hooks, comm, &s, &err);
     pthread_mutex_destroy(&p.mu);

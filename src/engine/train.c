@@ -619,6 +619,11 @@ NevoStatus nevo_train_run_ranks(const NevoConfig *cfg, const char *out_dir, int 
         return st;
     }
     if (hooks && hooks->on_start) hooks->on_start(hooks->ctx, &run.cfg, resume ? &totals : NULL);
+    if (hooks && hooks->on_backend && run.c.backend) {
+        char where[256];
+        nevo_backend_describe(run.c.backend, where, sizeof where);
+        hooks->on_backend(hooks->ctx, where);
+    }
     if (hooks && hooks->on_frames && run.c.ev) nevo_evaluator_set_progress(run.c.ev, relay_frames, (void *)hooks);
 
     /* wall_s goes on from the checkpoint's total: a wall-time budget covers the run's

@@ -58,6 +58,11 @@ void nevo_backend_free(NevoBackend *b) {
 
 const char *nevo_backend_name(const NevoBackend *b) { return b->ops->name; }
 
+void nevo_backend_describe(const NevoBackend *b, char *buf, size_t size) {
+    if (b->ops->describe) b->ops->describe(b->ctx, buf, size);
+    else snprintf(buf, size, "%s", b->ops->name);
+}
+
 static NevoRows *rows_make(NevoBackend *b, size_t stride, int rows, const float *host) {
     NevoRows *r = nevo_alloc(sizeof *r);
     r->backend = b;

@@ -810,6 +810,13 @@ static void cuda_synchronize(void *ctx) {
 
 static size_t cuda_cache_bytes(void *ctx) { return (size_t)((Cuda *)ctx)->prop.l2CacheSize; }
 
+static void cuda_describe(void *ctx, char *buf, size_t size) {
+    Cuda *c = (Cuda *)ctx;
+    char more[64] = "";
+    if (c->sharers > 1) snprintf(more, sizeof more, ", %d ranks on it", c->sharers);
+    snprintf(buf, size, "cuda device %d of %d (%s)%s", c->device, c->devices, c->prop.name, more);
+}
+
 static size_t cuda_rows_room(void *ctx) {
     Cuda *c = on_device(ctx);
     size_t free_b, total_b;
@@ -874,6 +881,7 @@ extern "C" const NevoBackendOps nevo_backend_cuda_ops = {
     cuda_unavailable,
     cuda_host_alloc,
     cuda_host_free,
+    cuda_describe,
 };
 
 /* ---- the device's own limits, for `nevo bench --only gpu` ----------------------------- */

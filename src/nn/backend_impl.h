@@ -54,6 +54,7 @@ typedef struct NevoBackendOps {
      * device's DMA); NULL: nevo_alloc_aligned and free */
     void *(*host_alloc)(void *ctx, size_t bytes);
     void (*host_free)(void *ctx, void *p);
+    void (*describe)(void *ctx, char *buf, size_t size); /* nevo_backend_describe; NULL: the name */
 } NevoBackendOps;
 
 struct NevoBackend {
