@@ -41,6 +41,8 @@ const char *nevo_backend_names(void);
 
 /* `rows` rows of row_floats floats each, every row on a 64-byte line. */
 NevoRows *nevo_rows_new(NevoBackend *b, size_t row_floats, int rows);
+/* The floats from one such row to the next: row_floats in whole 64-byte lines. */
+size_t nevo_rows_stride(size_t row_floats);
 /* Rows in host memory at host + r * stride (valid while the rows are): on the CPU a
  * view, no copy; a device backend copies them. */
 NevoRows *nevo_rows_host(NevoBackend *b, const float *host, size_t stride, int rows);

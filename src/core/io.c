@@ -2,6 +2,7 @@
 #include "nevo/io.h"
 
 #include "core/simd.h"
+#include "core/strutil.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -217,17 +218,6 @@ uint32_t nevo_crc32_extend(uint32_t crc, const void *data, size_t n) {
     return crc_join(r, c3 ^ 0xFFFFFFFFu, n - 3 * q);
 }
 
-static void dir_of(const char *path, char *dir, size_t size) {
-    const char *slash = strrchr(path, '/');
-    if (!slash) {
-        snprintf(dir, size, ".");
-    } else if (slash == path) {
-        snprintf(dir, size, "/");
-    } else {
-        snprintf(dir, size, "%.*s", (int)(slash - path), path);
-    }
-}
-
 /* Temporary files are TARGET.tmp.PID. A writer holds an exclusive flock on its
  * temporary file from creation to rename; one killed before the rename leaves the file
  * behind, unlocked, under the PID of a process that is gone. Such files are removed by
@@ -296,7 +286,7 @@ NevoStatus nevo_write_atomic_parts(const char *path, const void *const *data, co
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp)
         return nevo_error(err, NEVO_ERR_IO, "%s: path too long", path);
     char dir[4096];
-    dir_of(path, dir, sizeof dir);
+    nevo_path_dir(path, dir, sizeof dir);
     const char *slash = strrchr(path, '/');
     nevo_remove_stale_temps(dir, slash ? slash + 1 : path); /* what killed writers of this file left */
     int fd = -1;

@@ -1,6 +1,7 @@
 /* Edit distance for "did you mean" suggestions, and bounded string copies. */
 #include "core/strutil.h"
 
+#include <stdio.h>
 #include <string.h>
 
 int nevo_edit_distance(const char *a, const char *b) {
@@ -37,6 +38,16 @@ const char *nevo_closest(const char *word, const char *const *candidates, int n)
     int len = (int)strlen(word);
     int limit = len / 2 > 2 ? len / 2 : 2;
     return best && best_d <= limit ? best : NULL;
+}
+
+void nevo_path_dir(const char *path, char *dir, size_t size) {
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, size, ".");
+    else if (slash == path)
+        snprintf(dir, size, "/");
+    else
+        snprintf(dir, size, "%.*s", (int)(slash - path), path);
 }
 
 int nevo_strlcpy(char *dst, const char *src, size_t dst_size) {

@@ -14,6 +14,9 @@ const char *nevo_closest(const char *word, const char *const *candidates, int n)
 /* Copies src into dst of size dst_size, always NUL-terminated; returns 0 if it fit. */
 int nevo_strlcpy(char *dst, const char *src, size_t dst_size);
 
+/* The directory of path into dir: "." for a bare name, "/" for a file at the root. */
+void nevo_path_dir(const char *path, char *dir, size_t size);
+
 /* Copies src into dst (size dst_size >= 1, always NUL-terminated) printable on one
  * line: control bytes (0x00-0x1F, 0x7F) and bytes that are not part of valid UTF-8
  * become \xNN; valid UTF-8 is kept. Truncates at a whole character or escape. Returns

@@ -641,7 +641,7 @@ static int choose_layout(const NevoTaskSet *ts, int *episodes_of) {
 static int pop_fits(const NevoEvaluator *ev, int n) {
     size_t room = nevo_backend_rows_room(ev->backend);
     if (room == SIZE_MAX || (ev->pop && ev->pop_rows >= n)) return 1;
-    double row = 4.0 * (double)((ev->policy->nparams + 15) & ~(size_t)15); /* a row's 64-byte lines */
+    double row = (double)(sizeof(float) * nevo_rows_stride(ev->policy->nparams));
     return (double)n * row <= (double)room + (ev->pop ? (double)ev->pop_rows * row : 0.0);
 }
 

@@ -295,9 +295,7 @@ static NevoStatus pop_eval_finish(NevoPopEval *pe, int threads, NevoPopEval **ou
     nevo_pop_eval_set_max_steps(pe, 0);
     pe->json = nevo_config_to_json(&pe->cfg);
     /* a config's backend; a policy file's (where it was trained) is not this machine's */
-    char backend[sizeof pe->cfg.backend];
-    snprintf(backend, sizeof backend, "%s", pe->loaded ? "cpu" : pe->cfg.backend);
-    NevoStatus st = nevo_pop_eval_set_backend(pe, backend, err);
+    NevoStatus st = nevo_pop_eval_set_backend(pe, pe->loaded ? "cpu" : pe->cfg.backend, err);
     if (st) {
         nevo_pop_eval_free(pe);
         return st;

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/strutil.h"
 #include "nevo/io.h"
 
 const char *const nevo_mj_options[] = {"frame_skip", "reset_noise_scale", NULL};
@@ -277,8 +278,7 @@ static NevoStatus read_model_file(ModelFiles *m, const char *path) {
     m->text[me][n] = '\0'; /* a NUL inside ends the text, as it ends MuJoCo's */
     free(data);
     char own[MJ_PATH];
-    const char *slash = strrchr(path, '/');
-    snprintf(own, sizeof own, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+    nevo_path_dir(path, own, sizeof own);
     const char *reading = m->reading, *outer = m->own;
     m->reading = m->path[me], m->own = own, m->open[me] = 1, m->depth++;
     xml_attributes(m->text[me], model_attr, m);
@@ -312,14 +312,12 @@ static int named_attr(void *ctx, const XmlAttr *a) {
  * exist are MuJoCo's to report. */
 NevoStatus nevo_mj_check_named_files(const char *name, const char *model, NevoError *err) {
     ModelFiles *m = nevo_alloc(sizeof *m);
-    const char *slash = strrchr(model, '/');
-    snprintf(m->dir[m->n_dirs++], MJ_PATH, "%.*s", slash ? (int)(slash - model) : 1, slash ? model : ".");
+    nevo_path_dir(model, m->dir[m->n_dirs++], MJ_PATH);
     m->name = name, m->model = model, m->reading = model, m->own = m->dir[0], m->err = err;
     NevoStatus st = read_model_file(m, model);
     for (int f = 0; f < m->n && st == NEVO_OK; f++) {
         char own[MJ_PATH];
-        const char *s = strrchr(m->path[f], '/');
-        snprintf(own, sizeof own, "%.*s", s ? (int)(s - m->path[f]) : 1, s ? m->path[f] : ".");
+        nevo_path_dir(m->path[f], own, sizeof own);
         m->reading = m->path[f], m->own = own;
         xml_attributes(m->text[f], named_attr, m);
         st = m->st;

@@ -72,8 +72,10 @@ static NevoRows *rows_make(NevoBackend *b, size_t stride, int rows, const float 
     return r;
 }
 
+size_t nevo_rows_stride(size_t row_floats) { return (row_floats + 15) & ~(size_t)15; }
+
 NevoRows *nevo_rows_new(NevoBackend *b, size_t row_floats, int rows) {
-    return rows_make(b, (row_floats + 15) & ~(size_t)15, rows, NULL);
+    return rows_make(b, nevo_rows_stride(row_floats), rows, NULL);
 }
 
 NevoRows *nevo_rows_host(NevoBackend *b, const float *host, size_t stride, int rows) {

@@ -199,9 +199,6 @@ static void cuda_done(void *ctx) {
     free(c);
 }
 
-/* A device row's floats: whole 64 bytes (the forward's 16-byte weight loads). */
-static size_t device_stride(size_t floats) { return (floats + 15) & ~(size_t)15; }
-
 /* The width of a workspace's two activation buffers: the widest layer or the input. */
 static size_t work_width(const NevoPolicy *p) {
     return (size_t)(p->max_width > p->obs_dim ? p->max_width : p->obs_dim);
@@ -209,9 +206,10 @@ static size_t work_width(const NevoPolicy *p) {
 
 static void rows_alloc(void *ctx, NevoRows *r, const float *host) {
     Cuda *c = on_device(ctx);
-    /* a copy of host rows gets device rows too */
+    /* a copy of host rows gets rows of whole 64-byte lines too (the forward's 16-byte
+     * weight loads) */
     size_t hs = r->stride;
-    r->stride = device_stride(hs);
+    r->stride = nevo_rows_stride(hs);
     size_t n = r->stride * (size_t)(r->rows > 0 ? r->rows : 1);
     CK(cudaMalloc((void **)&r->data, sizeof(float) * n));
     if (host && r->rows > 0) {
@@ -507,17 +505,14 @@ typedef struct Work {
 } Work;
 
 static void *cuda_workspace_new(void *ctx, const NevoPolicy *p, int max_rows) {
-    on_device(ctx);
+    Cuda *c = on_device(ctx);
     Work *w = (Work *)nevo_alloc(sizeof *w);
     w->max_rows = max_rows > 0 ? max_rows : 1;
     w->obs_dim = p->obs_dim;
     w->width = (int)work_width(p);
     w->n_out = p->n_out;
     w->dense_rows = env_int("NEVO_CUDA_DENSE_ROWS", NEVO_KD1_ROWS_DEFAULT, 0, NEVO_KD1_ROWS);
-    int dev, sms;
-    CK(cudaGetDevice(&dev));
-    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    w->min_runs = env_int("NEVO_CUDA_MIN_RUNS", 2 * sms, 0, 1 << 30);
+    w->min_runs = env_int("NEVO_CUDA_MIN_RUNS", 2 * c->prop.multiProcessorCount, 0, 1 << 30);
     w->tiled_rows = env_int("NEVO_CUDA_TILED_ROWS", 0, 0, NEVO_KT_ROWS); /* off until measured */
     if (w->dense_rows & (w->dense_rows - 1))
         nevo_fatal(__FILE__, __LINE__, "NEVO_CUDA_DENSE_ROWS must be 0, 1, 2, 4, 8 or 16, not %d", w->dense_rows);
@@ -817,12 +812,15 @@ static void cuda_describe(void *ctx, char *buf, size_t size) {
     snprintf(buf, size, "cuda device %d of %d (%s)%s", c->device, c->devices, c->prop.name, more);
 }
 
-static size_t cuda_rows_room(void *ctx) {
-    Cuda *c = on_device(ctx);
+/* The device memory this rank sizes its rows by: the free memory, at most its share
+ * (nevo_device_share). */
+static size_t memory_share(Cuda *c) {
     size_t free_b, total_b;
     CK(cudaMemGetInfo(&free_b, &total_b));
-    return nevo_device_share(free_b, total_b, c->sharers) / 2;
+    return nevo_device_share(free_b, total_b, c->sharers);
 }
+
+static size_t cuda_rows_room(void *ctx) { return memory_share(on_device(ctx)) / 2; }
 
 /* Batches pipelined with up to 8 forward threads (the evaluator gives them at most half
  * its threads): each thread's forward is synchronous (inputs up, kernels, outputs back),
@@ -836,8 +834,9 @@ static size_t cuda_rows_room(void *ctx) {
  * ES centre's episodes) runs on the host: on the device it would fill one batch, and
  * each of its steps would wait for a round trip. The slots are halved while the batches'
  * device rows would take more than half the free memory (nevo_device_slots; of a device
- * that several ranks share, their share), so a large network runs with fewer of them. NEVO_CUDA_SLOTS (a fixed count),
- * NEVO_CUDA_FORWARD_THREADS and NEVO_CUDA_HOST_TASKS override them. */
+ * that several ranks share, their share), so a large network runs with fewer of them.
+ * NEVO_CUDA_SLOTS (a fixed count), NEVO_CUDA_FORWARD_THREADS and NEVO_CUDA_HOST_TASKS
+ * override them. */
 #define CUDA_SLOTS 256
 #define CUDA_SLOTS_MAX 1024
 static void cuda_batching(void *ctx, const NevoPolicy *p, int per_thread, int batches, int *slots,
@@ -848,12 +847,9 @@ static void cuda_batching(void *ctx, const NevoPolicy *p, int per_thread, int ba
     if (!s) {
         /* a slot's device floats: its network's row (built children), its observation,
          * two activations of the widest layer, its outputs and a recurrent state's */
-        size_t f = device_stride(p->nparams) + (size_t)p->obs_dim + 2 * work_width(p) + (size_t)p->n_out;
+        size_t f = nevo_rows_stride(p->nparams) + (size_t)p->obs_dim + 2 * work_width(p) + (size_t)p->n_out;
         if (p->lstm_layer >= 0) f += (size_t)p->layers[p->lstm_layer].in_dim + 8 * (size_t)p->lstm_units;
-        size_t free_b, total_b;
-        CK(cudaMemGetInfo(&free_b, &total_b));
-        s = nevo_device_slots(per_thread, batches, sizeof(float) * f, nevo_device_share(free_b, total_b, c->sharers),
-                              CUDA_SLOTS, CUDA_SLOTS_MAX);
+        s = nevo_device_slots(per_thread, batches, sizeof(float) * f, memory_share(c), CUDA_SLOTS, CUDA_SLOTS_MAX);
     }
     *slots = s;
     *host_tasks = env_int("NEVO_CUDA_HOST_TASKS", s, 0, 1 << 30);
